@@ -1,0 +1,86 @@
+"""The record a chat keeps of each tool call: its approval, its pause, its questions and its result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from tarry.errors import QuestionExpiredError, ToolCallRunningError
+from tarry.messages import Message, ToolCall
+from tarry.questions import Decision, Question
+from tarry.tasks import Task
+
+
+class Claim(Enum):
+    """What a process got when it asked to run a call."""
+
+    GRANTED = "granted"
+    """The call is ours to run."""
+    RECLAIMED = "reclaimed"
+    """The call is ours, but an earlier process's lease ran out while it ran the call."""
+    BUSY = "busy"
+    """Another process (or task) runs the call right now."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running a call came to: a result message that ends it, or a task (and new questions) to wait on."""
+
+    result: Message | None = None
+    task: Task | None = None
+    questions: tuple[Question, ...] = ()
+
+
+@dataclass(eq=False)
+class CallRecord:
+    """Everything the chat knows about one tool call besides the transcript."""
+
+    call: ToolCall
+    needs_approval: bool = False
+    questions: list[Question] = field(default_factory=list)
+    task: Task | None = None
+    result: Message | None = None
+    running: bool = False
+    """True while this process runs the call's tool code."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """State an outer layer (the store, MCP) keeps with the call."""
+
+    @property
+    def open(self) -> bool:
+        """True while the call has no result."""
+        return self.result is None
+
+    @property
+    def approval(self) -> Question | None:
+        """The call's approval question, when it needs one."""
+        return next((question for question in self.questions if question.kind == "approval"), None)
+
+    @property
+    def waiting_question(self) -> Question | None:
+        """The question the call's task waits on, when it waits on one."""
+        return None if self.task is None else self.task.question
+
+    def pending_questions(self, now: datetime) -> list[Question]:
+        """The call's questions nobody decided yet and whose time has not run out."""
+        if not self.open:
+            return []
+        return [question for question in self.questions if question.decision is None and not question.expired(now)]
+
+
+def check_decision(question: Question, decision: Decision, *, running: bool, now: datetime) -> bool:
+    """Whether a decision may be recorded on ``question`` now, in DESIGN's order of checks.
+
+    Returns ``False`` when another decision came first; raises :class:`QuestionExpiredError`
+    when the question lapsed, and :class:`ToolCallRunningError` for declining a question
+    whose call runs right now.
+    """
+    if question.decision is not None:
+        return False
+    if question.expired(now):
+        raise QuestionExpiredError(f"Question {question.id} expired at {question.expires_at:%Y-%m-%d %H:%M:%S} UTC")
+    if decision == "decline" and running and not question.extra.get("awaited"):
+        name = question.tool_call.name if question.tool_call else "its"
+        raise ToolCallRunningError(f"Cannot decline question {question.id}: the {name} call is running right now")
+    return True

@@ -1,0 +1,523 @@
+"""The chat loop: ask the model, run the calls that can run, park the ones that wait."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from importlib.metadata import entry_points
+from typing import Any
+
+from tarry.calls import CallRecord, Claim, Outcome
+from tarry.errors import PendingToolCallsError, TarryError, UnknownQuestionError
+from tarry.journal import Journal, MemoryJournal, utcnow
+from tarry.messages import (
+    Message,
+    MessageDone,
+    Model,
+    ModelRequest,
+    StreamEvent,
+    StreamingModel,
+    TextDelta,
+    ToolCall,
+    ToolCallEvent,
+    ToolChoice,
+    result_text,
+)
+from tarry.questions import Question
+from tarry.running import sync_twin
+from tarry.tasks import Task
+from tarry.tools import InvalidArgumentsError, Tool, call_maybe_async, settle, tool
+
+logger = logging.getLogger("tarry")
+Action = tuple[bool, Callable[[], Awaitable[Outcome]]]
+"""Whether carrying a call on runs tool code, and the coroutine function that does it."""
+
+
+class Chat:
+    """A conversation with a model whose tool calls can wait.
+
+    >>> from tarry.testing import ScriptedModel
+    >>> chat = Chat(model=ScriptedModel(["Hello!"]))
+    >>> chat.ask_sync("Hi").content
+    'Hello!'
+
+    ``complete()`` runs every call that can run, resumes every paused task once, and parks
+    (returns normally) when the remaining calls wait on a person or on unfinished work.
+    ``max_concurrency`` bounds how many calls of one turn run at once.
+    """
+
+    def __init__(
+        self,
+        model: Model | str | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        instructions: str | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        settings: Mapping[str, Any] | None = None,
+        max_concurrency: int = 8,
+        id: str | None = None,
+        journal: Journal | None = None,
+    ) -> None:
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
+        if instructions is not None and not isinstance(instructions, str):
+            raise TypeError(f"instructions must be str or None, got {type(instructions).__name__}")
+        self.id = id or str(uuid.uuid4())
+        self.model = resolve_model(model)
+        self.tools = _tools_by_name(tools)
+        self.instructions = instructions
+        if tool_choice is not None and tool_choice not in ("auto", "none", "required", *self.tools):
+            raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or a tool's name; got {tool_choice!r}")
+        self.tool_choice = tool_choice
+        self.settings = dict(settings or {})
+        self.max_concurrency = max_concurrency
+        self.messages: list[Message] = []
+        self.records: dict[str, CallRecord] = {}
+        """The record of every tool call, by call id, in the order the model made them."""
+        self.turn_lock = asyncio.Lock()
+        self._journal: Journal = journal or MemoryJournal()
+
+    # The verbs
+
+    async def ask(self, text: str) -> Message | None:
+        """Add a user message, then :meth:`complete`; returns the last assistant message.
+
+        Raises :class:`PendingToolCallsError`, recording nothing, while calls wait.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"ask() needs the user's text, got {text!r}")
+        await self._journal.refresh(self)
+        waiting = [record.call.name for record in self.records.values() if record.open]
+        if waiting:
+            raise PendingToolCallsError(
+                f"{len(waiting)} tool call(s) still wait ({', '.join(waiting)}): answer, approve, decline "
+                "or cancel them, and complete() the chat, before asking again"
+            )
+        message = Message("user", text)
+        await self._journal.append(self, message)
+        self.messages.append(message)
+        return await self.complete()
+
+    async def complete(self) -> Message | None:
+        """Carry the chat on until the model has replied or every open call waits.
+
+        Returns the last assistant message: the final reply, or the message whose calls
+        wait when the chat parks. On a chat with nothing to do it returns the last reply
+        without calling the model.
+        """
+        async for _ in self._run(stream=False, once=False):
+            pass
+        return self.last_reply
+
+    async def step(self) -> Message | None:
+        """Do one round: carry every call on that can go on, then, if none waits, ask the model once.
+
+        Returns the model's new message, or ``None`` when the chat waits or had nothing to ask.
+        """
+        reply = None
+        async for event in self._run(stream=False, once=True):
+            if isinstance(event, MessageDone):
+                reply = event.message
+        return reply
+
+    async def stream(self, text: str | None = None) -> AsyncIterator[StreamEvent]:
+        """Like :meth:`ask` (or :meth:`complete` without ``text``), yielding the model's replies as they stream.
+
+        Yields :class:`~tarry.messages.TextDelta` pieces, :class:`~tarry.messages.ToolCallEvent`
+        for each call, and :class:`~tarry.messages.MessageDone` with every recorded reply.
+        The transcript afterwards is the same as without streaming.
+        """
+        if text is not None:
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"stream() needs the user's text, got {text!r}")
+            await self._journal.refresh(self)
+            if self.waiting:
+                raise PendingToolCallsError("Tool calls still wait; answer them and complete() before asking again")
+            message = Message("user", text)
+            await self._journal.append(self, message)
+            self.messages.append(message)
+        async for event in self._run(stream=True, once=False):
+            yield event
+
+    async def pending_questions(self) -> list[Question]:
+        """The questions the chat waits on, in the order the model made their calls."""
+        await self._journal.refresh(self)
+        now = utcnow()
+        return [question for record in self.records.values() for question in record.pending_questions(now)]
+
+    async def pending_tasks(self) -> list[Task]:
+        """The paused tasks that wait on no question: work that finishes later."""
+        await self._journal.refresh(self)
+        return [
+            record.task
+            for record in self.records.values()
+            if record.open and record.task is not None and not record.task.waits_on_person()
+        ]
+
+    async def answer(self, question: Question | str, value: Any = None, /, **values: Any) -> bool:
+        """Answer ``question`` (a :class:`Question` or its id); answering an approval approves it.
+
+        A positional value answers a one-field question, keywords answer fields by name.
+        Returns ``True`` when this call recorded the decision and ``False`` when another
+        decision came first. Raises :class:`UnknownQuestionError`, :class:`InvalidAnswerError`
+        or :class:`QuestionExpiredError`.
+        """
+        target = self._find(question)
+        accepted = target.check_answer(value, values)
+        return await self._journal.decide(self, target, "accept", accepted, None)
+
+    async def approve(self, question: Question | str) -> bool:
+        """Approve ``question``; same return value and errors as :meth:`answer`."""
+        target = self._find(question)
+        return await self._journal.decide(self, target, "accept", target.check_answer(), None)
+
+    async def decline(self, question: Question | str, note: str | None = None) -> bool:
+        """Decline ``question``; the note reaches the model with the declined result.
+
+        Raises :class:`ToolCallRunningError` when the question's call runs right now.
+        """
+        if note is not None and not isinstance(note, str):
+            raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
+        return await self._journal.decide(self, self._find(question), "decline", None, note)
+
+    async def cancel(self) -> None:
+        """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result."""
+        await self._journal.refresh(self)
+        for record in [record for record in self.records.values() if record.open]:
+            async with self._journal.hold_call(self, record) as claim:
+                if claim is Claim.BUSY or not record.open:
+                    continue
+                if record.task is not None:
+                    try:
+                        await settle(record.task.cancel())
+                    except Exception:
+                        logger.exception("Cancelling the task of the %s call failed", record.call.name)
+                for question in record.pending_questions(utcnow()):
+                    await self._journal.decide(self, question, "cancel", None, None)
+                await self._save(
+                    record, Outcome(result=_error(record.call, f"The {record.call.name} call was cancelled."))
+                )
+
+    ask_sync = sync_twin(ask)
+    complete_sync = sync_twin(complete)
+    step_sync = sync_twin(step)
+    pending_questions_sync = sync_twin(pending_questions)
+    pending_tasks_sync = sync_twin(pending_tasks)
+    answer_sync = sync_twin(answer)
+    approve_sync = sync_twin(approve)
+    decline_sync = sync_twin(decline)
+    cancel_sync = sync_twin(cancel)
+
+    # What the chat shows
+
+    @property
+    def waiting(self) -> bool:
+        """True while calls wait on a person or on unfinished work."""
+        return any(record.open for record in self.records.values())
+
+    @property
+    def last_reply(self) -> Message | None:
+        """The last assistant message, or ``None`` before the model spoke."""
+        return next((message for message in reversed(self.messages) if message.role == "assistant"), None)
+
+    def record_of(self, question: Question) -> CallRecord | None:
+        """The record of the call that asked ``question``."""
+        return next((record for record in self.records.values() if question in record.questions), None)
+
+    def __repr__(self) -> str:
+        return f"<Chat {self.id} messages={len(self.messages)} waiting={self.waiting}>"
+
+    # The loop
+
+    async def _run(self, *, stream: bool, once: bool) -> AsyncIterator[StreamEvent]:
+        resumed: set[str] = set()
+        while True:
+            await self._journal.refresh(self)
+            await self._carry_calls(resumed)
+            if self.waiting or not self._needs_model():
+                return
+            reply = None
+            async for event in self._model_turn(stream):
+                if isinstance(event, MessageDone):
+                    reply = event.message
+                yield event
+            if once or reply is None or not reply.tool_calls:
+                return
+
+    async def _carry_calls(self, resumed: set[str]) -> None:
+        limit = asyncio.Semaphore(self.max_concurrency)
+
+        async def carry(record: CallRecord) -> None:
+            async with limit:
+                await self._carry(record, resumed)
+
+        async with asyncio.TaskGroup() as group:
+            for record in list(self.records.values()):
+                if record.open and self._next_action(record, resumed) is not None:
+                    group.create_task(carry(record))
+
+    async def _carry(self, record: CallRecord, resumed: set[str]) -> None:
+        async with self._journal.hold_call(self, record) as claim:
+            action = None if claim is Claim.BUSY else self._next_action(record, resumed)
+            if action is None:
+                return
+            runs_tool, run = action
+            tool = self.tools.get(record.call.name)
+            if runs_tool and claim is Claim.RECLAIMED and not (tool is not None and tool.idempotent):
+                message = (
+                    f"The {record.call.name} call was interrupted: the process running it stopped before it finished."
+                )
+                outcome = Outcome(result=_error(record.call, message))
+            else:
+                if runs_tool:
+                    resumed.add(record.call.id)
+                outcome = await run()
+            await self._save(record, outcome)
+
+    def _next_action(self, record: CallRecord, resumed: set[str]) -> Action | None:
+        """What would carry ``record`` on now (and whether it runs tool code), or ``None`` while it waits."""
+        call, now = record.call, utcnow()
+        if not record.open:
+            return None
+        approval = record.approval
+        if approval is not None and approval.decision != "accept":
+            return self._decision_action(call, approval, now, "approval")
+        task = record.task
+        if task is None:
+            return None if call.id in resumed else (True, lambda: self._execute(record))
+        if task.expires_at is not None and now >= task.expires_at:
+            return _closing(call, f"The {call.name} task expired before it finished.")
+        own = [question for question in task.questions if question.source is None]
+        for question in own:
+            if question.decision != "accept":
+                return self._decision_action(call, question, now, "question")
+        if any(question.decision is None and not question.expired(now) for question in task.questions):
+            return None
+        if call.id in resumed:
+            return None
+        if own:
+            task.answer = own[0].answer
+        return True, lambda: self._resume(record, task)
+
+    def _decision_action(self, call: ToolCall, question: Question, now: datetime, what: str) -> Action | None:
+        if question.decision == "decline":
+            return _closing(call, f"The user declined the {call.name} call.", note=question.note)
+        if question.decision == "cancel":
+            return _closing(call, f"The {call.name} call was cancelled.")
+        if question.expired(now):
+            if what == "approval":
+                return _closing(call, f"Nobody approved the {call.name} call in time; the approval lapsed.")
+            return _closing(call, f"Nobody answered the question of the {call.name} call in time; it lapsed.")
+        return None
+
+    async def _execute(self, record: CallRecord) -> Outcome:
+        call = record.call
+        tool = self.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(self.tools) or "none"
+            return Outcome(result=_error(call, f"Unknown tool {call.name!r}. Available tools: {available}."))
+        try:
+            arguments = tool.validate(call.arguments)
+        except InvalidArgumentsError as error:
+            return Outcome(result=_error(call, str(error)))
+        return await self._invoke(record, tool.execute, arguments)
+
+    async def _resume(self, record: CallRecord, task: Task) -> Outcome:
+        tool = self.tools.get(record.call.name)
+        if tool is None:
+            return Outcome(result=_error(record.call, f"The {record.call.name} tool is no longer available."))
+        arguments = tool.validate(record.call.arguments)
+        return await self._invoke(record, tool.resume, arguments, task)
+
+    async def _invoke(
+        self, record: CallRecord, method: Callable[..., Any], arguments: dict[str, Any], *args: Any
+    ) -> Outcome:
+        call = record.call
+        try:
+            returned = await call_maybe_async(method, *args, **arguments)
+        except Exception as error:
+            logger.exception("The %s call raised", call.name)
+            return Outcome(result=_error(call, f"The {call.name} call raised {type(error).__name__}: {error}"))
+        if not isinstance(returned, Task):
+            return Outcome(result=Message("tool", result_text(returned), tool_call_id=call.id))
+        return self._paused(record, returned)
+
+    def _paused(self, record: CallRecord, task: Task) -> Outcome:
+        call = record.call
+        task.tool_call = call
+        if task.completed():
+            value = task.status_message if task.status_message is not None else task.data
+            return Outcome(result=Message("tool", result_text(value), tool_call_id=call.id))
+        if task.failed() or task.cancelled():
+            what = "failed" if task.failed() else "was cancelled"
+            detail = f": {task.status_message}" if task.status_message else "."
+            return Outcome(result=_error(call, f"The {call.name} call {what}{detail}"))
+        fresh = tuple(question for question in task.questions if question not in record.questions)
+        for question in fresh:
+            self._mint(question, call)
+        return Outcome(task=task, questions=fresh)
+
+    def _mint(self, question: Question, call: ToolCall) -> None:
+        now = utcnow()
+        question.id = str(uuid.uuid4())
+        question.asked_at = now
+        question.tool_call = call
+        question.chat_id = self.id
+        if question.ttl is not None:
+            question.expires_at = now + timedelta(seconds=question.ttl)
+
+    async def _save(self, record: CallRecord, outcome: Outcome) -> None:
+        await self._journal.save_call(self, record, outcome)
+        if outcome.result is not None:
+            record.result = outcome.result
+            self.messages.append(outcome.result)
+        else:
+            record.task = outcome.task
+            record.questions.extend(outcome.questions)
+
+    def _needs_model(self) -> bool:
+        return bool(self.messages) and self.messages[-1].role != "assistant"
+
+    async def _model_turn(self, stream: bool) -> AsyncIterator[StreamEvent]:
+        if self.model is None:
+            raise TarryError("This chat has no model: pass model= to Chat (or to load_chat) to carry it on")
+        async with self._journal.hold_turn(self) as held:
+            if not held:
+                return
+            await self._journal.refresh(self)
+            if self.waiting or not self._needs_model():
+                return
+            request = ModelRequest(
+                messages=tuple(self.messages),
+                tools=tuple(tool.schema() for tool in self.tools.values()),
+                instructions=self.instructions,
+                tool_choice=self._effective_tool_choice(),
+                settings=dict(self.settings),
+            )
+            if stream and isinstance(self.model, StreamingModel):
+                reply = None
+                async for event in self.model.stream(request):
+                    if isinstance(event, MessageDone):
+                        reply = event.message
+                    else:
+                        yield event
+                if reply is None:
+                    raise TarryError(f"The model {self.model.name} ended its stream without a message")
+            else:
+                reply = await self.model.complete(request)
+                if stream:
+                    if reply.content:
+                        yield TextDelta(reply.content)
+                    for call in reply.tool_calls:
+                        yield ToolCallEvent(call)
+            records = self._records_for(reply)
+            await self._journal.append(self, reply, records)
+            self.messages.append(reply)
+            for record in records:
+                self.records[record.call.id] = record
+            yield MessageDone(reply)
+
+    def _effective_tool_choice(self) -> ToolChoice | None:
+        """The chat's tool choice, or ``"auto"`` once a forcing choice made the model call a tool this turn."""
+        choice = self.tool_choice
+        if choice is None or choice in ("auto", "none"):
+            return choice
+        for message in reversed(self.messages):
+            if message.role == "user":
+                return choice
+            if message.tool_calls:
+                return "auto"
+        return choice
+
+    def _records_for(self, reply: Message) -> list[CallRecord]:
+        if reply.role != "assistant":
+            raise TarryError(f"The model replied with a {reply.role!r} message, not an assistant one")
+        records: list[CallRecord] = []
+        for call in reply.tool_calls:
+            if call.id in self.records or any(call.id == other.call.id for other in records):
+                raise TarryError(f"The model reused the tool call id {call.id!r}")
+            record = CallRecord(call, needs_approval=self._needs_approval(call))
+            if record.needs_approval:
+                tool = self.tools[call.name]
+                approval = Question(
+                    id="", kind="approval", message=f"Approve the {call.name} call?", ttl=tool.approval_ttl
+                )
+                self._mint(approval, call)
+                record.questions.append(approval)
+            records.append(record)
+        return records
+
+    def _needs_approval(self, call: ToolCall) -> bool:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return False
+        try:
+            tool.validate(call.arguments)
+        except InvalidArgumentsError:
+            return False
+        try:
+            return tool.needs_approval(call)
+        except Exception:
+            logger.exception("The approval rule of %s raised; asking a person to approve the call", call.name)
+            return True
+
+    def _find(self, question: Question | str) -> Question:
+        wanted = question.id if isinstance(question, Question) else question
+        if not isinstance(wanted, str):
+            raise UnknownQuestionError(f"A question is a Question or its id, got {question!r}")
+        for record in self.records.values():
+            for candidate in record.questions:
+                if candidate.id == wanted:
+                    return candidate
+        raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
+
+
+def _error(call: ToolCall, text: str, **extra: Any) -> Message:
+    return Message("tool", result_text({"error": text, **extra}), tool_call_id=call.id)
+
+
+def _closing(call: ToolCall, text: str, note: str | None = None) -> Action:
+    """The action that ends ``call`` with an error result, running no tool code."""
+    extra = {"note": note} if note else {}
+
+    async def close() -> Outcome:
+        return Outcome(result=_error(call, text, **extra))
+
+    return False, close
+
+
+def _tools_by_name(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
+    if isinstance(tools, Tool) or callable(tools):
+        raise TypeError("tools must be a list of tools, not a single tool")
+    by_name: dict[str, Tool] = {}
+    for item in tools:
+        made = item if isinstance(item, Tool) else tool(item) if callable(item) else None
+        if made is None:
+            raise TypeError(f"A tool must be a Tool or a function, got {item!r}")
+        if made.name in by_name:
+            raise ValueError(f"Two tools are named {made.name!r}; tool names must be unique in a chat")
+        by_name[made.name] = made
+    return by_name
+
+
+def resolve_model(model: Model | str | None) -> Model | None:
+    """``model`` itself, or the adapter a ``"provider:model"`` string names (from installed providers)."""
+    if model is None or not isinstance(model, str):
+        if model is not None and not isinstance(model, Model):
+            raise TypeError(f"model must be a Model or a 'provider:model' string, got {model!r}")
+        return model
+    provider, sep, name = model.partition(":")
+    if not sep or not provider or not name:
+        raise ValueError(f"A model string looks like 'provider:model', got {model!r}")
+    found = entry_points(group="tarry.providers", name=provider)
+    if not found:
+        known = sorted(point.name for point in entry_points(group="tarry.providers"))
+        raise ValueError(f"Unknown model provider {provider!r}; known: {', '.join(known) or 'none'}")
+    factory = next(iter(found)).load()
+    made = factory(name)
+    if not isinstance(made, Model):
+        raise TypeError(f"The {provider} provider made {made!r}, not a Model")
+    return made

@@ -1,0 +1,74 @@
+"""The exceptions tarry raises. Every one is a :class:`TarryError`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class TarryError(Exception):
+    """Base class of every error tarry raises on purpose."""
+
+
+class PendingToolCallsError(TarryError):
+    """A new user message was sent while tool calls still wait for a result."""
+
+
+class ToolCallRunningError(TarryError):
+    """A question was declined while its tool call is running right now."""
+
+
+class UnknownQuestionError(TarryError, ValueError):
+    """The question id names no question of this chat or store."""
+
+
+class InvalidAnswerError(TarryError, ValueError):
+    """An answer the question cannot take; ``errors`` maps each field name to what was wrong."""
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        self.errors = dict(errors)
+        details = "; ".join(f"{name}: {problem}" for name, problem in self.errors.items())
+        super().__init__(f"Invalid answer: {details}")
+
+
+class QuestionExpiredError(TarryError):
+    """The question's time to live passed before anyone decided it."""
+
+
+class ChatNotFoundError(TarryError, LookupError):
+    """No chat has this id."""
+
+
+class CorruptStateError(TarryError):
+    """A saved record cannot be read back; the message names the record."""
+
+
+class ProviderError(TarryError):
+    """A model provider failed to answer; ``status`` is its HTTP status when it sent one."""
+
+    def __init__(self, message: str, *, provider: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+
+
+class AuthenticationError(ProviderError):
+    """The provider refused the credentials."""
+
+
+class RateLimitError(ProviderError):
+    """The provider asked us to slow down; ``retry_after`` is the seconds it named, if any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider, status=status)
+        self.retry_after = retry_after
+
+
+class ContextLengthError(ProviderError):
+    """The transcript is longer than the model can read."""

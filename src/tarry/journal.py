@@ -1,0 +1,109 @@
+"""Where a chat writes its changes: nowhere for an in-memory chat, a database for a stored one."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tarry.calls import CallRecord, Claim, Outcome, check_decision
+from tarry.messages import Message
+from tarry.questions import Decision, Question
+
+if TYPE_CHECKING:
+    from tarry.chat import Chat
+
+
+def utcnow() -> datetime:
+    """The current time, aware, in UTC."""
+    return datetime.now(UTC)
+
+
+class Journal(Protocol):
+    """The small interface a chat writes through. Each method that writes is one transaction.
+
+    The chat changes its own objects after a write succeeds, so a failed write leaves
+    both the database and the chat as they were.
+    """
+
+    async def refresh(self, chat: Chat) -> None:
+        """Bring the chat up to date with what other processes recorded."""
+        ...
+
+    async def append(self, chat: Chat, message: Message, records: Sequence[CallRecord] = ()) -> None:
+        """Save a new user or assistant message, with the records of the calls it makes."""
+        ...
+
+    def hold_call(self, chat: Chat, record: CallRecord) -> AbstractAsyncContextManager[Claim]:
+        """Claim ``record`` for as long as the block runs (renewing the lease), then release it."""
+        ...
+
+    def hold_turn(self, chat: Chat) -> AbstractAsyncContextManager[bool]:
+        """Claim the chat around one model request; yields ``False`` when another process holds it."""
+        ...
+
+    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome) -> None:
+        """Save what running a call came to: its result message, or its new pause and question."""
+        ...
+
+    async def decide(
+        self,
+        chat: Chat,
+        question: Question,
+        decision: Decision,
+        answer: dict[str, Any] | None,
+        note: str | None,
+    ) -> bool:
+        """Record a decision unless another came first (``False``); checks as :func:`check_decision`."""
+        ...
+
+
+class MemoryJournal:
+    """The journal of an in-memory chat: it keeps nothing, and claims are flags on the records."""
+
+    async def refresh(self, chat: Chat) -> None:
+        """Nothing to read: this process made every change."""
+
+    async def append(self, chat: Chat, message: Message, records: Sequence[CallRecord] = ()) -> None:
+        """Nothing to write."""
+
+    @asynccontextmanager
+    async def hold_call(self, chat: Chat, record: CallRecord) -> AsyncIterator[Claim]:
+        """Mark the record as running for the block, unless it already is."""
+        if record.running:
+            yield Claim.BUSY
+            return
+        record.running = True
+        try:
+            yield Claim.GRANTED
+        finally:
+            record.running = False
+
+    @asynccontextmanager
+    async def hold_turn(self, chat: Chat) -> AsyncIterator[bool]:
+        """Hold the chat's own lock around a model request."""
+        if chat.turn_lock.locked():
+            yield False
+            return
+        async with chat.turn_lock:
+            yield True
+
+    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome) -> None:
+        """Nothing to write."""
+
+    async def decide(
+        self,
+        chat: Chat,
+        question: Question,
+        decision: Decision,
+        answer: dict[str, Any] | None,
+        note: str | None,
+    ) -> bool:
+        """Check and record the decision on the question object itself."""
+        record = chat.record_of(question)
+        now = utcnow()
+        if not check_decision(question, decision, running=record is not None and record.running, now=now):
+            return False
+        question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
+        return True

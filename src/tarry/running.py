@@ -1,0 +1,69 @@
+"""Running tarry's async verbs from synchronous code: one event loop per thread."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import functools
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from tarry.errors import TarryError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
+
+
+class _Loop:
+    """A thread's event loop, closed when the thread (or, for the main thread, the program) ends."""
+
+    def __init__(self) -> None:
+        self.runner = asyncio.Runner()
+        if threading.current_thread() is threading.main_thread():
+            atexit.register(self.runner.close)
+
+    def __del__(self) -> None:
+        self.runner.close()
+
+
+class _ThreadLoop(threading.local):
+    loop: _Loop | None = None
+
+
+_thread_loop = _ThreadLoop()
+
+
+def run_sync(coroutine: Coroutine[Any, Any, R], *, verb: str = "the async verb") -> R:
+    """Run ``coroutine`` on this thread's event loop, made on first use and kept for later calls.
+
+    Keeping the loop lets loop-bound clients (database pools, MCP sessions, HTTP clients)
+    live from one call to the next. Raises :class:`TarryError` inside a running event loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        coroutine.close()
+        raise TarryError(f"Called inside a running event loop: use `await {verb}(...)` instead")
+    if _thread_loop.loop is None:
+        _thread_loop.loop = _Loop()
+    return _thread_loop.loop.runner.run(coroutine)
+
+
+def sync_twin(
+    method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[S, P], R]:
+    """The synchronous twin of an async method: same arguments, run by :func:`run_sync`."""
+
+    @functools.wraps(method)
+    def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        verb = f"{type(self).__name__.lower()}.{method.__name__}"
+        return run_sync(method(self, *args, **kwargs), verb=verb)
+
+    twin.__doc__ = f"Synchronous twin of :meth:`{method.__name__}`; see there. Not for use inside an event loop."
+    twin.__name__ = f"{method.__name__}_sync"
+    twin.__qualname__ = twin.__qualname__.removesuffix(method.__name__) + twin.__name__
+    return twin

@@ -1,0 +1,273 @@
+"""Tools the model can call: ``Tool`` subclasses and the ``@tool`` decorator."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar, get_type_hints, overload
+
+import pydantic
+
+from tarry.messages import ToolCall, ToolSchema
+from tarry.questions import Field, FieldType, Question
+from tarry.tasks import Task
+
+_PLAIN_TYPES: dict[type, FieldType] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+ApprovalRule = bool | Callable[[ToolCall], bool]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _snake_case(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def _camel_case(name: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", name) if part) or "Tool"
+
+
+class InvalidArgumentsError(ValueError):
+    """The model's arguments do not fit the tool's parameters."""
+
+
+class Tool:
+    """A tool the model can call.
+
+    Subclass it and write ``execute`` with typed parameters: the name comes from the class
+    name (``TransferMoney`` becomes ``transfer_money``; a trailing ``Tool`` is dropped), the
+    description from the docstring, and the JSON schema from the signature. ``execute``
+    returns the result (text is kept verbatim, anything else is sent as JSON), or a
+    :class:`~tarry.Task` to pause the call; ``resume`` carries a paused call on.
+
+    Attributes to set on a subclass:
+
+    - ``requires_approval``: ``True``, ``False`` or a method ``(self, call) -> bool``.
+    - ``approval_ttl``: seconds a person has to approve, or ``None`` for no limit.
+    - ``idempotent``: ``True`` when running a call twice is harmless, so a call whose
+      process died is run again instead of being closed as interrupted.
+    - ``task_class``: the :class:`~tarry.Task` subclass :meth:`load_task` rebuilds.
+    """
+
+    name: str = ""
+    description: str = ""
+    requires_approval: bool | Callable[..., bool] = False
+    approval_ttl: float | None = None
+    idempotent: bool = False
+    task_class: ClassVar[type[Task]] = Task
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = _snake_case(re.sub(r"Tool$", "", cls.__name__) or cls.__name__)
+        if "description" not in cls.__dict__:
+            cls.description = inspect.cleandoc(cls.__doc__ or "")
+        cls._arguments_model = None
+
+    _arguments_model: ClassVar[type[pydantic.BaseModel] | None] = None
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the tool's arguments, as the model is shown it."""
+        return _clean_schema(self._model().model_json_schema())
+
+    def schema(self) -> ToolSchema:
+        """What a model adapter sends to describe this tool."""
+        return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)
+
+    def needs_approval(self, call: ToolCall) -> bool:
+        """Whether a person must approve ``call`` before it runs (``requires_approval`` applied)."""
+        rule = self.requires_approval
+        return bool(rule(call) if callable(rule) else rule)
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments ``execute`` receives; raises :class:`InvalidArgumentsError` naming the problem."""
+        model = self._model()
+        try:
+            parsed = model.model_validate(dict(arguments))
+        except pydantic.ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(map(str, item['loc'])) or 'arguments'}: {item['msg']}" for item in error.errors()
+            )
+            raise InvalidArgumentsError(f"Invalid arguments for {self.name}: {problems}") from None
+        return {name: getattr(parsed, name) for name in model.model_fields}
+
+    def execute(self, **arguments: Any) -> Any:
+        """Run the call; return its result or a :class:`~tarry.Task` to pause it. Sync or async."""
+        raise NotImplementedError(f"{type(self).__name__} must define execute()")
+
+    def resume(self, task: Task, **arguments: Any) -> Any:
+        """Carry a paused call on; return its result, or the task to stay paused.
+
+        Called once on every ``complete()`` while the call is paused and waits on no one.
+        The default checks on the work with ``task.refresh()``.
+        """
+        return task.refresh()
+
+    def load_task(self, state: Mapping[str, Any], tool_call: ToolCall | None = None) -> Task:
+        """Rebuild a saved task of this tool (``task_class.load``)."""
+        return self.task_class.load(state, tool_call=tool_call)
+
+    def ask(self, message: str, /, *, ttl: float | None = None, url: str | None = None, **fields: Any) -> Task:
+        """A paused task whose call waits on a person's answer; return it from ``execute`` or ``resume``.
+
+        Each keyword is a field: a :class:`~tarry.Field` or a plain ``str``, ``int``, ``float``
+        or ``bool`` for a required field of that type. ``url=`` asks the person to visit a
+        URL instead. ``ttl`` is how many seconds the question stays open.
+        """
+        return Task(status="input_required").with_question(ask(message, ttl=ttl, url=url, **fields))
+
+    def _model(self) -> type[pydantic.BaseModel]:
+        cls = type(self)
+        if cls._arguments_model is None:
+            cls._arguments_model = _arguments_model(self._signature_source(), f"{cls.__name__}Arguments")
+        return cls._arguments_model
+
+    def _signature_source(self) -> Callable[..., Any]:
+        return self.execute
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+def ask(message: str, /, *, ttl: float | None = None, url: str | None = None, **fields: Any) -> Question:
+    """The question behind :meth:`Tool.ask`, before the chat records it."""
+    if not isinstance(message, str) or not message.strip():
+        raise ValueError(f"A question needs a message, got {message!r}")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0):
+        raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+    if url is not None:
+        if fields:
+            raise ValueError(f"A URL question asks for no fields; got {', '.join(fields)}")
+        if not isinstance(url, str) or not re.match(r"https?://[^\s]+$", url):
+            raise ValueError(f"A question's url must be an http(s) URL, got {url!r}")
+        return Question(id="", kind="url", message=message, url=url, ttl=ttl)
+    return Question(
+        id="",
+        kind="form",
+        message=message,
+        fields=tuple(_field(name, spec) for name, spec in fields.items()),
+        ttl=ttl,
+    )
+
+
+def _field(name: str, spec: Any) -> Field:
+    if isinstance(spec, Field):
+        return spec.named(name)
+    if isinstance(spec, type) and spec in _PLAIN_TYPES:
+        return Field(_PLAIN_TYPES[spec], name=name)
+    raise TypeError(f"Field {name!r} must be a Field or one of str, int, float, bool; got {spec!r}")
+
+
+class FunctionTool(Tool):
+    """A tool made from a function by :func:`tool`."""
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        requires_approval: bool | Callable[[ToolCall], bool] = False,
+        approval_ttl: float | None = None,
+        idempotent: bool = False,
+    ) -> None:
+        self.function = function
+        self.name = name or function.__name__
+        self.description = description if description is not None else inspect.cleandoc(function.__doc__ or "")
+        self.requires_approval = requires_approval
+        self.approval_ttl = approval_ttl
+        self.idempotent = idempotent
+        self._function_model = _arguments_model(function, f"{_camel_case(self.name)}Arguments")
+
+    def execute(self, **arguments: Any) -> Any:
+        """Call the function."""
+        return self.function(**arguments)
+
+    def _model(self) -> type[pydantic.BaseModel]:
+        return self._function_model
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+
+@overload
+def tool(function: F, /) -> FunctionTool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool | Callable[[ToolCall], bool] = False,
+    approval_ttl: float | None = None,
+    idempotent: bool = False,
+) -> Callable[[F], FunctionTool]: ...
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool | Callable[[ToolCall], bool] = False,
+    approval_ttl: float | None = None,
+    idempotent: bool = False,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a tool of a function (sync or async): ``@tool`` or ``@tool(requires_approval=True)``.
+
+    The name is the function's, the description its docstring, the parameters its typed
+    signature. The function stays callable as before.
+    """
+
+    def wrap(target: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(
+            target, name=name, description=description, requires_approval=requires_approval,
+            approval_ttl=approval_ttl, idempotent=idempotent,
+        )  # fmt: skip
+
+    return wrap if function is None else wrap(function)
+
+
+async def call_maybe_async(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Call ``function``: await it when it is async, else run it in a worker thread; await what it returns."""
+    if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, "__func__", None)):
+        result = await function(*args, **kwargs)
+    else:
+        result = await asyncio.to_thread(function, *args, **kwargs)
+    return await settle(result)
+
+
+async def settle(value: Any) -> Any:
+    """``value``, awaited while it is awaitable."""
+    while inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+def _arguments_model(function: Callable[..., Any], model_name: str) -> type[pydantic.BaseModel]:
+    signature = inspect.signature(function)
+    try:
+        hints = get_type_hints(function, include_extras=True)
+    except (NameError, TypeError) as error:
+        raise TypeError(f"Cannot read the type hints of {function.__qualname__}: {error}") from None
+    definitions: dict[str, Any] = {}
+    for parameter in signature.parameters.values():
+        if parameter.name == "self":
+            continue
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"{function.__qualname__}: tool parameters must be named; *{parameter.name} is not")
+        if parameter.kind is parameter.POSITIONAL_ONLY:
+            raise TypeError(f"{function.__qualname__}: parameter {parameter.name!r} must not be positional-only")
+        annotation = hints.get(parameter.name, Any)
+        default = ... if parameter.default is parameter.empty else parameter.default
+        definitions[parameter.name] = (annotation, default)
+    config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+    return pydantic.create_model(model_name, __config__=config, **definitions)
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema.pop("title", None)
+    for item in schema.get("properties", {}).values():
+        if isinstance(item, dict):
+            item.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
