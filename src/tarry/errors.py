@@ -34,6 +34,10 @@ class QuestionExpiredError(TarryError):
     """The question's time to live passed before anyone decided it."""
 
 
+class ClaimLostError(TarryError):
+    """This process's lease on a call or a chat ran out and another process took the work over."""
+
+
 class ChatNotFoundError(TarryError, LookupError):
     """No chat has this id."""
 

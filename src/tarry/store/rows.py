@@ -1,0 +1,130 @@
+"""Turning domain objects into rows and rows back into domain objects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tarry.calls import CallRecord
+from tarry.errors import CorruptStateError
+from tarry.messages import Message, ToolCall, Usage
+from tarry.questions import Question, fields_from_schema
+from tarry.tasks import Task
+from tarry.tools import Tool
+
+Row = Mapping[Any, Any]
+"""A database row as a mapping of column names to values."""
+
+
+def message_values(message: Message) -> dict[str, Any]:
+    """The columns of a message row (without chat and position)."""
+    calls = [{"id": call.id, "name": call.name, "arguments": dict(call.arguments)} for call in message.tool_calls]
+    usage = message.usage
+    return {
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": calls or None,
+        "tool_call_id": message.tool_call_id,
+        "usage": None if usage is None else {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+    }
+
+
+def message_from_row(row: Row) -> Message:
+    """The message a row holds."""
+    calls = tuple(ToolCall(item["id"], item["name"], item.get("arguments") or {}) for item in row["tool_calls"] or ())
+    usage = row["usage"]
+    return Message(
+        role=row["role"],
+        content=row["content"],
+        tool_calls=calls,
+        tool_call_id=row["tool_call_id"],
+        usage=None if usage is None else Usage(**usage),
+    )
+
+
+def question_values(question: Question) -> dict[str, Any]:
+    """The columns of a question row (without chat and call)."""
+    return {
+        "id": question.id,
+        "kind": question.kind,
+        "message": question.message,
+        "requested_schema": question.requested_schema if question.fields else None,
+        "url": question.url,
+        "source": question.source,
+        "key": question.key,
+        "extra": question.extra or None,
+        "asked_at": question.asked_at,
+        "expires_at": question.expires_at,
+        "decision": question.decision,
+        "answer": question.answer,
+        "note": question.note,
+        "decided_at": question.decided_at,
+    }
+
+
+def question_from_row(row: Row, call: ToolCall | None) -> Question:
+    """The question a row holds, asked by ``call``."""
+    try:
+        fields = fields_from_schema(row["requested_schema"]) if row["requested_schema"] else ()
+        return Question(
+            id=row["id"],
+            kind=row["kind"],
+            message=row["message"],
+            fields=fields,
+            url=row["url"],
+            tool_call=call,
+            expires_at=row["expires_at"],
+            asked_at=row["asked_at"],
+            chat_id=row["chat_id"],
+            decision=row["decision"],
+            answer=row["answer"],
+            note=row["note"],
+            decided_at=row["decided_at"],
+            source=row["source"],
+            key=row["key"],
+            extra=dict(row["extra"] or {}),
+        )
+    except (ValueError, TypeError, KeyError) as error:
+        raise CorruptStateError(f"Question {row['id']} of chat {row['chat_id']} cannot be read: {error}") from error
+
+
+def call_from_row(row: Row) -> ToolCall:
+    """The tool call a row holds, with the arguments as the model sent them."""
+    return ToolCall(row["call_id"], row["name"], row["arguments"] or {})
+
+
+def load_task(row: Row, call: ToolCall, tool: Tool | None) -> Task | None:
+    """The paused task a call row holds, rebuilt by its tool (``Task.load`` when the tool is unknown)."""
+    state = row["state"]
+    if state is None:
+        return None
+    try:
+        return tool.load_task(state, tool_call=call) if tool is not None else Task.load(state, tool_call=call)
+    except Exception as error:
+        raise CorruptStateError(
+            f"The saved pause state of the {call.name} call {call.id} (chat {row['chat_id']}) cannot be loaded: {error}"
+        ) from error
+
+
+def apply_call_row(record: CallRecord, row: Row, question_rows: list[Row], tool: Tool | None) -> None:
+    """Bring ``record`` in line with its row and question rows, keeping the objects callers already hold."""
+    known = {question.id: question for question in record.questions}
+    updated: list[Question] = []
+    for question_row in question_rows:
+        fresh = question_from_row(question_row, record.call)
+        held = known.get(fresh.id)
+        if held is None:
+            updated.append(fresh)
+        else:
+            held.decision, held.answer, held.note, held.decided_at = (
+                fresh.decision, fresh.answer, fresh.note, fresh.decided_at,
+            )  # fmt: skip
+            updated.append(held)
+    record.questions = updated
+    record.needs_approval = bool(row["needs_approval"])
+    if record.extra.get("version") != row["version"]:
+        record.task = load_task(row, record.call, tool)
+        record.extra["version"] = row["version"]
+    if record.task is not None:
+        waiting = set(row["waiting_on"] or ())
+        record.task.questions = [question for question in updated if question.id in waiting]

@@ -1,0 +1,308 @@
+"""``Store``: chats saved in SQL, listed and answered from any process."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import select, text, update
+
+from tarry.calls import check_decision
+from tarry.chat import Chat
+from tarry.errors import ChatNotFoundError, UnknownQuestionError
+from tarry.journal import utcnow
+from tarry.messages import Model, ToolChoice
+from tarry.questions import Decision, Question
+from tarry.store.engine import Database, database_url
+from tarry.store.journal import StoreJournal, read_tail
+from tarry.store.rows import call_from_row, load_task, question_from_row
+from tarry.store.tables import chats, questions, tool_calls
+from tarry.tasks import Task
+from tarry.tools import Tool
+
+logger = logging.getLogger("tarry.store")
+DecisionHook = Callable[[Question], Awaitable[None] | None]
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class Store:
+    """Chats kept in a SQL database, so any process can list what they wait on, answer, and carry them on.
+
+    ``url`` is ``sqlite:///path`` or ``postgresql://…`` (default: ``TARRY_DATABASE_URL``, else
+    the SQLite file ``tarry.db`` in the working directory). ``lease`` is how many seconds a
+    claim on a call or a chat lasts without renewal; ``poll_interval`` how often a running call
+    that waits for a person's answer looks for it. The store's engine belongs to the event
+    loop that first uses it; use it as ``async with Store() as store:`` or call :meth:`close`.
+    """
+
+    def __init__(self, url: str | None = None, *, lease: float = 60.0, poll_interval: float = 0.25) -> None:
+        for name, value in (("lease", lease), ("poll_interval", poll_interval)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        self.poll_interval = float(poll_interval)
+        """Seconds between two looks at the database while a running call waits for an answer."""
+        self.db = Database(database_url(url))
+        self.lease = float(lease)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        """Who this store claims work as."""
+        self.decision_hooks: list[DecisionHook] = []
+        """Called with each question right after a decision on it is recorded through this store."""
+        self.journal = StoreJournal(self)
+
+    @property
+    def url(self) -> str:
+        """The database URL, without its password."""
+        return self.db.url.render_as_string(hide_password=True)
+
+    async def setup(self) -> None:
+        """Create the schema, or migrate it to the current version (Alembic)."""
+        from alembic import command
+        from alembic.config import Config
+
+        def upgrade(connection: Any) -> None:
+            config = Config()
+            config.set_main_option("script_location", str(MIGRATIONS))
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+        async with self.db.write() as connection:
+            if not self.db.is_sqlite:
+                await connection.execute(text("SELECT pg_advisory_xact_lock(7413265)"))
+            await connection.run_sync(upgrade)
+
+    async def close(self) -> None:
+        """Close the database connections."""
+        await self.db.dispose()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # Chats
+
+    async def create_chat(
+        self,
+        model: Model | str | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        instructions: str | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        settings: Mapping[str, Any] | None = None,
+        max_concurrency: int = 8,
+        agent: str | None = None,
+    ) -> Chat:
+        """A new chat whose every change is saved as it happens."""
+        chat = Chat(
+            model, tools, instructions, tool_choice=tool_choice, settings=settings,
+            max_concurrency=max_concurrency, journal=self.journal,
+        )  # fmt: skip
+        async with self.db.write() as connection:
+            await connection.execute(
+                chats.insert().values(
+                    id=chat.id,
+                    model=chat.model.name if chat.model is not None else None,
+                    agent=agent,
+                    instructions=instructions,
+                    tool_choice=tool_choice,
+                    settings=chat.settings,
+                    created_at=utcnow(),
+                )  # fmt: skip
+            )
+        return chat
+
+    async def load_chat(
+        self,
+        chat_id: str,
+        model: Model | str | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        instructions: str | None = None,
+        *,
+        max_concurrency: int = 8,
+    ) -> Chat:
+        """Rebuild a stored chat, read in one snapshot; ``complete()`` carries it on where it stopped.
+
+        Without ``model`` the recorded ``"provider:model"`` is used when an installed provider
+        knows it; without ``instructions`` the recorded ones are.
+        """
+        async with self.db.read() as connection:
+            row = (await connection.execute(select(chats).where(chats.c.id == chat_id))).mappings().one_or_none()
+            if row is None:
+                raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
+            chat = Chat(
+                model if model is not None else _recorded_model(row["model"]),
+                tools,
+                instructions if instructions is not None else row["instructions"],
+                tool_choice=row["tool_choice"], settings=row["settings"], max_concurrency=max_concurrency,
+                id=chat_id, journal=self.journal,
+            )  # fmt: skip
+            await read_tail(connection, chat, 0)
+        return chat
+
+    # Questions and tasks, from the database alone
+
+    async def pending_questions(self, chat_id: str | None = None) -> list[Question]:
+        """Undecided, unexpired questions of open calls, in the order the model made the calls (all chats by default)."""
+        query = (
+            select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments)
+            .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
+            .where(
+                questions.c.decision.is_(None),
+                tool_calls.c.result_message_id.is_(None),
+                (questions.c.expires_at.is_(None)) | (questions.c.expires_at > utcnow()),
+            )
+            .order_by(tool_calls.c.id, questions.c.number)
+        )
+        if chat_id is not None:
+            query = query.where(questions.c.chat_id == chat_id)
+        async with self.db.read() as connection:
+            rows = (await connection.execute(query)).mappings().all()
+        return [question_from_row(row, call_from_row(row)) for row in rows]
+
+    async def pending_tasks(self, chat_id: str | None = None) -> list[Task]:
+        """Paused tasks of open calls that wait on no undecided question (all chats by default)."""
+        query = (
+            select(tool_calls)
+            .where(tool_calls.c.result_message_id.is_(None), tool_calls.c.state.is_not(None))
+            .order_by(tool_calls.c.id)
+        )
+        if chat_id is not None:
+            query = query.where(tool_calls.c.chat_id == chat_id)
+        async with self.db.read() as connection:
+            rows = (await connection.execute(query)).mappings().all()
+            waiting = {question_id for row in rows for question_id in row["waiting_on"] or ()}
+            undecided = set()
+            if waiting:
+                undecided = set(
+                    (
+                        await connection.execute(
+                            select(questions.c.id).where(questions.c.id.in_(waiting), questions.c.decision.is_(None))
+                        )
+                    ).scalars()
+                )
+        tasks = []
+        for row in rows:
+            if undecided.intersection(row["waiting_on"] or ()):
+                continue
+            task = load_task(row, call_from_row(row), None)
+            assert task is not None
+            tasks.append(task)
+        return tasks
+
+    async def question(self, question_id: str) -> Question:
+        """One question by id, decided or not; raises :class:`UnknownQuestionError`."""
+        query = (
+            select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments)
+            .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
+            .where(questions.c.id == _question_id(question_id))
+        )
+        async with self.db.read() as connection:
+            row = (await connection.execute(query)).mappings().one_or_none()
+        if row is None:
+            raise UnknownQuestionError(f"No question has the id {question_id!r}")
+        return question_from_row(row, call_from_row(row))
+
+    async def answer(self, question_id: str, value: Any = None, /, **values: Any) -> bool:
+        """Answer a question by id; ``True`` when this call recorded the decision, ``False`` when another came first.
+
+        Same validation and errors as :meth:`tarry.Chat.answer`.
+        """
+        question = await self.question(question_id)
+        accepted = question.check_answer(value, values)
+        return await self._decided(question, "accept", accepted, None)
+
+    async def approve(self, question_id: str) -> bool:
+        """Approve a question by id; see :meth:`answer`."""
+        question = await self.question(question_id)
+        return await self._decided(question, "accept", question.check_answer(), None)
+
+    async def decline(self, question_id: str, note: str | None = None) -> bool:
+        """Decline a question by id; the note reaches the model. Raises :class:`ToolCallRunningError` while its call runs."""
+        if note is not None and not isinstance(note, str):
+            raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
+        question = await self.question(question_id)
+        return await self._decided(question, "decline", None, note)
+
+    async def _decided(
+        self, question: Question, decision: Decision, answer: dict[str, Any] | None, note: str | None
+    ) -> bool:
+        decided_at = await self.settle(question.id, decision, answer, note)
+        if decided_at is None:
+            return False
+        question.decision, question.answer, question.note, question.decided_at = decision, answer, note, decided_at
+        await self._run_hooks(question)
+        return True
+
+    async def settle(
+        self, question_id: str, decision: Decision, answer: dict[str, Any] | None, note: str | None
+    ) -> datetime | None:
+        """Record a decision under the row lock, after the checks of DESIGN's order; returns when, or ``None`` if it lost."""
+        query = (
+            select(
+                questions,
+                tool_calls.c.call_id,
+                tool_calls.c.name,
+                tool_calls.c.arguments,
+                tool_calls.c.claimed_by,
+                tool_calls.c.claimed_until,
+                tool_calls.c.result_message_id,
+            )  # fmt: skip
+            .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
+            .where(questions.c.id == _question_id(question_id))
+            .with_for_update(of=questions)
+        )
+        async with self.db.write() as connection:
+            row = (await connection.execute(query)).mappings().one_or_none()
+            if row is None:
+                raise UnknownQuestionError(f"No question has the id {question_id!r}")
+            now = utcnow()
+            running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
+            question = question_from_row(row, call_from_row(row))
+            closed = row["result_message_id"] is not None
+            if not check_decision(question, decision, running=running, closed=closed, now=now):
+                return None
+            result = await connection.execute(
+                update(questions)
+                .where(questions.c.id == question.id, questions.c.decision.is_(None))
+                .values(decision=decision, answer=answer, note=note, decided_at=now)
+            )
+            return now if result.rowcount == 1 else None
+
+    async def _run_hooks(self, question: Question) -> None:
+        for hook in self.decision_hooks:
+            try:
+                outcome = hook(question)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                logger.exception("A decision hook failed for question %s", question.id)
+
+
+def _question_id(question_id: object) -> str:
+    if isinstance(question_id, Question):
+        return question_id.id
+    if not isinstance(question_id, str):
+        raise UnknownQuestionError(f"A question id is a str, got {question_id!r}")
+    return question_id
+
+
+def _recorded_model(name: str | None) -> Model | str | None:
+    if name is None:
+        return None
+    from tarry.chat import resolve_model
+
+    try:
+        return resolve_model(name)
+    except ValueError:
+        return None

@@ -1,0 +1,135 @@
+"""The store's tables (SQLAlchemy Core). Migrations under ``migrations/`` create and change them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.types import TypeDecorator
+
+metadata = MetaData()
+Json = JSON()
+"""Plain JSON on every database: PostgreSQL's JSONB would reorder keys, and arguments are kept as sent."""
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on every database (SQLite keeps naive text, so values are normalised)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"Refusing to store a naive datetime: {value!r}")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if not isinstance(value, datetime):
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+chats = Table(
+    "tarry_chats",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("model", String(200)),
+    Column("agent", String(200)),
+    Column("instructions", Text),
+    Column("tool_choice", String(200)),
+    Column("settings", Json, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("claimed_by", String(120)),
+    Column("claimed_until", UTCDateTime),
+)
+
+messages = Table(
+    "tarry_messages",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("chat_id", String(36), ForeignKey("tarry_chats.id", ondelete="CASCADE"), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("tool_calls", Json),
+    Column("tool_call_id", String(200)),
+    Column("usage", Json),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("chat_id", "position", name="uq_tarry_messages_chat_position"),
+)
+
+tool_calls = Table(
+    "tarry_tool_calls",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("chat_id", String(36), ForeignKey("tarry_chats.id", ondelete="CASCADE"), nullable=False),
+    Column("message_position", Integer, nullable=False),
+    Column("call_id", String(200), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("arguments", Json, nullable=False),
+    Column("needs_approval", Boolean, nullable=False),
+    Column("state", Json),
+    Column("waiting_on", Json),
+    Column("version", Integer, nullable=False, default=0),
+    Column("claimed_by", String(120)),
+    Column("claimed_until", UTCDateTime),
+    Column("result_message_id", Id, ForeignKey("tarry_messages.id")),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("chat_id", "call_id", name="uq_tarry_tool_calls_chat_call"),
+    Index("ix_tarry_tool_calls_chat_position", "chat_id", "message_position"),
+    Index(
+        "ix_tarry_tool_calls_open",
+        "chat_id",
+        sqlite_where=Column("result_message_id").is_(None),
+        postgresql_where=Column("result_message_id").is_(None),
+    ),
+)
+
+questions = Table(
+    "tarry_questions",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("chat_id", String(36), ForeignKey("tarry_chats.id", ondelete="CASCADE"), nullable=False),
+    Column("tool_call_id", Id, ForeignKey("tarry_tool_calls.id", ondelete="CASCADE"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("requested_schema", Json),
+    Column("url", Text),
+    Column("source", String(200)),
+    Column("key", String(200)),
+    Column("extra", Json),
+    Column("asked_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime),
+    Column("decision", String(16)),
+    Column("answer", Json),
+    Column("note", Text),
+    Column("decided_at", UTCDateTime),
+    Index("ix_tarry_questions_call", "tool_call_id"),
+    Index(
+        "ix_tarry_questions_undecided",
+        "tool_call_id",
+        sqlite_where=Column("decision").is_(None),
+        postgresql_where=Column("decision").is_(None),
+    ),
+)
