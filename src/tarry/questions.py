@@ -94,10 +94,20 @@ class Field:
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"Field name must be a non-empty str, got {name!r}")
         values = {
-            "type": type, "required": bool(required), "choices": choices, "default": default, "title": title,
-            "description": description, "minimum": minimum, "maximum": maximum, "min_length": min_length,
-            "max_length": max_length, "pattern": pattern, "format": format, "name": name,
-        }  # fmt: skip
+            "type": type,
+            "required": bool(required),
+            "choices": choices,
+            "default": default,
+            "title": title,
+            "description": description,
+            "minimum": minimum,
+            "maximum": maximum,
+            "min_length": min_length,
+            "max_length": max_length,
+            "pattern": pattern,
+            "format": format,
+            "name": name,
+        }
         for attribute, value in values.items():
             object.__setattr__(self, attribute, value)
         if default is not None:
@@ -138,6 +148,8 @@ class Field:
         if not isinstance(value, str):
             if self.type == "array" and isinstance(value, tuple):
                 return list(value)
+            if self.type == "integer" and isinstance(value, float) and value.is_integer():
+                return int(value)
             return value
         text = value.strip()
         if self.type == "integer" and re.fullmatch(r"[+-]?\d+", text):
@@ -233,9 +245,15 @@ class Field:
                 schema = {"type": self.type, **schema}
             _put(schema, minLength=self.min_length, maxLength=self.max_length)
         _put(
-            schema, title=self.title, description=self.description, minimum=self.minimum, maximum=self.maximum,
-            pattern=self.pattern, format=self.format, default=self.default,
-        )  # fmt: skip
+            schema,
+            title=self.title,
+            description=self.description,
+            minimum=self.minimum,
+            maximum=self.maximum,
+            pattern=self.pattern,
+            format=self.format,
+            default=self.default,
+        )
         return schema
 
     @classmethod
@@ -254,11 +272,20 @@ class Field:
             choices = _choices_from_schema(schema)
         lengths = ("minItems", "maxItems") if kind == "array" else ("minLength", "maxLength")
         return cls(
-            kind, required=required, choices=choices, default=schema.get("default"), title=schema.get("title"),
-            description=schema.get("description"), minimum=schema.get("minimum"), maximum=schema.get("maximum"),
-            min_length=schema.get(lengths[0]), max_length=schema.get(lengths[1]), pattern=schema.get("pattern"),
-            format=schema.get("format"), name=name,
-        )  # fmt: skip
+            kind,
+            required=required,
+            choices=choices,
+            default=schema.get("default"),
+            title=schema.get("title"),
+            description=schema.get("description"),
+            minimum=schema.get("minimum"),
+            maximum=schema.get("maximum"),
+            min_length=schema.get(lengths[0]),
+            max_length=schema.get(lengths[1]),
+            pattern=schema.get("pattern"),
+            format=schema.get("format"),
+            name=name,
+        )
 
 
 def _put(schema: dict[str, Any], **values: Any) -> None:
@@ -403,8 +430,12 @@ class Question:
             "message": self.message,
             "requested_schema": self.requested_schema,
             "url": self.url,
-            "tool_call": None if self.tool_call is None else {
-                "id": self.tool_call.id, "name": self.tool_call.name, "arguments": dict(self.tool_call.arguments),
+            "tool_call": None
+            if self.tool_call is None
+            else {
+                "id": self.tool_call.id,
+                "name": self.tool_call.name,
+                "arguments": dict(self.tool_call.arguments),
             },
             "expires_at": _iso(self.expires_at),
             "asked_at": _iso(self.asked_at),
@@ -414,7 +445,7 @@ class Question:
             "note": self.note,
             "decided_at": _iso(self.decided_at),
             "source": self.source,
-        }  # fmt: skip
+        }
 
 
 def fields_from_schema(schema: Mapping[str, Any]) -> tuple[Field, ...]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar, get_type_hints, overload
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
 import pydantic
 
@@ -159,6 +159,19 @@ def _field(name: str, spec: Any) -> Field:
     raise TypeError(f"Field {name!r} must be a Field or one of str, int, float, bool; got {spec!r}")
 
 
+@runtime_checkable
+class ToolSource(Protocol):
+    """Something that supplies tools, such as an MCP server: ``Chat(tools=[tool_a, source])``.
+
+    The chat calls :meth:`list_tools` once, before it first needs its tools (a model
+    request or running a call), and adds the tools it returns.
+    """
+
+    async def list_tools(self) -> Sequence[Tool]:
+        """The tools this source supplies."""
+        ...
+
+
 class FunctionTool(Tool):
     """A tool made from a function by :func:`tool`."""
 
@@ -220,9 +233,13 @@ def tool(
 
     def wrap(target: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(
-            target, name=name, description=description, requires_approval=requires_approval,
-            approval_ttl=approval_ttl, idempotent=idempotent,
-        )  # fmt: skip
+            target,
+            name=name,
+            description=description,
+            requires_approval=requires_approval,
+            approval_ttl=approval_ttl,
+            idempotent=idempotent,
+        )
 
     return wrap if function is None else wrap(function)
 

@@ -124,6 +124,13 @@ def _is_connect_error(error: DBAPIError) -> bool:
     text = str(error.orig).lower()
     return any(
         phrase in text
-        for phrase in ("connection refused", "could not connect", "unable to open database", "timeout expired",
-                       "connection failed", "name or service not known", "no such host")
-    )  # fmt: skip
+        for phrase in (
+            "connection refused",
+            "could not connect",
+            "unable to open database",
+            "timeout expired",
+            "connection failed",
+            "name or service not known",
+            "no such host",
+        )
+    )

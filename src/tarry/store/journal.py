@@ -178,8 +178,11 @@ class StoreJournal:
                 )
             if row["decision"] is not None:
                 question.decision, question.answer, question.note, question.decided_at = (
-                    row["decision"], row["answer"], row["note"], row["decided_at"],
-                )  # fmt: skip
+                    row["decision"],
+                    row["answer"],
+                    row["note"],
+                    row["decided_at"],
+                )
                 break
             await asyncio.sleep(self.store.poll_interval)
         return question

@@ -117,8 +117,11 @@ def apply_call_row(record: CallRecord, row: Row, question_rows: list[Row], tool:
             updated.append(fresh)
         else:
             held.decision, held.answer, held.note, held.decided_at = (
-                fresh.decision, fresh.answer, fresh.note, fresh.decided_at,
-            )  # fmt: skip
+                fresh.decision,
+                fresh.answer,
+                fresh.note,
+                fresh.decided_at,
+            )
             updated.append(held)
     record.questions = updated
     record.needs_approval = bool(row["needs_approval"])

@@ -105,9 +105,14 @@ class Store:
     ) -> Chat:
         """A new chat whose every change is saved as it happens."""
         chat = Chat(
-            model, tools, instructions, tool_choice=tool_choice, settings=settings,
-            max_concurrency=max_concurrency, journal=self.journal,
-        )  # fmt: skip
+            model,
+            tools,
+            instructions,
+            tool_choice=tool_choice,
+            settings=settings,
+            max_concurrency=max_concurrency,
+            journal=self.journal,
+        )
         async with self.db.write() as connection:
             await connection.execute(
                 chats.insert().values(
@@ -118,7 +123,7 @@ class Store:
                     tool_choice=tool_choice,
                     settings=chat.settings,
                     created_at=utcnow(),
-                )  # fmt: skip
+                )
             )
         return chat
 
@@ -144,16 +149,22 @@ class Store:
                 model if model is not None else _recorded_model(row["model"]),
                 tools,
                 instructions if instructions is not None else row["instructions"],
-                tool_choice=row["tool_choice"], settings=row["settings"], max_concurrency=max_concurrency,
-                id=chat_id, journal=self.journal,
-            )  # fmt: skip
+                tool_choice=row["tool_choice"],
+                settings=row["settings"],
+                max_concurrency=max_concurrency,
+                id=chat_id,
+                journal=self.journal,
+            )
             await read_tail(connection, chat, 0)
         return chat
 
     # Questions and tasks, from the database alone
 
     async def pending_questions(self, chat_id: str | None = None) -> list[Question]:
-        """Undecided, unexpired questions of open calls, in the order the model made the calls (all chats by default)."""
+        """Undecided, unexpired questions of open calls, in the order the model made the calls.
+
+        Lists every chat's questions unless ``chat_id`` names one.
+        """
         query = (
             select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments)
             .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
@@ -228,7 +239,10 @@ class Store:
         return await self._decided(question, "accept", question.check_answer(), None)
 
     async def decline(self, question_id: str, note: str | None = None) -> bool:
-        """Decline a question by id; the note reaches the model. Raises :class:`ToolCallRunningError` while its call runs."""
+        """Decline a question by id; the note reaches the model.
+
+        Raises :class:`ToolCallRunningError` while the question's call runs.
+        """
         if note is not None and not isinstance(note, str):
             raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
         question = await self.question(question_id)
@@ -247,7 +261,10 @@ class Store:
     async def settle(
         self, question_id: str, decision: Decision, answer: dict[str, Any] | None, note: str | None
     ) -> datetime | None:
-        """Record a decision under the row lock, after the checks of DESIGN's order; returns when, or ``None`` if it lost."""
+        """Record a decision under the row lock, after DESIGN's order of checks.
+
+        Returns when it was recorded, or ``None`` when another decision came first.
+        """
         query = (
             select(
                 questions,
@@ -257,7 +274,7 @@ class Store:
                 tool_calls.c.claimed_by,
                 tool_calls.c.claimed_until,
                 tool_calls.c.result_message_id,
-            )  # fmt: skip
+            )
             .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
             .where(questions.c.id == _question_id(question_id))
             .with_for_update(of=questions)
