@@ -69,14 +69,15 @@ class CallRecord:
         return [question for question in self.questions if question.decision is None and not question.expired(now)]
 
 
-def check_decision(question: Question, decision: Decision, *, running: bool, now: datetime) -> bool:
+def check_decision(question: Question, decision: Decision, *, running: bool, closed: bool, now: datetime) -> bool:
     """Whether a decision may be recorded on ``question`` now, in DESIGN's order of checks.
 
-    Returns ``False`` when another decision came first; raises :class:`QuestionExpiredError`
+    Returns ``False`` when another decision came first, or when the question's call has
+    already ended (an old question is never answered anew); raises :class:`QuestionExpiredError`
     when the question lapsed, and :class:`ToolCallRunningError` for declining a question
     whose call runs right now.
     """
-    if question.decision is not None:
+    if question.decision is not None or closed:
         return False
     if question.expired(now):
         raise QuestionExpiredError(f"Question {question.id} expired at {question.expires_at:%Y-%m-%d %H:%M:%S} UTC")

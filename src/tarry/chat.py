@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -11,8 +12,9 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from tarry.calls import CallRecord, Claim, Outcome
-from tarry.errors import PendingToolCallsError, TarryError, UnknownQuestionError
+from tarry.errors import ClaimLostError, PendingToolCallsError, TarryError, UnknownQuestionError
 from tarry.journal import Journal, MemoryJournal, utcnow
+from tarry.live import LiveCall, current_call
 from tarry.messages import (
     Message,
     MessageDone,
@@ -29,7 +31,7 @@ from tarry.messages import (
 from tarry.questions import Question
 from tarry.running import sync_twin
 from tarry.tasks import Task
-from tarry.tools import InvalidArgumentsError, Tool, call_maybe_async, settle, tool
+from tarry.tools import InvalidArgumentsError, Tool, ToolSource, call_maybe_async, settle, tool
 
 logger = logging.getLogger("tarry")
 Action = tuple[bool, Callable[[], Awaitable[Outcome]]]
@@ -52,7 +54,7 @@ class Chat:
     def __init__(
         self,
         model: Model | str | None = None,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | ToolSource | Callable[..., Any]] = (),
         instructions: str | None = None,
         *,
         tool_choice: ToolChoice | None = None,
@@ -67,9 +69,14 @@ class Chat:
             raise TypeError(f"instructions must be str or None, got {type(instructions).__name__}")
         self.id = id or str(uuid.uuid4())
         self.model = resolve_model(model)
-        self.tools = _tools_by_name(tools)
+        if isinstance(tools, Tool | ToolSource) or callable(tools):
+            raise TypeError("tools must be a list of tools, not a single tool")
+        tools = list(tools)
+        self._sources: list[_SelectedSource] = [_SelectedSource(item) for item in tools if isinstance(item, ToolSource)]
+        self.tools = _tools_by_name([item for item in tools if not isinstance(item, ToolSource)])
         self.instructions = instructions
-        if tool_choice is not None and tool_choice not in ("auto", "none", "required", *self.tools):
+        named = self._sources or tool_choice in ("auto", "none", "required", *self.tools)
+        if tool_choice is not None and not named:
             raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or a tool's name; got {tool_choice!r}")
         self.tool_choice = tool_choice
         self.settings = dict(settings or {})
@@ -211,6 +218,50 @@ class Chat:
     decline_sync = sync_twin(decline)
     cancel_sync = sync_twin(cancel)
 
+    # Tool sources (MCP servers)
+
+    def with_mcp(
+        self,
+        server: ToolSource,
+        only: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+        prefix: str | None = None,
+    ) -> Chat:
+        """Add the tools of ``server`` (an MCP server, or any tool source); returns the chat.
+
+        ``only`` keeps just the named tools, ``exclude`` drops the named ones (both by the
+        server's names), and ``prefix`` is put before each tool's name as the model sees it.
+        The server is asked for its tools when the chat first needs them.
+        """
+        if not isinstance(server, ToolSource):
+            raise TypeError(f"with_mcp() takes an MCP server (a tool source), got {server!r}")
+        self._sources.append(_SelectedSource(server, only, exclude, prefix))
+        return self
+
+    async def load_tools(self) -> dict[str, Tool]:
+        """Ask every tool source (MCP server) not yet asked for its tools and add them; returns ``tools``.
+
+        The chat does this itself before it first needs its tools; call it to rebuild the
+        tasks of calls saved by another process, which needs the tools.
+        """
+        for source in self._sources:
+            if source.loaded:
+                continue
+            for item in await source.tools():
+                if item.name in self.tools:
+                    raise ValueError(f"Two tools are named {item.name!r}; tool names must be unique in a chat")
+                self.tools[item.name] = item
+            source.loaded = True
+        return self.tools
+
+    async def _ask_live(self, record: CallRecord, question: Question) -> Question:
+        """Record ``question`` for the running call of ``record`` and wait for its decision."""
+        question.extra["awaited"] = True
+        self._mint(question, record.call)
+        await self._journal.add_question(self, record, question)
+        record.questions.append(question)
+        return await self._journal.wait_for_decision(self, question)
+
     # What the chat shows
 
     @property
@@ -234,6 +285,7 @@ class Chat:
 
     async def _run(self, *, stream: bool, once: bool) -> AsyncIterator[StreamEvent]:
         resumed: set[str] = set()
+        await self.load_tools()
         while True:
             await self._journal.refresh(self)
             await self._carry_calls(resumed)
@@ -275,7 +327,11 @@ class Chat:
                 if runs_tool:
                     resumed.add(record.call.id)
                 outcome = await run()
-            await self._save(record, outcome)
+            try:
+                await self._save(record, outcome)
+            except ClaimLostError:
+                name, call_id = record.call.name, record.call.id
+                logger.warning("Lost the claim on the %s call %s; another process carries it on", name, call_id)
 
     def _next_action(self, record: CallRecord, resumed: set[str]) -> Action | None:
         """What would carry ``record`` on now (and whether it runs tool code), or ``None`` while it waits."""
@@ -336,11 +392,14 @@ class Chat:
         self, record: CallRecord, method: Callable[..., Any], arguments: dict[str, Any], *args: Any
     ) -> Outcome:
         call = record.call
+        live = current_call.set(LiveCall(call, self.id, lambda question: self._ask_live(record, question)))
         try:
             returned = await call_maybe_async(method, *args, **arguments)
         except Exception as error:
             logger.exception("The %s call raised", call.name)
             return Outcome(result=_error(call, f"The {call.name} call raised {type(error).__name__}: {error}"))
+        finally:
+            current_call.reset(live)
         if not isinstance(returned, Task):
             return Outcome(result=Message("tool", result_text(returned), tool_call_id=call.id))
         return self._paused(record, returned)
@@ -473,6 +532,34 @@ class Chat:
                 if candidate.id == wanted:
                     return candidate
         raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
+
+
+class _SelectedSource:
+    """A tool source with the chat's choice of its tools (``with_mcp``'s only/exclude/prefix)."""
+
+    def __init__(
+        self,
+        source: ToolSource,
+        only: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+        prefix: str | None = None,
+    ) -> None:
+        self.source = source
+        self.only = None if only is None else set(only)
+        self.exclude = set(exclude or ())
+        self.prefix = prefix or ""
+        self.loaded = False
+
+    async def tools(self) -> list[Tool]:
+        chosen = []
+        for item in await self.source.list_tools():
+            if (self.only is not None and item.name not in self.only) or item.name in self.exclude:
+                continue
+            if self.prefix:
+                item = copy.copy(item)
+                item.name = self.prefix + item.name
+            chosen.append(item)
+        return chosen
 
 
 def _error(call: ToolCall, text: str, **extra: Any) -> Message:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
@@ -58,9 +59,28 @@ class Journal(Protocol):
         """Record a decision unless another came first (``False``); checks as :func:`check_decision`."""
         ...
 
+    async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
+        """Save a question that the running call of ``record`` asks while it runs (already minted).
+
+        Used by :meth:`tarry.live.LiveCall.ask` (an MCP server's push elicitation); the call
+        stays claimed meanwhile, and the question is listed and answered like any other.
+        """
+        ...
+
+    async def wait_for_decision(self, chat: Chat, question: Question) -> Question:
+        """Wait until a decision on ``question`` is recorded (in any process) or it expires; return it.
+
+        Sets ``decision``, ``answer``, ``note`` and ``decided_at`` on ``question`` from the
+        record. A stored journal polls the question's row (or listens for a notification).
+        """
+        ...
+
 
 class MemoryJournal:
     """The journal of an in-memory chat: it keeps nothing, and claims are flags on the records."""
+
+    def __init__(self) -> None:
+        self._decided: dict[str, asyncio.Event] = {}
 
     async def refresh(self, chat: Chat) -> None:
         """Nothing to read: this process made every change."""
@@ -103,7 +123,27 @@ class MemoryJournal:
         """Check and record the decision on the question object itself."""
         record = chat.record_of(question)
         now = utcnow()
-        if not check_decision(question, decision, running=record is not None and record.running, now=now):
+        running, closed = (record.running, not record.open) if record is not None else (False, False)
+        if not check_decision(question, decision, running=running, closed=closed, now=now):
             return False
         question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
+        if (event := self._decided.get(question.id)) is not None:
+            event.set()
         return True
+
+    async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
+        """Nothing to write."""
+
+    async def wait_for_decision(self, chat: Chat, question: Question) -> Question:
+        """Wait on an event that :meth:`decide` sets, until the question's time to live ends."""
+        event = self._decided.setdefault(question.id, asyncio.Event())
+        try:
+            while question.decision is None and not question.expired(utcnow()):
+                left = None if question.expires_at is None else (question.expires_at - utcnow()).total_seconds()
+                try:
+                    await asyncio.wait_for(event.wait(), None if left is None else max(left, 0.0))
+                except TimeoutError:
+                    break
+        finally:
+            self._decided.pop(question.id, None)
+        return question
