@@ -1,0 +1,229 @@
+"""Anthropic's messages API."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from tarry.errors import AuthenticationError, ProviderError
+from tarry.messages import Message, MessageDone, ModelRequest, StreamEvent, TextDelta, ToolCall, ToolCallEvent, Usage
+from tarry.models._errors import body_message, provider_error
+from tarry.models._sdk import require
+from tarry.models._transcript import UNPARSED, is_error_result, new_call_id, parse_arguments, turns
+
+if TYPE_CHECKING:
+    import anthropic
+
+_RESERVED = {"model", "messages", "system", "tools", "tool_choice", "stream"}
+_DROPPED = {"seed", "presence_penalty", "frequency_penalty"}
+"""Common sampling settings Anthropic has no parameter for."""
+
+
+class Anthropic:
+    """A Claude model behind Anthropic's messages API.
+
+    >>> Anthropic("claude-sonnet-4-5", api_key="sk-ant-...").name
+    'anthropic:claude-sonnet-4-5'
+
+    ``api_key`` defaults to ``ANTHROPIC_API_KEY``. Anthropic requires a reply length:
+    ``max_tokens`` is used unless the chat's settings name one. Rate limits, overloads and
+    server errors are retried ``max_retries`` times with backoff by the SDK. ``client``
+    takes a ready ``anthropic.AsyncAnthropic`` instead.
+    """
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        max_tokens: int = 4096,
+        max_retries: int = 2,
+        timeout: float | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"Anthropic needs a model name, got {model!r}")
+        self._sdk = require("anthropic", "anthropic")
+        self.model = model
+        self.max_tokens = max_tokens
+        self._options: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": base_url,
+            "max_retries": max_retries,
+            "default_headers": default_headers,
+        }
+        if timeout is not None:
+            self._options["timeout"] = timeout
+        self._client = client
+
+    @property
+    def name(self) -> str:
+        """``"anthropic:<model>"``, as a persisted chat records it."""
+        return f"{self.provider}:{self.model}"
+
+    @property
+    def client(self) -> anthropic.AsyncAnthropic:
+        """The SDK client, made on first use."""
+        if self._client is None:
+            keys = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+            if self._options["api_key"] is None and not any(os.environ.get(key) for key in keys):
+                raise AuthenticationError(
+                    "anthropic: no API key; pass api_key= or set ANTHROPIC_API_KEY", provider=self.provider
+                )
+            self._client = self._sdk.AsyncAnthropic(**self._options)
+        return self._client
+
+    async def complete(self, request: ModelRequest) -> Message:
+        """Send one messages request and return the assistant's reply."""
+        body = self.request_body(request)
+        try:
+            reply = await self.client.messages.create(**body)
+        except self._sdk.AnthropicError as error:
+            raise self._error(error) from error
+        text = "".join(block.text for block in reply.content if block.type == "text")
+        calls = tuple(
+            ToolCall(block.id or new_call_id(), block.name, dict(block.input or {}))
+            for block in reply.content
+            if block.type == "tool_use"
+        )
+        return Message("assistant", text, tool_calls=calls, usage=_usage(reply.usage, reply.usage.output_tokens))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one request: text deltas, each tool call once its block ends, then the whole message."""
+        body = {**self.request_body(request), "stream": True}
+        text: list[str] = []
+        blocks: dict[int, dict[str, str]] = {}
+        calls: list[ToolCall] = []
+        started: Any = None
+        output_tokens = 0
+        try:
+            events = await self.client.messages.create(**body)
+            async with events:
+                async for event in events:
+                    if event.type == "message_start":
+                        started = event.message.usage
+                        output_tokens = started.output_tokens or 0
+                    elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+                        block = event.content_block
+                        blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+                    elif event.type == "content_block_delta":
+                        if event.delta.type == "text_delta" and event.delta.text:
+                            text.append(event.delta.text)
+                            yield TextDelta(event.delta.text)
+                        elif event.delta.type == "input_json_delta" and event.index in blocks:
+                            blocks[event.index]["json"] += event.delta.partial_json
+                    elif event.type == "content_block_stop" and event.index in blocks:
+                        part = blocks.pop(event.index)
+                        arguments = parse_arguments(part["json"])
+                        calls.append(ToolCall(part["id"] or new_call_id(), part["name"], arguments))
+                        yield ToolCallEvent(calls[-1])
+                    elif event.type == "message_delta":
+                        output_tokens = event.usage.output_tokens or output_tokens
+        except self._sdk.AnthropicError as error:
+            raise self._error(error) from error
+        usage = _usage(started, output_tokens) if started is not None else None
+        yield MessageDone(Message("assistant", "".join(text), tool_calls=tuple(calls), usage=usage))
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for ``request``."""
+        settings = dict(request.settings)
+        reserved = _RESERVED & set(settings)
+        if reserved:
+            raise ValueError(f"Chat settings cannot set {', '.join(sorted(reserved))}; the chat sends those")
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": settings.pop("max_tokens", self.max_tokens),
+            "messages": _messages(request),
+        }
+        if request.instructions:
+            body["system"] = request.instructions
+        if request.tools:
+            body["tools"] = [
+                {"name": schema.name, "description": schema.description, "input_schema": dict(schema.parameters)}
+                for schema in request.tools
+            ]
+            if request.tool_choice is not None:
+                body["tool_choice"] = _tool_choice(request.tool_choice)
+        stop = settings.pop("stop", None)
+        if stop is not None:
+            settings["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+        extra = {key: value for key, value in settings.items() if key not in _DROPPED}
+        if extra:
+            body["extra_body"] = extra
+        return body
+
+    def _error(self, error: Exception) -> ProviderError:
+        sdk = self._sdk
+        if isinstance(error, sdk.APIStatusError):
+            return provider_error(
+                self.provider,
+                getattr(error, "api_message", None) or body_message(error.body) or error.message,
+                status=error.status_code,
+                codes=(getattr(error, "type", None), getattr(error, "error_code", None)),
+                headers=error.response.headers,
+            )
+        if isinstance(error, sdk.APIError):
+            return provider_error(self.provider, body_message(error.body) or error.message)
+        return ProviderError(f"{self.provider}: {error}", provider=self.provider)
+
+    def __repr__(self) -> str:
+        return f"<Anthropic {self.name}>"
+
+
+def _messages(request: ModelRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, content: str | list[dict[str, Any]]) -> None:
+        if out and out[-1]["role"] == role:
+            previous = out[-1]["content"]
+            blocks = [{"type": "text", "text": previous}] if isinstance(previous, str) else previous
+            blocks.extend([{"type": "text", "text": content}] if isinstance(content, str) else content)
+            out[-1]["content"] = blocks
+        else:
+            out.append({"role": role, "content": content})
+
+    for message, results in turns(request.messages):
+        if message.role == "user":
+            add("user", message.content)
+            continue
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+        blocks.extend(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call.arguments)}
+            for call in message.tool_calls
+        )
+        if blocks:
+            add("assistant", blocks)
+        if results:
+            add("user", [_tool_result(result) for result in results])
+    return out
+
+
+def _input(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {} if set(arguments) == {UNPARSED} else dict(arguments)
+
+
+def _tool_result(result: Message) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.tool_call_id, "content": result.content}
+    if is_error_result(result):
+        block["is_error"] = True
+    return block
+
+
+def _tool_choice(choice: str) -> dict[str, str]:
+    if choice == "required":
+        return {"type": "any"}
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    return {"type": "tool", "name": choice}
+
+
+def _usage(usage: Any, output_tokens: int) -> Usage:
+    cached = (getattr(usage, "cache_creation_input_tokens", 0) or 0) + (
+        getattr(usage, "cache_read_input_tokens", 0) or 0
+    )
+    return Usage(input_tokens=(usage.input_tokens or 0) + cached, output_tokens=output_tokens or 0)

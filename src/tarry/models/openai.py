@@ -1,0 +1,276 @@
+"""OpenAI's chat completions API, and every server that speaks it (Ollama, vLLM, llama.cpp, OpenRouter)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from tarry.errors import ProviderError
+from tarry.messages import Message, MessageDone, ModelRequest, StreamEvent, TextDelta, ToolCall, ToolCallEvent, Usage
+from tarry.models._errors import body_message, provider_error
+from tarry.models._sdk import require
+from tarry.models._transcript import arguments_text, new_call_id, parse_arguments, turns
+
+if TYPE_CHECKING:
+    import openai
+
+OLLAMA_URL = "http://127.0.0.1:11434/v1"
+_RESERVED = {"model", "messages", "tools", "tool_choice", "stream", "stream_options"}
+
+
+class OpenAI:
+    """A model behind OpenAI's chat completions API.
+
+    >>> OpenAI("gpt-4.1-mini", api_key="sk-...").name
+    'openai:gpt-4.1-mini'
+
+    ``api_key`` defaults to ``OPENAI_API_KEY``, ``base_url`` to ``OPENAI_BASE_URL`` or OpenAI's.
+    Rate limits, timeouts and server errors are retried ``max_retries`` times with backoff
+    by the SDK. ``client`` takes a ready ``openai.AsyncOpenAI`` instead.
+    """
+
+    provider = "openai"
+    _max_tokens_name = "max_completion_tokens"
+    _dropped_settings: frozenset[str] = frozenset({"top_k"})
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        organization: str | None = None,
+        max_retries: int = 2,
+        timeout: float | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"OpenAI needs a model name, got {model!r}")
+        self._sdk = require("openai", "openai")
+        self.model = model
+        self.base_url = base_url
+        self._options: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": base_url,
+            "organization": organization,
+            "max_retries": max_retries,
+            "default_headers": default_headers,
+        }
+        if timeout is not None:
+            self._options["timeout"] = timeout
+        self._client = client
+
+    @property
+    def name(self) -> str:
+        """``"openai:<model>"``, as a persisted chat records it."""
+        return f"{self.provider}:{self.model}"
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client, made on first use (so a chat can be built before its key is known)."""
+        if self._client is None:
+            try:
+                self._client = self._sdk.AsyncOpenAI(**self._options)
+            except self._sdk.OpenAIError as error:
+                raise provider_error(self.provider, str(error), codes=("invalid_api_key",)) from error
+        return self._client
+
+    async def complete(self, request: ModelRequest) -> Message:
+        """Send one chat completions request and return the assistant's reply."""
+        body = self.request_body(request)
+        try:
+            completion = await self.client.chat.completions.create(**body)
+        except self._sdk.OpenAIError as error:
+            raise self._error(error) from error
+        if not completion.choices:
+            raise ProviderError(f"{self.provider}: the reply held no choices", provider=self.provider)
+        reply = completion.choices[0].message
+        calls = tuple(
+            ToolCall(call.id or new_call_id(), call.function.name, parse_arguments(call.function.arguments))
+            for call in reply.tool_calls or ()
+            if call.type == "function"
+        )
+        return Message(
+            "assistant", reply.content or reply.refusal or "", tool_calls=calls, usage=_usage(completion.usage)
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one request: text deltas, each tool call once complete, then the whole message."""
+        body = {**self.request_body(request), "stream": True, "stream_options": {"include_usage": True}}
+        text: list[str] = []
+        pending: dict[int, dict[str, str]] = {}
+        calls: list[ToolCall] = []
+        usage = None
+        try:
+            chunks = await self.client.chat.completions.create(**body)
+            async with chunks:
+                async for chunk in chunks:
+                    if chunk.usage is not None:
+                        usage = _usage(chunk.usage)
+                    for choice in chunk.choices[:1]:
+                        delta = choice.delta
+                        if delta.content:
+                            text.append(delta.content)
+                            yield TextDelta(delta.content)
+                        for fragment in delta.tool_calls or ():
+                            index = fragment.index if fragment.index is not None else len(pending)
+                            for done in sorted(i for i in pending if i < index):
+                                calls.append(_call(pending.pop(done)))
+                                yield ToolCallEvent(calls[-1])
+                            part = pending.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                            part["id"] = part["id"] or (fragment.id or "")
+                            if fragment.function is not None:
+                                part["name"] += fragment.function.name or ""
+                                part["arguments"] += fragment.function.arguments or ""
+                        if choice.finish_reason is not None:
+                            for done in sorted(pending):
+                                calls.append(_call(pending.pop(done)))
+                                yield ToolCallEvent(calls[-1])
+        except self._sdk.OpenAIError as error:
+            raise self._error(error) from error
+        for done in sorted(pending):
+            calls.append(_call(pending.pop(done)))
+            yield ToolCallEvent(calls[-1])
+        yield MessageDone(Message("assistant", "".join(text), tool_calls=tuple(calls), usage=usage))
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create`` for ``request``."""
+        body: dict[str, Any] = {"model": self.model, "messages": _messages(request)}
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": schema.name,
+                        "description": schema.description,
+                        "parameters": dict(schema.parameters),
+                    },
+                }
+                for schema in request.tools
+            ]
+            if request.tool_choice is not None:
+                body["tool_choice"] = _tool_choice(request.tool_choice)
+        extra = self._settings(request.settings)
+        if extra:
+            body["extra_body"] = extra
+        return body
+
+    def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        reserved = _RESERVED & set(settings)
+        if reserved:
+            raise ValueError(f"Chat settings cannot set {', '.join(sorted(reserved))}; the chat sends those")
+        mapped: dict[str, Any] = {}
+        for key, value in settings.items():
+            if key in self._dropped_settings:
+                continue
+            mapped[self._max_tokens_name if key == "max_tokens" else key] = value
+        return mapped
+
+    def _error(self, error: Exception) -> ProviderError:
+        sdk = self._sdk
+        if isinstance(error, sdk.APIStatusError):
+            return provider_error(
+                self.provider,
+                body_message(error.body) or error.message,
+                status=error.status_code,
+                codes=(error.code, error.type),
+                headers=error.response.headers,
+            )
+        if isinstance(error, sdk.APIError):
+            return provider_error(
+                self.provider, body_message(error.body) or error.message, codes=(error.code, error.type)
+            )
+        return ProviderError(f"{self.provider}: {error}", provider=self.provider)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class OpenAICompatible(OpenAI):
+    """A model behind any server that speaks OpenAI's chat completions API.
+
+    >>> OpenAICompatible("llama3.2", base_url="http://127.0.0.1:11434/v1", provider="ollama").name
+    'ollama:llama3.2'
+
+    Ollama, vLLM, llama.cpp's server, OpenRouter and the like. ``api_key`` is sent when
+    given (never ``OPENAI_API_KEY``). ``provider`` is the first half of :attr:`name`; a
+    persisted chat resolves it by that name when loaded, so pass the model again when
+    loading a chat whose provider is not registered.
+    """
+
+    _max_tokens_name = "max_tokens"
+    _dropped_settings: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        provider: str = "openai-compatible",
+        max_retries: int = 2,
+        timeout: float | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url:
+            raise ValueError(f"OpenAICompatible needs the server's base_url, got {base_url!r}")
+        super().__init__(
+            model,
+            api_key=api_key or "not-needed",
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            default_headers=default_headers,
+            client=client,
+        )
+        self.provider = provider
+
+
+def ollama(model: str) -> OpenAICompatible:
+    """The ``ollama:`` provider: a model served by Ollama on this machine."""
+    return OpenAICompatible(model, base_url=OLLAMA_URL, provider="ollama")
+
+
+def _messages(request: ModelRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if request.instructions:
+        out.append({"role": "system", "content": request.instructions})
+    for message, results in turns(request.messages):
+        if message.role == "user":
+            out.append({"role": "user", "content": message.content})
+            continue
+        entry: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        if message.tool_calls:
+            entry["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": arguments_text(call.arguments)},
+                }
+                for call in message.tool_calls
+            ]
+        elif entry["content"] is None:
+            entry["content"] = ""
+        out.append(entry)
+        out.extend(
+            {"role": "tool", "tool_call_id": result.tool_call_id, "content": result.content} for result in results
+        )
+    return out
+
+
+def _tool_choice(choice: str) -> Any:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _usage(usage: Any) -> Usage | None:
+    if usage is None:
+        return None
+    return Usage(input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0)
+
+
+def _call(part: dict[str, str]) -> ToolCall:
+    return ToolCall(part["id"] or new_call_id(), part["name"], parse_arguments(part["arguments"]))
