@@ -1,0 +1,119 @@
+"""HTTP mocks for the provider SDKs, and the tools the adapter tests chat with.
+
+The SDKs send their requests through ``httpx2`` (a fork of httpx) that respx does not patch
+by itself. ``HTTPX2Mocker`` is a respx mocker for it: respx routes, patterns and recorded
+calls work as usual, and every request that reaches an httpx2 transport is answered by them
+(an unmatched one fails the test, so nothing reaches the network).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+import respx
+from respx.mocks import AbstractRequestMocker
+
+from tarry import Tool, tool
+
+
+class HTTPX2Mocker(AbstractRequestMocker):
+    """Patches httpx2's transports so respx routes answer the SDKs' requests."""
+
+    name = "httpx2"
+    targets = ["httpx2.HTTPTransport", "httpx2.AsyncHTTPTransport"]  # noqa: RUF012
+    target_methods = ["handle_request", "handle_async_request"]  # noqa: RUF012
+
+    @classmethod
+    def to_httpx_request(cls, **kwargs: Any) -> httpx.Request:
+        request: httpx2.Request = kwargs["request"]
+        return httpx.Request(request.method, str(request.url), headers=request.headers.raw, content=request.content)
+
+    @classmethod
+    def from_sync_httpx_response(cls, httpx_response: httpx.Response, target: Any, **kwargs: Any) -> httpx2.Response:
+        return httpx2.Response(
+            httpx_response.status_code, headers=httpx_response.headers.raw, content=httpx_response.read()
+        )
+
+    @classmethod
+    async def from_async_httpx_response(
+        cls, httpx_response: httpx.Response, target: Any, **kwargs: Any
+    ) -> httpx2.Response:
+        content = await httpx_response.aread()
+        return httpx2.Response(httpx_response.status_code, headers=httpx_response.headers.raw, content=content)
+
+
+@pytest.fixture
+def http() -> Iterator[respx.MockRouter]:
+    """A respx router that answers every HTTP request the SDKs make; unmatched requests fail."""
+    with respx.mock(using="httpx2", assert_all_mocked=True, assert_all_called=False) as router:
+        yield router
+
+
+@pytest.fixture(autouse=True)
+def _no_provider_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests set their own keys and URLs; the machine's must not leak in."""
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "GOOGLE_CLOUD_PROJECT",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+def sent(route: respx.Route, number: int = 0) -> Any:
+    """The JSON body of the ``number``-th request a route received."""
+    return json.loads(route.calls[number].request.content)
+
+
+def sse(events: list[Any], *, named: bool = False, done: str | None = None) -> httpx.Response:
+    """A server-sent events response: each item is a JSON ``data:`` line (with ``event:`` when ``named``)."""
+    lines = []
+    for item in events:
+        if named:
+            lines.append(f"event: {item['type']}\n")
+        lines.append(f"data: {json.dumps(item)}\n\n")
+    if done is not None:
+        lines.append(f"data: {done}\n\n")
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content="".join(lines).encode())
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Tells the weather in a city."""
+    return {"Paris": "sunny, 21°C", "Rome": "cloudy, 18°C"}.get(city, "unknown")
+
+
+class TransferMoney(Tool):
+    """Moves money to another account."""
+
+    requires_approval = True
+
+    def execute(self, amount: int, to: str) -> str:
+        return f"Sent {amount} to {to}"
+
+
+WEATHER_SCHEMA = {
+    "additionalProperties": False,
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+}
+TRANSFER_SCHEMA = {
+    "additionalProperties": False,
+    "type": "object",
+    "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
+    "required": ["amount", "to"],
+}
