@@ -279,3 +279,11 @@ async def test_an_approval_decided_in_time_does_not_lapse() -> None:
     assert await chat.approve(question)
     await chat.complete()
     assert tool.sent == [(5, "bob")]
+
+
+async def test_cancel_keeps_a_decision_already_made() -> None:
+    chat, model, question = await parked_transfer()
+    await chat.decline(question, "no thanks")
+    await chat.cancel()
+    assert results(chat) == [{"error": "The user declined the transfer_money call.", "note": "no thanks"}]
+    assert chat.waiting is False

@@ -202,6 +202,11 @@ class Chat:
                         await settle(record.task.cancel())
                     except Exception:
                         logger.exception("Cancelling the task of the %s call failed", record.call.name)
+                # A call already declined (or lapsed) keeps that result, so a decline note still reaches the model.
+                action = self._next_action(record, set())
+                if action is not None and not action[0]:
+                    await self._save(record, await action[1]())
+                    continue
                 for question in record.pending_questions(utcnow()):
                     await self._journal.decide(self, question, "cancel", None, None)
                 await self._save(
