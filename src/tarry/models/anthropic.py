@@ -23,8 +23,8 @@ _DROPPED = {"seed", "presence_penalty", "frequency_penalty"}
 class Anthropic:
     """A Claude model behind Anthropic's messages API.
 
-    >>> Anthropic("claude-sonnet-4-5", api_key="sk-ant-...").name
-    'anthropic:claude-sonnet-4-5'
+    >>> Anthropic("claude-sonnet-4-6", api_key="sk-ant-...").name
+    'anthropic:claude-sonnet-4-6'
 
     ``api_key`` defaults to ``ANTHROPIC_API_KEY``. Anthropic requires a reply length:
     ``max_tokens`` is used unless the chat's settings name one. Rate limits, overloads and
