@@ -38,7 +38,8 @@ async def wait_until_past(moment: datetime | None) -> None:
     """Poll until the clock has passed ``moment`` (a deadline, not a guess at how long to sleep)."""
     assert moment is not None
     async with asyncio.timeout(10):
-        while datetime.now(UTC) <= moment:
+        # The wall clock is what we wait on; there is no event to await instead.
+        while datetime.now(UTC) <= moment:  # noqa: ASYNC110
             await asyncio.sleep(0.005)
 
 
@@ -77,7 +78,7 @@ async def test_the_approval_shows_the_arguments_exactly_as_the_model_sent_them()
 
 async def test_approving_runs_the_call() -> None:
     tool = TransferMoney()
-    chat, model, question = await parked_transfer(tool)
+    chat, _, question = await parked_transfer(tool)
     assert tool.sent == []
     assert await chat.approve(question) is True
     reply = await chat.complete()
@@ -141,7 +142,7 @@ async def test_the_first_decision_wins(first: str, second: str) -> None:
 
 async def test_unknown_questions_are_refused() -> None:
     chat, _, question = await parked_transfer()
-    other, _, foreign = await parked_transfer()
+    _, _, foreign = await parked_transfer()
     for verb in (chat.approve, chat.decline, chat.answer):
         with pytest.raises(UnknownQuestionError, match="never asked"):
             await verb("no-such-id")
@@ -240,7 +241,7 @@ async def test_an_approval_ttl_lapses() -> None:
         approval_ttl = 0.05
 
     tool = QuickTransfer()
-    chat, model, question = await parked_transfer(tool)
+    chat, _, question = await parked_transfer(tool)
     assert question.asked_at is not None
     assert question.expires_at is not None
     assert question.expires_at.tzinfo is not None
@@ -282,7 +283,7 @@ async def test_an_approval_decided_in_time_does_not_lapse() -> None:
 
 
 async def test_cancel_keeps_a_decision_already_made() -> None:
-    chat, model, question = await parked_transfer()
+    chat, _, question = await parked_transfer()
     await chat.decline(question, "no thanks")
     await chat.cancel()
     assert results(chat) == [{"error": "The user declined the transfer_money call.", "note": "no thanks"}]

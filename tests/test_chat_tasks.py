@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -91,7 +91,10 @@ async def test_several_paused_tasks_are_each_resumed_once_per_complete() -> None
         (Task(TaskStatus.COMPLETED, data={"rows": 42}), {"rows": 42}),
         (Task("failed", status_message="disk full"), {"error": "The job call failed: disk full"}),
         (Task("failed"), {"error": "The job call failed."}),
-        (Task("cancelled", status_message="stopped by admin"), {"error": "The job call was cancelled: stopped by admin"}),
+        (
+            Task("cancelled", status_message="stopped by admin"),
+            {"error": "The job call was cancelled: stopped by admin"},
+        ),
     ],
 )
 @pytest.mark.parametrize("where", ["execute", "resume"])
@@ -142,7 +145,7 @@ async def test_an_input_required_task_without_a_question_is_resumed_like_a_worki
 class Remote(Task):
     """A task whose work lives elsewhere; refresh and cancel reach it asynchronously."""
 
-    log: list[str] = []
+    log: ClassVar[list[str]] = []
 
     async def refresh(self) -> Task:  # type: ignore[override]
         self.log.append("refresh")
@@ -160,7 +163,7 @@ class Remote(Task):
 class LocalCancel(Task):
     """A task with a plain, synchronous cancel()."""
 
-    log: list[str] = []
+    log: ClassVar[list[str]] = []
 
     def cancel(self) -> Task:
         self.log.append("cancel")

@@ -92,11 +92,15 @@ class Tool:
             raise InvalidArgumentsError(f"Invalid arguments for {self.name}: {problems}") from None
         return {name: getattr(parsed, name) for name in model.model_fields}
 
-    def execute(self, **arguments: Any) -> Any:
-        """Run the call; return its result or a :class:`~tarry.Task` to pause it. Sync or async."""
+    def execute(self, *args: Any, **arguments: Any) -> Any:
+        """Run the call; return its result or a :class:`~tarry.Task` to pause it. Sync or async.
+
+        The chat passes the validated arguments as keywords. (``*args`` is never used: with
+        it, a subclass may declare its own typed parameters and still type-check.)
+        """
         raise NotImplementedError(f"{type(self).__name__} must define execute()")
 
-    def resume(self, task: Task, **arguments: Any) -> Any:
+    def resume(self, task: Task, *args: Any, **arguments: Any) -> Any:
         """Carry a paused call on; return its result, or the task to stay paused.
 
         Called once on every ``complete()`` while the call is paused and waits on no one.

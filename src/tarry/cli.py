@@ -1,0 +1,47 @@
+"""The ``tarry`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable, Sequence
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _demo(arguments: argparse.Namespace) -> int:
+    from tarry import demo
+
+    asyncio.run(demo.run())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``tarry`` and its subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="tarry",
+        description="LLM chats whose tool calls can wait: for approvals, answers and work that finishes later.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo",
+        help="run a chat whose calls wait on an approval, a question and a task (in memory, no keys needed)",
+        description="Run one scripted chat in memory and print each step: what waits, what was answered, the reply.",
+    )
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``tarry`` with ``argv`` (default: the command line); returns the exit status."""
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    handler: Command | None = getattr(arguments, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    return handler(arguments)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
