@@ -1,0 +1,17 @@
+"""MCP servers as tool sources (the ``tarry[mcp]`` extra).
+
+``Chat(tools=[MCPServer(command=[...])])`` or ``MCPServer(url=...)`` makes a server's
+tools callable by the model. Input requests, push elicitations and MCP tasks become
+paused calls: questions in ``pending_questions()``, :class:`McpTask` in ``pending_tasks()``.
+"""
+
+from tarry.mcp._sdk import require_sdk
+
+require_sdk()
+
+from tarry.mcp.receiver import TaskReceiver  # noqa: E402
+from tarry.mcp.server import MCPServer  # noqa: E402
+from tarry.mcp.task import McpTask  # noqa: E402
+from tarry.mcp.tool import McpTool  # noqa: E402
+
+__all__ = ["MCPServer", "McpTask", "McpTool", "TaskReceiver"]

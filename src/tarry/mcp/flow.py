@@ -1,0 +1,219 @@
+"""How an MCP tool call goes: a result, input requests and retries, or a server's task polled to its end.
+
+Every fault (a crashed server, a malformed result, a forgotten task, a rejected request
+state, no answer in time) ends the call with an ``{"error": ...}`` result that says what
+happened; request state and other protocol state never reach the logs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from tarry.journal import utcnow
+from tarry.mcp.convert import elicit_response, error_text, question_for, result_value
+from tarry.mcp.task import McpTask
+from tarry.mcp.task_extension import TaskCreated
+from tarry.questions import Question
+
+if TYPE_CHECKING:
+    from tarry.mcp.server import MCPServer
+    from tarry.mcp.tool import McpTool
+
+logger = logging.getLogger("tarry.mcp")
+LEGACY = "2025-11-25"
+
+
+class _Malformed(Exception):
+    """The server sent something tarry cannot read."""
+
+
+async def start(server: MCPServer, tool: McpTool, arguments: dict[str, Any]) -> Any:
+    """Call the tool: its result, or an :class:`McpTask` when the call waits."""
+
+    async def go() -> Any:
+        await server.connect()
+        if tool.task_support != "forbidden" and server.offers_legacy_tasks():
+            created = await server.call_tool_as_task(tool.remote_name, arguments)
+            wire = created.task.model_dump(by_alias=True, mode="json")
+            return _new_task(server, tool, LEGACY, wire)
+        outcome = await server.call_tool(tool.remote_name, arguments)
+        return await _settle(server, tool, arguments, outcome, 1)
+
+    return await _guard(server, tool, go)
+
+
+async def carry_on(server: MCPServer, tool: McpTool, task: McpTask, arguments: dict[str, Any]) -> Any:
+    """Carry a waiting call on, once: retry with the answers, or check on the server's task."""
+
+    async def go() -> Any:
+        if task.kind == "input":
+            return await _retry(server, tool, task, arguments)
+        if task.kind == "task" and task.data.get("era") == LEGACY:
+            return await _legacy_task(server, task)
+        if task.kind == "task":
+            return await _modern_task(server, task)
+        raise _Malformed(f"a saved task of unknown kind {task.kind!r}")
+
+    return await _guard(server, tool, go, task)
+
+
+async def _guard(
+    server: MCPServer, tool: McpTool, go: Callable[[], Awaitable[Any]], task: McpTask | None = None
+) -> Any:
+    where = f"the MCP server {server.name!r}"
+    try:
+        return await go()
+    except TimeoutError:
+        return {"error": f"{where} did not answer the {tool.name} call within {server.timeout:g} seconds."}
+    except MCPError as error:
+        if error.code == types.CONNECTION_CLOSED:
+            text = f"The connection to {where} closed during the {tool.name} call (the server may have crashed)."
+        elif task is not None and task.kind == "task" and error.code == types.INVALID_PARAMS:
+            text = (
+                f"{where} no longer knows the task of the {tool.name} call "
+                f"(it expired or was forgotten): {error.message}"
+            )
+        elif task is not None and task.kind == "input":
+            text = f"{where} rejected the answers to the {tool.name} call: {error.message}"
+        else:
+            text = f"{where} answered the {tool.name} call with an error: {error.message}"
+        logger.info("The %s call to %s failed: MCP error %s", tool.name, where, error.code)
+        return {"error": text}
+    except (ValidationError, _Malformed, ValueError, KeyError, TypeError) as error:
+        logger.info("The %s call to %s got a malformed result (%s)", tool.name, where, type(error).__name__)
+        return {"error": f"{where} sent a malformed result for the {tool.name} call."}
+    except ConnectionError as error:
+        return {"error": str(error)}
+
+
+async def _settle(server: MCPServer, tool: McpTool, arguments: dict[str, Any], outcome: Any, round_: int) -> Any:
+    while True:
+        if isinstance(outcome, types.CallToolResult):
+            return result_value(outcome.model_dump(by_alias=True, mode="json", exclude_none=True))
+        if isinstance(outcome, TaskCreated):
+            return _new_task(
+                server, tool, server.protocol_version or "", outcome.model_dump(by_alias=True, mode="json")
+            )
+        if not isinstance(outcome, types.InputRequiredResult):
+            raise _Malformed(f"an unexpected result {type(outcome).__name__}")
+        if round_ > server.max_rounds:
+            rounds = server.max_rounds
+            text = f"The MCP server {server.name!r} asked for input more than {rounds} times in the {tool.name} call."
+            return {"error": text}
+        requests = outcome.input_requests or {}
+        if requests:
+            questions = [_question(server, key, request) for key, request in requests.items()]
+            data = {
+                "kind": "input", "era": server.protocol_version, "server": server.name, "tool": tool.remote_name,
+                "request_state": outcome.request_state, "round": round_,
+            }  # fmt: skip
+            task = McpTask(status="input_required", data=data)
+            task.server = server
+            return task.with_question(*questions)
+        outcome = await server.call_tool(tool.remote_name, arguments, request_state=outcome.request_state)
+        round_ += 1
+
+
+def _question(server: MCPServer, key: str, request: Any) -> Question:
+    if not isinstance(request, types.ElicitRequest):
+        raise _Malformed(f"an input request tarry does not serve ({getattr(request, 'method', '?')})")
+    wire = request.params.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return question_for(wire, source=server.name, key=key, ttl=server.question_ttl)
+
+
+async def _retry(server: MCPServer, tool: McpTool, task: McpTask, arguments: dict[str, Any]) -> Any:
+    responses = {question.key: elicit_response(question) for question in task.questions if question.key is not None}
+    state = task.data.get("request_state")
+    if state is not None and not isinstance(state, str):
+        raise _Malformed("saved request state is not text")
+    outcome = await server.call_tool(tool.remote_name, arguments, input_responses=responses, request_state=state)
+    return await _settle(server, tool, arguments, outcome, int(task.data.get("round", 1)) + 1)
+
+
+def _new_task(server: MCPServer, tool: McpTool, era: str, wire: Mapping[str, Any]) -> McpTask:
+    task_id = wire.get("taskId")
+    if not isinstance(task_id, str) or not task_id:
+        raise _Malformed("a task without an id")
+    ttl = wire.get("ttl", wire.get("ttlMs"))
+    data = {
+        "kind": "task", "era": era, "server": server.name, "tool": tool.remote_name, "task_id": task_id,
+        "created_at": wire.get("createdAt"), "ttl_ms": ttl, "asked": [], "answered": [],
+    }  # fmt: skip
+    task = McpTask(status="working", data={key: value for key, value in data.items() if value is not None})
+    task.server = server
+    apply_status(task, wire)
+    if task.done() or task.input_required():
+        task.status = "working"  # carried on (result or questions) at the next resume
+    return task
+
+
+def apply_status(task: McpTask, wire: Mapping[str, Any]) -> None:
+    """Take a task's status, message and poll interval (ms to seconds) from a protocol task object."""
+    status = wire.get("status")
+    if status not in McpTask.STATUSES:
+        raise _Malformed(f"a task status {status!r}")
+    task.status = str(status)
+    message = wire.get("statusMessage")
+    task.status_message = message if isinstance(message, str) else None
+    poll = wire.get("pollInterval", wire.get("pollIntervalMs"))
+    task.poll_interval = (
+        poll / 1000 if isinstance(poll, int | float) and not isinstance(poll, bool) and poll >= 0 else None
+    )
+
+
+async def _legacy_task(server: MCPServer, task: McpTask) -> Any:
+    assert task.task_id is not None
+    apply_status(task, (await server.legacy_get(task.task_id)).model_dump(by_alias=True, mode="json"))
+    if task.status == "working":
+        return task
+    if task.status == "cancelled":
+        return task
+    payload = await server.legacy_result(task.task_id)  # blocks; pushed questions are asked meanwhile
+    if payload.get("isError"):
+        task.status, task.status_message = "failed", error_text(payload)
+        return task
+    return result_value(payload)
+
+
+async def _modern_task(server: MCPServer, task: McpTask) -> Any:
+    assert task.task_id is not None
+    answered = list(task.data.get("answered", []))
+    now = utcnow()
+    responses = {
+        question.key: elicit_response(question)
+        for question in task.questions
+        if question.key is not None
+        and question.key not in answered
+        and (question.decision is not None or question.expired(now))
+    }
+    if responses:
+        await server.task_update(task.task_id, responses)
+        task.data = {**task.data, "answered": [*answered, *responses]}
+    detailed = (await server.task_get(task.task_id)).model_dump(by_alias=True, mode="json")
+    apply_status(task, detailed)
+    if task.status == "completed":
+        result = detailed.get("result")
+        if not isinstance(result, Mapping):
+            raise _Malformed("a completed task without a result")
+        return result_value(result)
+    if task.status == "failed":
+        error = detailed.get("error")
+        task.status_message = str(error.get("message")) if isinstance(error, Mapping) else task.status_message
+        return task
+    asked = list(task.data.get("asked", []))
+    fresh: list[Question] = []
+    if task.status == "input_required":
+        for key, request in (detailed.get("inputRequests") or {}).items():
+            if key in asked:
+                continue
+            parsed = types.ElicitRequest.model_validate(request) if isinstance(request, Mapping) else request
+            fresh.append(_question(server, key, parsed))
+            asked.append(key)
+        task.data = {**task.data, "asked": asked}
+    return task.with_question(*fresh)
