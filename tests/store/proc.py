@@ -1,0 +1,71 @@
+"""Commands the cross-process store tests run in real OS processes: ``python -m tests.store.proc CMD ...``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+from pathlib import Path
+
+from tests.store.tools import all_tools, reactive_model
+
+from tarry.errors import PendingToolCallsError
+from tarry.store import Store
+
+TRANSFER = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
+
+
+async def decide(url: str, ids_file: str, seed: str, start_file: str) -> None:
+    """Approve or decline (at random) every question in ``ids_file``, in a random order; print what returned True."""
+    ids = json.loads(Path(ids_file).read_text())
+    chance = random.Random(int(seed))
+    chance.shuffle(ids)
+    won = {}
+    async with Store(url) as store:
+        await store.pending_questions()  # open the pool before the start signal
+        while not Path(start_file).exists():
+            await asyncio.sleep(0.01)
+        for question_id in ids:
+            if chance.random() < 0.5:
+                decision, recorded = "accept", await store.approve(question_id)
+            else:
+                decision, recorded = "decline", await store.decline(question_id, f"declined by {seed}")
+            if recorded:
+                won[question_id] = decision
+    print(json.dumps(won))
+
+
+async def carry(url: str, *chat_ids: str) -> None:
+    """Load each chat and complete it."""
+    async with Store(url, lease=2) as store:
+        for chat_id in chat_ids:
+            chat = await store.load_chat(chat_id, reactive_model(TRANSFER), all_tools())
+            await chat.complete()
+
+
+async def run(url: str, chat_id: str, lease: str, calls: str, text: str = "") -> None:
+    """Load one chat and ask ``text`` (or complete it); a call of it may hang until this process is killed."""
+    async with Store(url, lease=float(lease)) as store:
+        chat = await store.load_chat(chat_id, reactive_model(json.loads(calls)), all_tools())
+        reply = await (chat.ask(text) if text else chat.complete())
+        print(json.dumps({"reply": None if reply is None else reply.content, "waiting": chat.waiting}))
+
+
+async def race(url: str, chat_id: str, start_file: str, calls: str, text: str = "") -> None:
+    """Wait for the start signal, then ask ``text`` or complete the chat (several of these run at once)."""
+    async with Store(url) as store:
+        chat = await store.load_chat(chat_id, reactive_model(json.loads(calls)), all_tools())
+        while not Path(start_file).exists():
+            await asyncio.sleep(0.005)
+        try:
+            reply = await (chat.ask(text) if text else chat.complete())
+        except PendingToolCallsError:
+            reply = None  # the other racer's ask came first and its calls wait
+        print(json.dumps({"reply": None if reply is None else reply.content}))
+
+
+COMMANDS = {"decide": decide, "carry": carry, "run": run, "race": race}
+
+if __name__ == "__main__":
+    asyncio.run(COMMANDS[sys.argv[1]](*sys.argv[2:]))

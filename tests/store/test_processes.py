@@ -1,0 +1,159 @@
+"""Real OS processes against one database: races, crashes and concurrent completes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from tests.store.tools import TransferMoney, reactive_model
+
+from tarry.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+TRANSFER = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
+
+
+def start(*args: str, markers: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.store.proc", *args],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 120) -> str:
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, err
+    return out
+
+
+def wait_for(path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.02)
+
+
+def marker_lines(markers: Path, kind: str) -> list[str]:
+    if not markers.exists():
+        return []
+    return [line.split(" ", 1)[1] for line in markers.read_text().splitlines() if line.startswith(kind + " ")]
+
+
+async def test_eight_processes_racing_on_100_approvals_record_one_decision_each(
+    database_url: str, tmp_path: Path
+) -> None:
+    markers = tmp_path / "markers"
+    async with Store(database_url) as store:
+        await store.setup()
+        chat_ids = []
+        for number in range(100):
+            chat = await store.create_chat(
+                reactive_model([{"name": "transfer_money", "arguments": {"to": f"p{number}", "amount": number}}]),
+                [TransferMoney()],
+            )
+            await chat.ask(f"Pay p{number}")
+            chat_ids.append(chat.id)
+        questions = await store.pending_questions()
+    assert len(questions) == 100
+    ids_file, start_file = tmp_path / "ids.json", tmp_path / "go"
+    ids_file.write_text(json.dumps([question.id for question in questions]))
+
+    deciders = [
+        start("decide", database_url, str(ids_file), str(seed), str(start_file), markers=markers) for seed in range(8)
+    ]
+    time.sleep(0.5)  # let the processes import and connect; correctness does not depend on it
+    start_file.touch()
+    outcomes = [json.loads(finish(process)) for process in deciders]
+
+    winners = Counter(question_id for won in outcomes for question_id in won)
+    assert set(winners) == {question.id for question in questions}
+    assert set(winners.values()) == {1}, "a question was decided twice"
+    decided = {question_id: decision for won in outcomes for question_id, decision in won.items()}
+    async with Store(database_url) as store:
+        for question in questions:
+            assert (await store.question(question.id)).decision == decided[question.id]
+
+    carriers = [start("carry", database_url, *chat_ids[part::4], markers=markers) for part in range(4)]
+    for process in carriers:
+        finish(process)
+    ran = Counter(marker_lines(markers, "transfer"))
+    approved = {f"p{number}:{number}" for number, question in enumerate(questions)
+                if decided[question.id] == "accept"}  # fmt: skip
+    assert set(ran) == approved
+    assert set(ran.values()) <= {1}, "an approved tool ran twice"
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+async def test_a_process_killed_while_a_tool_runs(database_url: str, tmp_path: Path, idempotent: bool) -> None:
+    markers, ready, release = tmp_path / "markers", tmp_path / "ready", tmp_path / "release"
+    name = "idempotent_hang" if idempotent else "hang"
+    calls = [{"name": name, "arguments": {"ready": str(ready), "release": str(release)}}]
+    async with Store(database_url) as store:
+        await store.setup()
+        chat_id = (await store.create_chat()).id
+
+    doomed = start("run", database_url, chat_id, "1.0", json.dumps(calls), "Hang on", markers=markers)
+    wait_for(ready)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(timeout=30)
+    ready.unlink()
+    release.touch()
+
+    deadline = time.monotonic() + 30
+    while True:
+        survivor = start("run", database_url, chat_id, "1.0", json.dumps(calls), markers=markers)
+        outcome = json.loads(finish(survivor))
+        if outcome["reply"] == "All done." or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert outcome == {"reply": "All done.", "waiting": False}
+
+    async with Store(database_url) as store:
+        chat = await store.load_chat(chat_id, reactive_model(calls))
+    result = chat.messages[2].content
+    runs = marker_lines(markers, "hang")
+    if idempotent:
+        assert result == "released"
+        assert len(runs) == 2
+    else:
+        assert "interrupted" in json.loads(result)["error"]
+        assert len(runs) == 1, "a non-idempotent tool ran twice"
+
+
+async def test_two_processes_completing_one_chat_at_once(database_url: str, tmp_path: Path) -> None:
+    markers, go = tmp_path / "markers", tmp_path / "go"
+    calls = [
+        {"name": "slow_job", "arguments": {"job": "a"}},
+        {"name": "transfer_money", "arguments": {"to": "Al", "amount": 1}},
+    ]
+    async with Store(database_url) as store:
+        await store.setup()
+        chat = await store.create_chat()
+    for round_number in range(3):
+        texts = ["Go", ""] if round_number == 0 else ["", ""]
+        racers = [
+            start("race", database_url, chat.id, str(go), json.dumps(calls), text, markers=markers) for text in texts
+        ]
+        time.sleep(0.3)
+        go.touch()
+        for process in racers:
+            finish(process)
+        go.unlink()
+        async with Store(database_url) as store:
+            for question in await store.pending_questions(chat.id):
+                await store.approve(question.id)
+    async with Store(database_url) as store:
+        loaded = await store.load_chat(chat.id, reactive_model(calls))
+        roles = [message.role for message in loaded.messages]
+    assert roles[-1] == "assistant" and loaded.messages[-1].content == "All done."
+    assert roles.count("assistant") == 2, "the model's reply was recorded twice"
+    assert Counter(marker_lines(markers, "model")) == {"1": 1, "4": 1}, "the model was called twice for one turn"
+    assert marker_lines(markers, "transfer") == ["Al:1"]

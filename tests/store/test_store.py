@@ -1,0 +1,235 @@
+"""The store through its public API: save, load, list, answer — on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import text, update
+from tests.store.tools import PickColour, SlowJob, TransferMoney, all_tools, reactive_model
+
+from tarry import Task
+from tarry.errors import (
+    ChatNotFoundError,
+    CorruptStateError,
+    InvalidAnswerError,
+    QuestionExpiredError,
+    UnknownQuestionError,
+)
+from tarry.store import Store, StoreUnavailableError
+from tarry.store.engine import database_url
+from tarry.store.tables import metadata, tool_calls
+
+PAY_AND_PAINT = [
+    {"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}},
+    {"name": "pick_colour", "arguments": {"wall": "north"}},
+    {"name": "slow_job", "arguments": {"job": "backup"}},
+]
+
+
+async def park(store: Store, calls: list[dict] = PAY_AND_PAINT) -> str:
+    chat = await store.create_chat(reactive_model(calls), all_tools(), "Be brief.")
+    reply = await chat.ask("Pay Bob 5, paint the north wall, back up.")
+    assert reply is not None and len(reply.tool_calls) == len(calls)
+    assert chat.waiting
+    return chat.id
+
+
+async def test_a_parked_chat_is_carried_on_by_a_fresh_store(database_url: str) -> None:
+    async with Store(database_url) as store:
+        await store.setup()
+        chat_id = await park(store)
+    async with Store(database_url) as other:
+        questions = await other.pending_questions(chat_id)
+        assert [question.kind for question in questions] == ["approval", "form"]
+        approval, colour = questions
+        assert approval.tool_call is not None and approval.tool_call.arguments == {"to": "Bob", "amount": 5}
+        assert [field.name for field in colour.fields] == ["colour", "coats"]
+        assert [task.data for task in await other.pending_tasks(chat_id)] == [{"job": "backup", "checks": 0}]
+        assert await other.approve(approval.id) is True
+        assert await other.answer(colour.id, {"colour": "blue"}) is True
+    async with Store(database_url) as third:
+        chat = await third.load_chat(chat_id, reactive_model(PAY_AND_PAINT), all_tools())
+        assert chat.instructions == "Be brief."
+        assert (await chat.complete()) is not None
+        assert chat.waiting  # the job needs a second check
+        reply = await chat.complete()
+        assert reply is not None and reply.content == "All done."
+    async with Store(database_url) as fourth:
+        chat = await fourth.load_chat(chat_id, reactive_model(PAY_AND_PAINT), all_tools())
+        results = {message.content for message in chat.messages if message.role == "tool"}
+        assert results == {"Sent 5 to Bob", "north: 1 coat(s) of blue", "backup finished after 2 checks"}
+        assert [message.role for message in chat.messages] == ["user", "assistant", "tool", "tool", "tool", "assistant"]
+        assert await fourth.pending_questions(chat_id) == []
+        assert await fourth.pending_tasks(chat_id) == []
+
+
+async def test_pending_questions_across_chats_in_call_order(store: Store) -> None:
+    first = await park(store)
+    second = await park(store)
+    everything = await store.pending_questions()
+    assert [question.chat_id for question in everything] == [first, first, second, second]
+    assert [question.kind for question in everything] == ["approval", "form"] * 2
+    assert len({question.id for question in everything}) == 4
+    assert [question.chat_id for question in await store.pending_questions(second)] == [second, second]
+
+
+async def test_first_decision_wins_and_later_ones_change_nothing(store: Store) -> None:
+    chat_id = await park(store)
+    approval, colour = await store.pending_questions(chat_id)
+    assert await store.decline(approval.id, "Not this month") is True
+    assert await store.approve(approval.id) is False
+    assert await store.decline(approval.id, "other note") is False
+    assert await store.answer(colour.id, colour="red", coats="2") is True
+    assert await store.answer(colour.id, colour="blue") is False
+    decided = await store.question(approval.id)
+    assert (decided.decision, decided.note) == ("decline", "Not this month")
+    assert (await store.question(colour.id)).answer == {"colour": "red", "coats": 2}
+
+
+async def test_a_decline_note_reaches_the_model_from_another_process(database_url: str) -> None:
+    async with Store(database_url) as store:
+        await store.setup()
+        chat_id = await park(store, PAY_AND_PAINT[:1])
+        (approval,) = await store.pending_questions(chat_id)
+        await store.decline(approval.id, "Bob was paid yesterday")
+    async with Store(database_url) as other:
+        chat = await other.load_chat(chat_id, reactive_model(PAY_AND_PAINT[:1]), all_tools())
+        await chat.complete()
+        result = json.loads(chat.messages[2].content)
+        assert result == {"error": "The user declined the transfer_money call.", "note": "Bob was paid yesterday"}
+
+
+async def test_bad_answers_record_nothing(store: Store) -> None:
+    chat_id = await park(store)
+    approval, colour = await store.pending_questions(chat_id)
+    with pytest.raises(UnknownQuestionError, match="no-such-id"):
+        await store.answer("no-such-id", "red")
+    with pytest.raises(InvalidAnswerError) as invalid:
+        await store.answer(colour.id, colour="green", coats="many")
+    assert set(invalid.value.errors) == {"colour", "coats"}
+    with pytest.raises(InvalidAnswerError):
+        await store.answer(approval.id, "yes please")
+    assert [question.id for question in await store.pending_questions(chat_id)] == [approval.id, colour.id]
+
+
+async def test_an_expired_question_is_not_listed_and_cannot_be_answered(store: Store) -> None:
+    class QuickApproval(TransferMoney):
+        name = "transfer_money"
+        approval_ttl = 0.2
+
+    chat = await store.create_chat(reactive_model(PAY_AND_PAINT[:1]), [QuickApproval()])
+    await chat.ask("Pay Bob")
+    (approval,) = await store.pending_questions(chat.id)
+    assert approval.expires_at is not None
+    deadline = time.monotonic() + 5
+    while datetime.now(UTC) <= approval.expires_at and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert await store.pending_questions(chat.id) == []
+    with pytest.raises(QuestionExpiredError):
+        await store.approve(approval.id)
+    reply = await chat.complete()
+    assert reply is not None and reply.content == "All done."
+    assert "lapsed" in json.loads(chat.messages[2].content)["error"]
+
+
+async def test_an_old_question_of_a_closed_call_is_never_answered_anew(store: Store) -> None:
+    chat_id = await park(store, PAY_AND_PAINT[1:2])
+    (colour,) = await store.pending_questions(chat_id)
+    chat = await store.load_chat(chat_id, reactive_model(PAY_AND_PAINT[1:2]), all_tools())
+    await chat.cancel()
+    assert await store.answer(colour.id, colour="red") is False
+
+
+async def test_a_corrupt_pause_state_names_the_call_and_spares_other_chats(store: Store) -> None:
+    broken = await park(store, PAY_AND_PAINT[2:])
+    healthy = await park(store, PAY_AND_PAINT[2:])
+    async with store.db.write() as connection:
+        await connection.execute(
+            update(tool_calls).where(tool_calls.c.chat_id == broken).values(state={"task": {"status": "sleepy"}})
+        )
+    with pytest.raises(CorruptStateError, match=r"slow_job call .* cannot be loaded: Unknown task status 'sleepy'"):
+        await store.load_chat(broken, reactive_model(PAY_AND_PAINT[2:]), all_tools())
+    chat = await store.load_chat(healthy, reactive_model(PAY_AND_PAINT[2:]), all_tools())
+    await chat.complete()
+    assert (await chat.complete()).content == "All done."
+
+
+async def test_load_chat_of_an_unknown_id(store: Store) -> None:
+    with pytest.raises(ChatNotFoundError, match="nope"):
+        await store.load_chat("nope")
+
+
+async def test_an_unreachable_database_is_a_clear_error_not_a_hang() -> None:
+    started = time.monotonic()
+    async with Store("postgresql://postgres@127.0.0.1:1/none") as store:
+        with pytest.raises(StoreUnavailableError, match="Cannot reach the database at postgresql"):
+            await store.setup()
+    assert time.monotonic() - started < 30
+
+
+async def test_a_sqlite_file_in_a_missing_folder_is_a_clear_error(tmp_path) -> None:
+    async with Store(f"sqlite:///{tmp_path}/missing/folder/tarry.db") as store:
+        with pytest.raises(StoreUnavailableError, match="Cannot reach the database"):
+            await store.setup()
+
+
+def test_urls_map_to_async_drivers(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert database_url("sqlite:///x.db").drivername == "sqlite+aiosqlite"
+    assert database_url("postgresql://u@h/db").drivername == "postgresql+psycopg"
+    assert database_url("postgresql+psycopg://u@h/db").drivername == "postgresql+psycopg"
+    assert database_url("sqlite+aiosqlite:///x.db").drivername == "sqlite+aiosqlite"
+    monkeypatch.setenv("TARRY_DATABASE_URL", "sqlite:///from-env.db")
+    assert database_url(None).database == "from-env.db"
+    monkeypatch.delenv("TARRY_DATABASE_URL")
+    assert database_url(None).database == "tarry.db"
+    with pytest.raises(ValueError, match="Unsupported database URL scheme 'mysql'"):
+        database_url("mysql://u@h/db")
+    with pytest.raises(ValueError, match="Not a database URL"):
+        database_url("::nonsense::")
+    with pytest.raises(ValueError, match="lease must be a positive"):
+        Store("sqlite:///x.db", lease=0)
+
+
+async def test_the_migrations_build_exactly_the_tables(store: Store) -> None:
+    async with store.db.read() as connection:
+        differences = await connection.run_sync(
+            lambda sync: compare_metadata(MigrationContext.configure(sync), metadata)
+        )
+        assert differences == []
+        assert await connection.scalar(text("SELECT version_num FROM alembic_version")) == "0001"
+    await store.setup()  # running it again changes nothing
+
+
+async def test_tasks_are_rebuilt_with_the_tools_own_task_class(store: Store) -> None:
+    class Polled(Task):
+        pass
+
+    class PolledJob(SlowJob):
+        name = "slow_job"
+        task_class = Polled
+
+    chat_id = await park(store, PAY_AND_PAINT[2:])
+    chat = await store.load_chat(chat_id, reactive_model(PAY_AND_PAINT[2:]), [PolledJob()])
+    (task,) = await chat.pending_tasks()
+    assert type(task) is Polled
+    assert task.tool_call is not None and task.tool_call.name == "slow_job"
+    assert task.to_dict() == {"task": {"status": "working", "status_message": "queued", "poll_interval": 0.1,
+                                       "data": {"job": "backup", "checks": 0}}}  # fmt: skip
+
+
+async def test_a_live_chat_sees_decisions_made_through_another_store(database_url: str) -> None:
+    async with Store(database_url) as store, Store(database_url) as other:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(PAY_AND_PAINT[1:2]), [PickColour()])
+        await chat.ask("Paint")
+        (colour,) = await chat.pending_questions()
+        assert await other.answer(colour.id, colour="red") is True
+        assert await chat.answer(colour, colour="blue") is False
+        reply = await chat.complete()
+        assert reply is not None and reply.content == "All done."
+        assert chat.messages[2].content == "north: 1 coat(s) of red"
