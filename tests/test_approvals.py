@@ -39,7 +39,7 @@ async def wait_until_past(moment: datetime | None) -> None:
     assert moment is not None
     async with asyncio.timeout(10):
         # The wall clock is what we wait on; there is no event to await instead.
-        while datetime.now(UTC) <= moment:  # noqa: ASYNC110
+        while datetime.now(UTC) <= moment:
             await asyncio.sleep(0.005)
 
 

@@ -1,0 +1,60 @@
+"""Every ```python block of README.md and docs/*.md runs, page by page, in one namespace per page."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+CONCEPT_PAGES = ["chat-loop.md", "tools.md", "approvals.md", "tasks.md", "questions.md"]
+
+
+def python_blocks(page: Path) -> list[tuple[int, str]]:
+    """Each block's first line number in the page and its code."""
+    text = page.read_text(encoding="utf-8")
+    return [(text.count("\n", 0, match.start(1)) + 1, match.group(1)) for match in BLOCK.finditer(text)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(page.relative_to(ROOT)) for page in PAGES])
+async def test_the_examples_of_a_page_run(page: Path) -> None:
+    blocks = python_blocks(page)
+    assert blocks, f"{page.name} has no python examples"
+    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    for line, code in blocks:
+        # Pad so a failure's traceback points at the line of the page.
+        source = "\n" * (line - 1) + code
+        compiled = compile(source, str(page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        result = eval(compiled, namespace)
+        if inspect.iscoroutine(result):
+            await result
+
+
+def test_each_concept_has_a_page_linked_from_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for name in CONCEPT_PAGES:
+        assert (ROOT / "docs" / name).exists(), f"docs/{name} is missing"
+        assert f"(docs/{name})" in readme, f"README.md does not link docs/{name}"
+
+
+def quick_start_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    match = re.search(r"^```(?:sh|bash|console)\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert match, "the Quick start has no shell block"
+    return [line for line in match.group(1).splitlines() if line.strip()]
+
+
+def test_the_quick_start_is_two_commands_and_ci_runs_the_second() -> None:
+    demo, tests = quick_start_commands()
+    assert demo.endswith("tarry demo")
+    assert "pip install -e ." in demo
+    assert tests.endswith("&& pytest")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f"run bash -c {shlex.quote(tests)}" in ci, "the README's test command and .ci/run's differ"
