@@ -12,15 +12,14 @@ import asyncio
 import os
 from typing import Annotated
 
-from mcp_types import METHOD_NOT_FOUND, RequestParams, ToolAnnotations
-from pydantic import BaseModel, Field
-
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
+from mcp_types import METHOD_NOT_FOUND, RequestParams, ToolAnnotations
+from pydantic import BaseModel, Field
 
 KEY = b"tarry-tests-fixed-request-state!"  # fixed, so request state survives a server restart
 

@@ -1,0 +1,62 @@
+"""Helpers for the MCP tests: commands of the test servers, ports, waiting for questions."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tarry import Chat, Question
+
+HERE = Path(__file__).parent
+SERVERS = HERE / "servers"
+ROOT = HERE.parents[1]
+
+
+def booking_command(*extra: str) -> list[str]:
+    """The command that runs the SDK booking server over stdio."""
+    return [sys.executable, str(SERVERS / "booking.py"), *extra]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], deadline: float = 30.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if process.poll() is not None:
+            raise RuntimeError(f"the test server exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"the test server did not listen on {port} within {deadline} s")
+
+
+def everything_bin() -> Path | None:
+    """server-everything installed by .ci/run (or TARRY_SERVER_EVERYTHING), else ``None``."""
+    given = os.environ.get("TARRY_SERVER_EVERYTHING")
+    candidates = [Path(given)] if given else []
+    candidates.append(ROOT / ".ci" / "node" / "node_modules" / ".bin" / "mcp-server-everything")
+    return next((path for path in candidates if path.exists()), None)
+
+
+async def wait_for_questions(chat: Chat, count: int = 1, *, within: float = 30.0) -> list[Question]:
+    """Poll the chat's pending questions until ``count`` are there (fails after ``within`` seconds)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while True:
+        questions = await chat.pending_questions()
+        if len(questions) >= count:
+            return questions
+        if loop.time() > end:
+            raise AssertionError(f"expected {count} question(s) within {within} s, got {questions!r}")
+        await asyncio.sleep(0.05)
