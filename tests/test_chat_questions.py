@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -301,3 +302,14 @@ async def test_cancel_closes_waiting_calls_and_the_chat_goes_on() -> None:
     reply = await chat.ask("ok")
     assert reply is not None
     assert reply.content in {"Done.", "Cancelled, what next?"}
+
+
+async def test_question_ids_are_fresh_uuids_and_know_their_chat() -> None:
+    ids = []
+    for _ in range(3):
+        chat, _, _, question = await parked()
+        assert question.chat_id == chat.id
+        assert question.asked_at is not None
+        assert uuid.UUID(question.id).version == 4
+        ids.append(question.id)
+    assert len(set(ids)) == 3
