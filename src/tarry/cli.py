@@ -16,6 +16,18 @@ def _demo(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _db_upgrade(arguments: argparse.Namespace) -> int:
+    from tarry.store import Store
+
+    async def upgrade() -> str:
+        async with Store(arguments.url) as store:
+            await store.setup()
+            return store.url
+
+    print(f"The database at {asyncio.run(upgrade())} has the current schema.")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``tarry`` and its subcommands."""
     parser = argparse.ArgumentParser(
@@ -29,6 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one scripted chat in memory and print each step: what waits, what was answered, the reply.",
     )
     demo.set_defaults(handler=_demo)
+    database = commands.add_parser("db", help="manage the database of stored chats")
+    database_commands = database.add_subparsers(dest="db_command", metavar="COMMAND", required=True)
+    upgrade = database_commands.add_parser(
+        "upgrade",
+        help="create the schema, or migrate it to the current version",
+        description="Create tarry's tables, or migrate them to the current version (Alembic).",
+    )
+    upgrade.add_argument("--url", help="database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)")
+    upgrade.set_defaults(handler=_db_upgrade)
     return parser
 
 
