@@ -1,0 +1,88 @@
+"""tarry against @modelcontextprotocol/server-everything (2025-11-25): legacy tasks and questions."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mcp_helpers import wait_for_questions
+
+from tarry import Chat
+from tarry.mcp import MCPServer, McpTask
+from tarry.testing import ScriptedModel
+
+
+async def carry_until_done(chat: Chat, *, within: float = 60.0) -> None:
+    """complete() until no call waits, honouring the tasks' poll intervals (fails after ``within`` seconds)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while chat.waiting:
+        assert loop.time() < end, "the task did not finish in time"
+        await chat.complete()
+        tasks = await chat.pending_tasks()
+        if tasks:
+            await asyncio.sleep(min(task.poll_interval or 0.5 for task in tasks))
+
+
+async def test_legacy_task_with_a_question_during_input_required(everything_command: list[str]) -> None:
+    async with MCPServer(command=everything_command) as server:
+        assert server.protocol_version == "2025-11-25"
+        model = ScriptedModel(
+            [[{"name": "simulate-research-query", "arguments": {"topic": "python", "ambiguous": True}}], "done"]
+        )
+        chat = Chat(model=model, tools=[server])
+        await chat.ask("research")
+        (task,) = await chat.pending_tasks()
+        assert isinstance(task, McpTask)
+        assert task.kind == "task"
+        assert task.task_id
+        assert task.expires_at is not None
+        assert task.poll_interval == 1.0
+        carrying = asyncio.create_task(carry_until_done(chat))
+        question = (await wait_for_questions(chat, within=60))[0]
+        assert question.extra.get("awaited") is True
+        choice = question.fields[0]
+        value = next(iter(choice.choices)) if choice.choices else "snake"
+        assert await chat.answer(question, **{choice.name or "value": value})
+        await carrying
+        result = next(message.content for message in chat.messages if message.role == "tool")
+        assert "python" in result.lower()
+        assert chat.last_reply is not None
+        assert chat.last_reply.content == "done"
+
+
+async def test_cancel_sends_tasks_cancel(everything_command: list[str]) -> None:
+    async with MCPServer(command=everything_command) as server:
+        model = ScriptedModel([[{"name": "simulate-research-query", "arguments": {"topic": "rust"}}]])
+        chat = Chat(model=model, tools=[server])
+        await chat.ask("research")
+        (task,) = await chat.pending_tasks()
+        await chat.cancel()
+        assert task.cancelled()
+        assert "cancelled" in chat.messages[-1].content
+        assert task.task_id is not None
+        assert (await server.legacy_get(task.task_id)).status == "cancelled"
+
+
+async def test_task_augmented_elicitation_is_received_as_a_task(everything_command: list[str]) -> None:
+    async with MCPServer(command=everything_command) as server:
+        model = ScriptedModel([[{"name": "trigger-elicitation-request-async", "arguments": {}}], "done"])
+        chat = Chat(model=model, tools=[server])
+        running = asyncio.create_task(chat.ask("ask me"))
+        question = (await wait_for_questions(chat, within=30))[0]
+        values = {
+            field.name: field.default if field.default is not None else _value(field)
+            for field in question.fields
+            if field.required and field.name
+        }
+        assert await chat.answer(question, **values)
+        await running
+        result = next(message.content for message in chat.messages if message.role == "tool")
+        assert "COMPLETED" in result
+
+
+def _value(field: object) -> object:
+    kind = getattr(field, "type", "string")
+    choices = getattr(field, "choices", None)
+    if choices:
+        return [next(iter(choices))] if kind == "array" else next(iter(choices))
+    return {"string": "Ada", "integer": 3, "number": 2.5, "boolean": True}.get(kind, "x")
