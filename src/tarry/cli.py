@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
     database = commands.add_parser("db", help="manage the database of stored chats")
-    database_commands = database.add_subparsers(dest="db_command", metavar="COMMAND", required=True)
+    database_commands = database.add_subparsers(dest="db_command", required=True)
     upgrade = database_commands.add_parser(
         "upgrade",
         help="create the schema, or migrate it to the current version",
