@@ -219,7 +219,8 @@ async def test_sync_tools_run_concurrently_in_threads() -> None:
 async def test_max_concurrency_bounds_the_calls_running_at_once(limit: int, count: int) -> None:
     active = 0
     peak = 0
-    started = [asyncio.Event() for _ in range(count)]
+    order: list[int] = []
+    arrived = asyncio.Event()
     release = [asyncio.Event() for _ in range(count)]
 
     @tool
@@ -228,20 +229,26 @@ async def test_max_concurrency_bounds_the_calls_running_at_once(limit: int, coun
         nonlocal active, peak
         active += 1
         peak = max(peak, active)
-        started[n].set()
+        order.append(n)
+        arrived.set()
         await release[n].wait()
         active -= 1
         return str(n)
+
+    async def arrivals(wanted: int) -> None:
+        while len(order) < wanted:
+            arrived.clear()
+            await arrived.wait()
 
     turn = calls(*[("work", {"n": n}) for n in range(count)])
     chat = Chat(model=ScriptedModel([turn, "done"]), tools=[work], max_concurrency=limit)
     running = asyncio.create_task(chat.ask("go"))
     async with asyncio.timeout(10):
-        for n in range(count):
-            # Unbounded, every call would be inside by the time the first one started.
-            await started[n].wait()
+        # `limit` calls get inside at once (a tighter bound would hang here); each release lets one more in.
+        for released in range(count):
+            await arrivals(min(count, released + limit))
             assert active <= limit
-            release[n].set()
+            release[order[released]].set()
         await running
     assert peak == limit
     assert sorted(int(m.content) for m in chat.messages if m.role == "tool") == list(range(count))
