@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import select, text, update
 
+from tarry.agents import Agent
 from tarry.calls import check_decision
 from tarry.chat import Chat
 from tarry.errors import ChatNotFoundError, UnknownQuestionError
@@ -24,12 +25,15 @@ from tarry.questions import Decision, Question
 from tarry.store.engine import Database, database_url
 from tarry.store.journal import StoreJournal, read_tail
 from tarry.store.rows import call_from_row, load_task, question_from_row
+from tarry.store.schedule import wake
 from tarry.store.tables import chats, questions, tool_calls
+from tarry.store.waiting import WaitingTask, waiting_tasks
 from tarry.tasks import Task
-from tarry.tools import Tool
+from tarry.tools import Tool, ToolSource
 
 logger = logging.getLogger("tarry.store")
 DecisionHook = Callable[[Question], Awaitable[None] | None]
+CancelHook = Callable[[str], Awaitable[None] | None]
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -55,6 +59,8 @@ class Store:
         """Who this store claims work as."""
         self.decision_hooks: list[DecisionHook] = []
         """Called with each question right after a decision on it is recorded through this store."""
+        self.cancel_hooks: list[CancelHook] = []
+        """Called with a chat's id right after :meth:`cancel` recorded a cancellation request."""
         self.journal = StoreJournal(self)
 
     @property
@@ -95,15 +101,24 @@ class Store:
     async def create_chat(
         self,
         model: Model | str | None = None,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | ToolSource | Callable[..., Any]] = (),
         instructions: str | None = None,
         *,
         tool_choice: ToolChoice | None = None,
         settings: Mapping[str, Any] | None = None,
         max_concurrency: int = 8,
-        agent: str | None = None,
+        agent: Agent | str | None = None,
     ) -> Chat:
-        """A new chat whose every change is saved as it happens."""
+        """A new chat whose every change is saved as it happens.
+
+        With ``agent`` (an :class:`~tarry.Agent`), the chat takes the agent's model, tools and
+        instructions unless given here, and records the agent's name so a worker can rebuild it.
+        """
+        if isinstance(agent, Agent):
+            model = model if model is not None else agent.make_model()
+            tools = tools if tools else agent.tools
+            instructions = instructions if instructions is not None else agent.instructions
+            agent = agent.name
         chat = Chat(
             model,
             tools,
@@ -143,18 +158,20 @@ class Store:
         """
         async with self.db.read() as connection:
             row = (await connection.execute(select(chats).where(chats.c.id == chat_id))).mappings().one_or_none()
-            if row is None:
-                raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
-            chat = Chat(
-                model if model is not None else _recorded_model(row["model"]),
-                tools,
-                instructions if instructions is not None else row["instructions"],
-                tool_choice=row["tool_choice"],
-                settings=row["settings"],
-                max_concurrency=max_concurrency,
-                id=chat_id,
-                journal=self.journal,
-            )
+        if row is None:
+            raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
+        chat = Chat(
+            model if model is not None else _recorded_model(row["model"]),
+            tools,
+            instructions if instructions is not None else row["instructions"],
+            tool_choice=row["tool_choice"],
+            settings=row["settings"],
+            max_concurrency=max_concurrency,
+            id=chat_id,
+            journal=self.journal,
+        )
+        await chat.load_tools()  # an MCP server's tools rebuild their own tasks
+        async with self.db.read() as connection:
             await read_tail(connection, chat, 0)
         return chat
 
@@ -210,6 +227,11 @@ class Store:
             assert task is not None
             tasks.append(task)
         return tasks
+
+    async def waiting_tasks(self, chat_id: str | None = None) -> list[WaitingTask]:
+        """:meth:`pending_tasks` with their chat and since when they wait, for screens that list them."""
+        async with self.db.read() as connection:
+            return await waiting_tasks(connection, chat_id)
 
     async def question(self, question_id: str) -> Question:
         """One question by id, decided or not; raises :class:`UnknownQuestionError`."""
@@ -294,7 +316,39 @@ class Store:
                 .where(questions.c.id == question.id, questions.c.decision.is_(None))
                 .values(decision=decision, answer=answer, note=note, decided_at=now)
             )
-            return now if result.rowcount == 1 else None
+            if result.rowcount != 1:
+                return None
+            await wake(connection, row["chat_id"], postgres=not self.db.is_sqlite)
+            return now
+
+    async def cancel(self, chat_id: str) -> bool:
+        """Ask whichever process carries the chat on to cancel it; returns ``False`` when it was already asked.
+
+        The request is saved on the chat and wakes it: a worker (``tarry.jobs``) sees it at its
+        next checkpoint (within a second), cancels the chat's tasks (``Task.cancel()``) and closes
+        every waiting call with a cancelled result, and calls the model no more until the user
+        asks again. Raises :class:`ChatNotFoundError` for an unknown chat.
+        """
+        async with self.db.write() as connection:
+            row = (
+                await connection.execute(
+                    select(chats.c.cancel_requested_at).where(chats.c.id == chat_id).with_for_update()
+                )
+            ).one_or_none()
+            if row is None:
+                raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
+            if row.cancel_requested_at is not None:
+                return False
+            await connection.execute(update(chats).where(chats.c.id == chat_id).values(cancel_requested_at=utcnow()))
+            await wake(connection, chat_id, postgres=not self.db.is_sqlite)
+        for hook in self.cancel_hooks:
+            try:
+                outcome = hook(chat_id)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                logger.exception("A cancel hook failed for chat %s", chat_id)
+        return True
 
     async def _run_hooks(self, question: Question) -> None:
         for hook in self.decision_hooks:
