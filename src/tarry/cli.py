@@ -12,8 +12,7 @@ Command = Callable[[argparse.Namespace], int]
 def _demo(arguments: argparse.Namespace) -> int:
     from tarry import demo
 
-    asyncio.run(demo.run())
-    return 0
+    return demo.run(arguments.url)
 
 
 def _db_upgrade(arguments: argparse.Namespace) -> int:
@@ -37,9 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo",
-        help="run a chat whose calls wait on an approval, a question and a task (in memory, no keys needed)",
-        description="Run one scripted chat in memory and print each step: what waits, what was answered, the reply.",
+        help="run a chat whose calls wait on an approval, a question and a task, across three processes",
+        description=(
+            "Run one scripted chat (no network, no keys) on a SQLite file: one process runs it until it parks, "
+            "a second answers what waits from the database, a third carries it on to the final reply."
+        ),
     )
+    demo.add_argument("--url", help="database URL to use (default: a SQLite file in a new temporary folder)")
     demo.set_defaults(handler=_demo)
     database = commands.add_parser("db", help="manage the database of stored chats")
     database_commands = database.add_subparsers(dest="db_command", required=True)

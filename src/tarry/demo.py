@@ -1,23 +1,32 @@
-"""``tarry demo``: one chat whose tool calls wait on an approval, a question and unfinished work.
+"""``tarry demo``: one chat whose tool calls wait, carried across three real processes on SQLite.
 
-The chat runs in memory with a :class:`~tarry.testing.ScriptedModel`, so it needs no
-network and no keys. The model calls three tools in one turn:
+The model (a :class:`~tarry.testing.ScriptedModel`, so no network and no keys) calls three
+tools in one turn:
 
 - ``transfer_money`` needs a person's approval before it runs;
 - ``book_table`` asks a person when to book, then books;
 - ``render_video`` returns a :class:`~tarry.Task` that finishes on a later ``complete()``.
 
-What happens is printed by a :class:`Narrator`, kept apart from the story so another
-front end (or a story across processes) can reuse it.
+The story is seed 004's: one process runs the chat until it parks; a second lists what waits
+from the database alone and answers; a third carries the chat on to the final reply. Each
+part runs as ``python -m tarry.demo PART URL [CHAT_ID]`` in its own OS process; ``tarry demo``
+starts them one after the other and prints what each says. A :class:`Narrator` does the printing.
 """
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from tarry.chat import Chat
 from tarry.messages import Message, ToolCall
 from tarry.questions import Field, Question
+from tarry.store import Store
 from tarry.tasks import Task
 from tarry.testing import ScriptedModel
 from tarry.tools import Tool
@@ -69,24 +78,35 @@ def final_reply(messages: list[Message]) -> str:
     return "All done: " + " ".join(results)
 
 
+CALLS = [
+    {"name": "transfer_money", "arguments": {"amount": 20, "to": "Bob"}},
+    {"name": "book_table", "arguments": {"restaurant": "Luigi's"}},
+    {"name": "render_video", "arguments": {"name": "holiday"}},
+]
+INSTRUCTIONS = "You help with errands."
+
+
+def scripted_turn(messages: list[Message]) -> str | list[dict[str, object]]:
+    """The scripted model: calls the three tools after the user speaks, sums up once the results are in.
+
+    It reads only the transcript, so every process can carry the chat on with a fresh model.
+    """
+    return CALLS if messages[-1].role == "user" else final_reply(messages)
+
+
+def build_model() -> ScriptedModel:
+    """The demo's model."""
+    return ScriptedModel([scripted_turn] * 10, name="demo")
+
+
+def build_tools() -> list[Tool]:
+    """The demo's three tools."""
+    return [TransferMoney(), BookTable(), RenderVideo()]
+
+
 def build_chat() -> Chat:
-    """The demo's chat: the scripted model and the three tools."""
-    model = ScriptedModel(
-        [
-            [
-                {"name": "transfer_money", "arguments": {"amount": 20, "to": "Bob"}},
-                {"name": "book_table", "arguments": {"restaurant": "Luigi's"}},
-                {"name": "render_video", "arguments": {"name": "holiday"}},
-            ],
-            final_reply,
-        ],
-        name="demo",
-    )
-    return Chat(
-        model=model,
-        tools=[TransferMoney(), BookTable(), RenderVideo()],
-        instructions="You help with errands.",
-    )
+    """The demo's chat in memory: the scripted model and the three tools."""
+    return Chat(model=build_model(), tools=build_tools(), instructions=INSTRUCTIONS)
 
 
 def describe_call(call: ToolCall | None) -> str:
@@ -185,39 +205,112 @@ class Narrator:
                 self.line(f"-> {call.name if call else message.tool_call_id}: {message.content}")
 
 
-async def run(out: Callable[[str], None] = print) -> Chat:
-    """Run the demo story, narrating to ``out``; returns the finished chat."""
-    chat = build_chat()
-    narrate = Narrator(out)
-    out("tarry demo: one chat whose tool calls wait (in memory, with a scripted model)")
+def calls_of(chat: Chat) -> dict[str, ToolCall]:
+    """Every call of the chat by id."""
+    return {call.id: call for message in chat.messages for call in message.tool_calls}
 
-    async def carry_on(title: str) -> None:
-        narrate.step(title)
-        seen = len(chat.messages)
-        reply = await chat.complete()
-        calls = {call.id: call for message in chat.messages for call in message.tool_calls}
-        narrate.results(chat.messages[seen:], calls)
-        if chat.waiting:
+
+async def park(url: str, chat_id: str, out: Callable[[str], None] = print) -> None:
+    """Process 1: load the chat, ask, and run until every call waits."""
+    async with Store(url) as store:
+        chat = await store.load_chat(chat_id, build_model(), build_tools())
+        narrate = Narrator(out)
+        narrate.line(f"You: {USER_TEXT}", 0)
+        parked = await chat.ask(USER_TEXT)
+        narrate.model_turn(parked)
+        narrate.results(chat.messages[2:], calls_of(chat))
+        narrate.waiting(await chat.pending_questions(), await chat.pending_tasks())
+        narrate.line("The chat is parked in the database; this process exits.", 0)
+
+
+async def answer(url: str, out: Callable[[str], None] = print) -> None:
+    """Process 2: list what waits from the database alone (no model, no tools) and answer it."""
+    async with Store(url) as store:
+        narrate = Narrator(out)
+        questions = await store.pending_questions()
+        narrate.line(f"The database lists {len(questions)} question(s) across all chats.", 0)
+        narrate.waiting(questions, await store.pending_tasks())
+        for question in questions:
+            if question.kind == "approval":
+                recorded = await store.approve(question.id)
+            else:
+                recorded = await store.answer(question.id, time="20:00", party="4")
+            narrate.decided(await store.question(question.id), recorded)
+        again = await store.approve(questions[0].id)
+        narrate.line(f"Approving the transfer a second time records nothing (returned {again}).", 0)
+
+
+async def finish(url: str, chat_id: str, out: Callable[[str], None] = print) -> None:
+    """Process 3: load the chat and carry it on until nothing waits."""
+    async with Store(url) as store:
+        chat = await store.load_chat(chat_id, build_model(), build_tools())
+        narrate = Narrator(out)
+        while True:
+            seen = len(chat.messages)
+            reply = await chat.complete()
+            narrate.line("complete():", 0)
+            narrate.results(chat.messages[seen:], calls_of(chat))
+            if not chat.waiting:
+                narrate.model_turn(reply)
+                break
             narrate.waiting(await chat.pending_questions(), await chat.pending_tasks())
-        else:
-            narrate.model_turn(reply)
+        narrate.line("Nothing waits any more.", 0)
 
-    narrate.step(f"You: {USER_TEXT}")
-    parked = await chat.ask(USER_TEXT)
-    narrate.model_turn(parked)
-    calls = {call.id: call for message in chat.messages for call in message.tool_calls}
-    narrate.results(chat.messages[2:], calls)
-    narrate.waiting(await chat.pending_questions(), await chat.pending_tasks())
 
-    narrate.step("A person decides what waits on them")
-    for question in await chat.pending_questions():
-        if question.kind == "approval":
-            recorded = await chat.approve(question)
-        else:
-            recorded = await chat.answer(question, time="20:00", party="4")
-        narrate.decided(question, recorded)
+PARTS = (
+    ("park", "Process 1 runs the chat until it parks"),
+    ("answer", "Process 2 lists what waits from the database and answers it"),
+    ("finish", "Process 3 carries the chat on to its final reply"),
+)
 
-    await carry_on("complete(): the approved call runs, the answered call resumes, the task is checked once")
-    await carry_on("complete() again: the task has finished, so the model gets every result")
-    narrate.line("Nothing waits any more." if not chat.waiting else "Still waiting.", 0)
-    return chat
+
+async def create(url: str) -> str:
+    """Set up the database and create the demo's chat; returns its id."""
+    async with Store(url) as store:
+        await store.setup()
+        chat = await store.create_chat(build_model(), build_tools(), INSTRUCTIONS)
+        return chat.id
+
+
+def run(url: str | None = None, out: Callable[[str], None] = print) -> int:
+    """Run the whole story: create the chat, then each part in its own OS process; returns the exit status."""
+    folder = None
+    if url is None:
+        folder = Path(tempfile.mkdtemp(prefix="tarry-demo-"))
+        url = f"sqlite:///{folder / 'tarry.db'}"
+    out("tarry demo: one chat whose tool calls wait, carried across three processes")
+    out(f"Database: {url}")
+    chat_id = asyncio.run(create(url))
+    narrate = Narrator(out)
+    for part, title in PARTS:
+        narrate.step(title)
+        arguments = [sys.executable, "-m", "tarry.demo", part, url] + ([] if part == "answer" else [chat_id])
+        finished = subprocess.run(arguments, capture_output=True, text=True, check=False)
+        pid_note = f"(a new process: python -m tarry.demo {part})"
+        narrate.line(pid_note)
+        for line in finished.stdout.splitlines():
+            narrate.line(line)
+        if finished.returncode != 0:
+            out(finished.stderr)
+            return finished.returncode
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m tarry.demo PART URL [CHAT_ID]``: run one part of the story in this process."""
+    part, url, *rest = argv
+    if part == "park":
+        asyncio.run(park(url, rest[0]))
+    elif part == "answer":
+        asyncio.run(answer(url))
+    elif part == "finish":
+        asyncio.run(finish(url, rest[0]))
+    else:
+        raise SystemExit(f"Unknown demo part {part!r}; expected park, answer or finish")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
