@@ -8,9 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from tarry import cli, demo
+from tarry import demo
 
 
 def tarry_command() -> str:

@@ -78,7 +78,7 @@ def final_reply(messages: list[Message]) -> str:
     return "All done: " + " ".join(results)
 
 
-CALLS = [
+CALLS: list[dict[str, object]] = [
     {"name": "transfer_money", "arguments": {"amount": 20, "to": "Bob"}},
     {"name": "book_table", "arguments": {"restaurant": "Luigi's"}},
     {"name": "render_video", "arguments": {"name": "holiday"}},
