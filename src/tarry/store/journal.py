@@ -20,7 +20,9 @@ from tarry.journal import utcnow
 from tarry.messages import Message
 from tarry.questions import Decision, Question
 from tarry.store.rows import apply_call_row, call_from_row, message_from_row, message_values, question_values
+from tarry.store.schedule import check_by
 from tarry.store.tables import chats, messages, questions, tool_calls
+from tarry.tasks import Task
 
 if TYPE_CHECKING:
     from tarry.store.store import Store
@@ -52,6 +54,8 @@ class StoreJournal:
             )
             for record in records:
                 await insert_call(connection, chat.id, position, record)
+            if message.role == "user":  # a new question of the user ends an earlier cancellation
+                await connection.execute(update(chats).where(chats.c.id == chat.id).values(cancel_requested_at=None))
 
     @asynccontextmanager
     async def hold_call(self, chat: Chat, record: CallRecord) -> AsyncIterator[Claim]:
@@ -133,6 +137,7 @@ class StoreJournal:
                 changes["state"] = outcome.task.to_dict()
                 changes["waiting_on"] = [question.id for question in outcome.task.questions] or None
                 await insert_questions(connection, chat.id, row_id, len(record.questions), outcome.questions)
+                await _schedule_check(connection, chat.id, outcome.task)
             result = await connection.execute(
                 update(tool_calls)
                 .where(
@@ -263,6 +268,17 @@ async def insert_questions(
                 for index, question in enumerate(new)
             ],
         )
+        expiries = [question.expires_at for question in new if question.expires_at is not None]
+        if expiries:
+            await check_by(connection, chat_id, min(expiries))
+
+
+async def _schedule_check(connection: AsyncConnection, chat_id: str, task: Task) -> None:
+    """Make the chat due when its paused task should next be checked (or expires)."""
+    if not task.waits_on_person():
+        await check_by(connection, chat_id, utcnow() + timedelta(seconds=task.poll_interval or 0))
+    if task.expires_at is not None:
+        await check_by(connection, chat_id, task.expires_at)
 
 
 async def _question_rows(connection: AsyncConnection, row_ids: Sequence[int]) -> dict[int, list[Any]]:

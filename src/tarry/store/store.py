@@ -146,7 +146,7 @@ class Store:
         self,
         chat_id: str,
         model: Model | str | None = None,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | ToolSource | Callable[..., Any]] = (),
         instructions: str | None = None,
         *,
         max_concurrency: int = 8,

@@ -61,6 +61,12 @@ chats = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("claimed_by", String(120)),
     Column("claimed_until", UTCDateTime),
+    # Background work (0002): when a worker should next look at the chat, a counter bumped by every
+    # change of that schedule (so a worker's late write cannot undo a newer wake), and a cancellation request.
+    Column("next_check_at", UTCDateTime),
+    Column("schedule_version", Integer, nullable=False, default=0, server_default="0"),
+    Column("cancel_requested_at", UTCDateTime),
+    Index("ix_tarry_chats_next_check", "next_check_at"),
 )
 
 messages = Table(

@@ -1,0 +1,119 @@
+"""``continue_chat``: carry one stored chat on, and say when it next needs a look."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+
+from tarry.agents import Agent
+from tarry.chat import Chat
+from tarry.jobs.due import cancel_requested, live_claims, read_schedule, write_next_check
+from tarry.journal import utcnow
+from tarry.store import Store
+
+logger = logging.getLogger("tarry.jobs")
+CANCEL_CHECK = 0.5
+"""Seconds between two looks for a cancellation request while a step runs."""
+RETRY = 1.0
+"""Seconds until another look at a chat that could go on but another process holds."""
+
+Agents = Iterable[Agent] | Mapping[str, Agent]
+
+
+def agents_by_name(agents: Agents) -> dict[str, Agent]:
+    """The agents by name; two agents with one name raise ``ValueError``."""
+    if isinstance(agents, Mapping):
+        return dict(agents)
+    if isinstance(agents, Agent):
+        raise TypeError("agents must be a list of agents, not a single agent")
+    found: dict[str, Agent] = {}
+    for agent in agents:
+        if not isinstance(agent, Agent):
+            raise TypeError(f"agents must be Agent objects, got {agent!r}")
+        if agent.name in found:
+            raise ValueError(f"Two agents are named {agent.name!r}")
+        found[agent.name] = agent
+    return found
+
+
+async def continue_chat(
+    store: Store, chat_id: str, agents: Agents, *, default_poll_interval: float = 5.0
+) -> datetime | None:
+    """Carry the stored chat on as far as it can go now; return when it next needs a look, or ``None``.
+
+    The chat is rebuilt from the agent whose name it recorded (one of ``agents``); a chat of an
+    agent not given here is left untouched (and logged). Anything that can progress does: calls
+    with a new decision run, paused tasks are checked, lapsed questions and expired tasks are
+    closed, calls whose process died are recovered, and the model is asked once results are in.
+    The returned time is the earliest task check (its ``poll_interval``, else
+    ``default_poll_interval``) or expiry. Safe to call from several processes at once, and as
+    often as you like: claims on calls and on the chat keep each step to one process.
+
+    A cancellation requested with ``store.cancel()`` is honoured here: before the step, or
+    within :data:`CANCEL_CHECK` seconds while it runs.
+    """
+    known = agents_by_name(agents)
+    schedule = await read_schedule(store, chat_id)
+    if schedule is None:
+        logger.warning("No chat has the id %s; nothing to carry on", chat_id)
+        return None
+    agent = known.get(schedule.agent or "")
+    if agent is None:
+        logger.warning(
+            "Chat %s belongs to agent %r, which this worker does not serve; left as it is", chat_id, schedule.agent
+        )
+        return None
+    chat = await store.load_chat(chat_id, agent.make_model(), agent.tools)
+    if schedule.cancel_requested_at is not None or not await _step(store, chat):
+        await chat.cancel()
+        await write_next_check(store, chat_id, None, schedule.version)
+        return None
+    next_check = await next_check_of(store, chat, default_poll_interval)
+    await write_next_check(store, chat_id, next_check, schedule.version)
+    return next_check
+
+
+async def _step(store: Store, chat: Chat) -> bool:
+    """Complete the chat, watching for a cancellation request; ``False`` when one came and the step was stopped."""
+    step = asyncio.ensure_future(chat.complete())
+    while True:
+        done, _ = await asyncio.wait({step}, timeout=CANCEL_CHECK)
+        if done:
+            step.result()
+            return True
+        if await cancel_requested(store, chat.id):
+            step.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await step
+            logger.info("Chat %s: a cancellation was requested; its step was stopped", chat.id)
+            return False
+
+
+async def next_check_of(store: Store, chat: Chat, default_poll_interval: float) -> datetime | None:
+    """When the chat next needs a look, from its open calls, or ``None`` when nothing is pending."""
+    now = utcnow()
+    claims = await live_claims(store, chat.id)
+    candidates: list[datetime] = []
+    for record in chat.records.values():
+        if not record.open:
+            continue
+        claimed_until = claims.get(record.call.id)
+        if claimed_until is not None:  # another process runs it; look again when its lease would run out
+            candidates.append(claimed_until)
+            continue
+        waiting = record.pending_questions(now)
+        candidates.extend(question.expires_at for question in waiting if question.expires_at is not None)
+        task = record.task
+        if task is not None and task.expires_at is not None:
+            candidates.append(task.expires_at)
+        if task is not None and not task.waits_on_person():
+            interval = task.poll_interval if task.poll_interval is not None else default_poll_interval
+            candidates.append(now + timedelta(seconds=interval))
+        elif not waiting and task is None:  # could run, but did not here: decided meanwhile, or a claim was lost
+            candidates.append(now + timedelta(seconds=RETRY))
+    if not chat.waiting and chat.messages and chat.messages[-1].role != "assistant":
+        candidates.append(claims.get(None, now + timedelta(seconds=RETRY)))
+    return min(candidates, default=None)

@@ -1,0 +1,135 @@
+"""The queries of background work: which chats are due, picking them, and writing when they next are."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, func, or_, select, update
+
+from tarry.journal import utcnow
+from tarry.store import Store
+from tarry.store.tables import chats, tool_calls
+
+
+@dataclass(frozen=True)
+class ChatSchedule:
+    """What a worker reads about a chat before carrying it on."""
+
+    agent: str | None
+    version: int
+    cancel_requested_at: datetime | None
+
+
+async def read_schedule(store: Store, chat_id: str) -> ChatSchedule | None:
+    """The chat's agent, schedule version and cancellation request, or ``None`` for an unknown chat."""
+    query = select(chats.c.agent, chats.c.schedule_version, chats.c.cancel_requested_at).where(chats.c.id == chat_id)
+    async with store.db.read() as connection:
+        row = (await connection.execute(query)).one_or_none()
+    return None if row is None else ChatSchedule(row.agent, row.schedule_version, row.cancel_requested_at)
+
+
+async def cancel_requested(store: Store, chat_id: str) -> bool:
+    """Whether a cancellation of the chat is requested right now."""
+    async with store.db.read() as connection:
+        found = await connection.scalar(select(chats.c.cancel_requested_at).where(chats.c.id == chat_id))
+    return found is not None
+
+
+async def write_next_check(store: Store, chat_id: str, at: datetime | None, seen_version: int) -> bool:
+    """Set when the chat is next due, unless its schedule changed since ``seen_version`` (a newer wake wins)."""
+    async with store.db.write() as connection:
+        result = await connection.execute(
+            update(chats)
+            .where(chats.c.id == chat_id, chats.c.schedule_version == seen_version)
+            .values(next_check_at=at, schedule_version=chats.c.schedule_version + 1)
+        )
+    return result.rowcount == 1
+
+
+async def live_claims(store: Store, chat_id: str) -> dict[str | None, datetime]:
+    """Until when other processes hold the chat's open calls (by call id) and its model turn (key ``None``)."""
+    now = utcnow()
+    found: dict[str | None, datetime] = {}
+    async with store.db.read() as connection:
+        rows = await connection.execute(
+            select(tool_calls.c.call_id, tool_calls.c.claimed_until).where(
+                tool_calls.c.chat_id == chat_id,
+                tool_calls.c.result_message_id.is_(None),
+                tool_calls.c.claimed_until > now,
+            )
+        )
+        for row in rows:
+            found[row.call_id] = row.claimed_until
+        turn = await connection.scalar(
+            select(chats.c.claimed_until).where(chats.c.id == chat_id, chats.c.claimed_until > now)
+        )
+    if turn is not None:
+        found[None] = turn
+    return found
+
+
+async def pick_due(store: Store, agents: Collection[str], skip: Collection[str], limit: int) -> list[str]:
+    """Take up to ``limit`` due chats of ``agents``: each is pushed a lease ahead, so a worker that dies
+    with it lets it fall due again. ``FOR UPDATE SKIP LOCKED`` on PostgreSQL; one writer at a time on SQLite.
+    """
+    if limit <= 0 or not agents:
+        return []
+    now = utcnow()
+    due = (
+        select(chats.c.id)
+        .where(chats.c.next_check_at <= now, chats.c.agent.in_(list(agents)))
+        .order_by(chats.c.next_check_at)
+        .limit(limit)
+    )
+    if skip:
+        due = due.where(chats.c.id.not_in(list(skip)))
+    if not store.db.is_sqlite:
+        due = due.with_for_update(skip_locked=True)
+    async with store.db.write() as connection:
+        picked = await connection.execute(
+            update(chats)
+            .where(chats.c.id.in_(due.scalar_subquery()))
+            .values(next_check_at=now + timedelta(seconds=store.lease), schedule_version=chats.c.schedule_version + 1)
+            .returning(chats.c.id)
+        )
+        return list(picked.scalars())
+
+
+async def earliest_due(store: Store, agents: Collection[str], skip: Collection[str]) -> datetime | None:
+    """When the next chat of ``agents`` (other than ``skip``) falls due."""
+    query = select(func.min(chats.c.next_check_at)).where(chats.c.agent.in_(list(agents)))
+    if skip:
+        query = query.where(chats.c.id.not_in(list(skip)))
+    async with store.db.read() as connection:
+        found: datetime | None = await connection.scalar(query)
+    return found
+
+
+async def wake_abandoned(store: Store, agents: Collection[str]) -> int:
+    """Make chats due whose call or turn a dead process left claimed (its lease ran out); returns how many."""
+    now = utcnow()
+    abandoned_call = (
+        select(tool_calls.c.chat_id)
+        .where(
+            tool_calls.c.result_message_id.is_(None),
+            tool_calls.c.claimed_by.is_not(None),
+            tool_calls.c.claimed_until < now,
+        )
+        .scalar_subquery()
+    )
+    async with store.db.write() as connection:
+        result = await connection.execute(
+            update(chats)
+            .where(
+                chats.c.agent.in_(list(agents)),
+                or_(chats.c.next_check_at.is_(None), chats.c.next_check_at > now),
+                or_(
+                    chats.c.id.in_(abandoned_call),
+                    and_(chats.c.claimed_by.is_not(None), chats.c.claimed_until < now),
+                ),
+            )
+            .values(next_check_at=now, schedule_version=chats.c.schedule_version + 1)
+        )
+    return int(result.rowcount)

@@ -1,0 +1,128 @@
+"""The embedded worker: finds due chats in the database itself and carries them on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+
+from tarry.jobs.carry import Agents, agents_by_name, continue_chat
+from tarry.jobs.due import earliest_due, pick_due, wake_abandoned
+from tarry.jobs.wakeups import Wakeups
+from tarry.journal import utcnow
+from tarry.store import Store
+
+logger = logging.getLogger("tarry.jobs")
+
+
+class Worker:
+    """Carries on every due chat of ``agents`` in ``store``, until :meth:`stop`.
+
+    A chat is due when a task should be checked (its ``poll_interval``), a question or task
+    expires, a decision or cancellation was recorded, or a process that held one of its calls
+    died (its lease ran out). Due chats are taken with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL
+    and by one writer at a time on SQLite, so several workers share the work; each chat taken
+    is pushed a lease ahead, so a chat whose worker dies falls due again.
+
+    A decision wakes the worker at once on PostgreSQL (LISTEN/NOTIFY); on SQLite the worker
+    looks every ``poll_interval`` seconds (default 0.2; 5 on PostgreSQL, as a safety net).
+    ``concurrency`` bounds how many chats it carries on at once. :meth:`stop` (and SIGTERM
+    with ``handle_signals=True``) lets every step in progress finish, then :meth:`run` returns.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        agents: Agents,
+        *,
+        concurrency: int = 16,
+        poll_interval: float | None = None,
+        default_poll_interval: float = 5.0,
+    ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+        self.store = store
+        self.agents = agents_by_name(agents)
+        if not self.agents:
+            raise ValueError("A worker needs at least one agent to serve")
+        self.concurrency = concurrency
+        self.poll_interval = poll_interval if poll_interval is not None else 0.2 if store.db.is_sqlite else 5.0
+        self.default_poll_interval = default_poll_interval
+        self.steps = 0
+        """How many times this worker carried a chat on."""
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._stopping = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+
+    def stop(self) -> None:
+        """Take no new chats; :meth:`run` returns once the steps in progress are finished."""
+        if not self._stopping.is_set():
+            logger.info("Stopping: finishing %d step(s) in progress", len(self._running))
+        self._stopping.set()
+
+    async def run(self, *, handle_signals: bool = False) -> None:
+        """Carry due chats on until :meth:`stop`; with ``handle_signals``, SIGTERM and SIGINT stop it."""
+        loop = asyncio.get_running_loop()
+        if handle_signals:
+            for number in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(number, self.stop)
+        wakeups = Wakeups(self.store)
+        await wakeups.start()
+        last_sweep = float("-inf")
+        try:
+            while not self._stopping.is_set():
+                try:
+                    if time.monotonic() - last_sweep > self.store.lease / 2:
+                        last_sweep = time.monotonic()
+                        await wake_abandoned(self.store, self.agents)
+                    wakeups.event.clear()
+                    self._slot_freed.clear()
+                    timeout = await self._take_due()
+                except Exception:
+                    logger.exception("Looking for due chats failed; trying again in a second")
+                    timeout = 1.0
+                await _first_of((self._stopping, wakeups.event, self._slot_freed), timeout)
+        finally:
+            if self._running:
+                await asyncio.gather(*self._running.values(), return_exceptions=True)
+            await wakeups.stop()
+            if handle_signals:
+                for number in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(number)
+
+    async def _take_due(self) -> float:
+        """Start the due chats there is room for; return how long to wait before looking again."""
+        free = self.concurrency - len(self._running)
+        picked = await pick_due(self.store, self.agents, self._running, free)
+        for chat_id in picked:
+            self._running[chat_id] = asyncio.create_task(self._carry(chat_id))
+        if free <= 0 or len(picked) == free:
+            return self.poll_interval  # full: a finished step frees a slot and wakes the loop
+        earliest = await earliest_due(self.store, self.agents, self._running)
+        if earliest is None:
+            return self.poll_interval
+        return min(self.poll_interval, max(0.0, (earliest - utcnow()).total_seconds()))
+
+    async def _carry(self, chat_id: str) -> None:
+        try:
+            await continue_chat(self.store, chat_id, self.agents, default_poll_interval=self.default_poll_interval)
+            self.steps += 1
+        except Exception:
+            logger.exception("Carrying chat %s on failed; it falls due again after the lease", chat_id)
+        finally:
+            del self._running[chat_id]
+            self._slot_freed.set()
+
+
+async def _first_of(events: tuple[asyncio.Event, ...], seconds: float) -> None:
+    """Wait until one of ``events`` is set, or ``timeout`` seconds pass."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*waiters, return_exceptions=True)

@@ -1,0 +1,116 @@
+"""``Agent`` and ``continue_chat`` in one process, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, update
+from tests.jobs.tools import Quick, clerk, order_calls
+
+from tarry import Agent, Message
+from tarry.jobs import continue_chat
+from tarry.journal import utcnow
+from tarry.store import Store
+from tarry.store.tables import chats, tool_calls
+from tarry.testing import ScriptedModel
+
+
+async def chat_row(store: Store, chat_id: str) -> dict[str, object]:
+    async with store.db.read() as connection:
+        row = (await connection.execute(select(chats).where(chats.c.id == chat_id))).mappings().one()
+    return dict(row)
+
+
+async def test_a_chat_made_from_an_agent_records_its_name_and_takes_its_definition(store: Store) -> None:
+    agent = clerk()
+    chat = await store.create_chat(agent=agent)
+    assert (await chat_row(store, chat.id))["agent"] == "clerk"
+    assert sorted(chat.tools) == sorted(tool.name for tool in agent.tools)
+    assert chat.instructions == "You are a shop clerk."
+    with pytest.raises(ValueError, match="name"):
+        Agent("")
+    with pytest.raises(TypeError, match="model"):
+        Agent("x", model=42)  # type: ignore[arg-type]
+
+
+async def test_continue_chat_carries_a_chat_through_approval_question_and_task(store: Store) -> None:
+    agent = clerk()
+    chat = await store.create_chat(agent=agent)
+    await chat.ask(json.dumps(order_calls("o1", seconds=0.3, poll=0.1)))
+    approval, size = await store.pending_questions(chat.id)
+    due = (await chat_row(store, chat.id))["next_check_at"]
+    assert due is not None and due <= utcnow() + timedelta(seconds=0.1)  # the build task is checked soon
+
+    next_check = await continue_chat(store, chat.id, [agent])
+    assert next_check is not None and next_check - utcnow() <= timedelta(seconds=0.1)
+
+    assert await store.approve(approval.id)
+    assert await store.answer(size.id, "M")
+    assert (await chat_row(store, chat.id))["next_check_at"] <= utcnow()  # a decision makes the chat due now
+    deadline = asyncio.get_running_loop().time() + 10
+    while next_check is not None:
+        assert asyncio.get_running_loop().time() < deadline, "the chat never finished"
+        await asyncio.sleep(max(0.0, (next_check - utcnow()).total_seconds()))
+        next_check = await continue_chat(store, chat.id, [agent])
+    done = await store.load_chat(chat.id)
+    assert done.messages[-1].content == "Done after 3 results."
+    results = sorted(message.content for message in done.messages if message.role == "tool")
+    assert results[0].startswith("Sent 5 to o1") and "size M" in results[2] and "built after" in results[1]
+    assert (await chat_row(store, chat.id))["next_check_at"] is None
+    assert await continue_chat(store, chat.id, [agent]) is None  # as often as you like
+
+
+async def test_a_chat_of_an_unknown_agent_is_left_untouched_and_logged(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    chat = await store.create_chat(agent=clerk())
+    await chat.ask(json.dumps(order_calls("o2", seconds=0.1)))
+    other = Agent("someone-else", model=lambda: ScriptedModel(["never"]))
+    before = await chat_row(store, chat.id)
+    with caplog.at_level(logging.WARNING, logger="tarry.jobs"):
+        assert await continue_chat(store, chat.id, [other]) is None
+    assert "does not serve" in caplog.text and "clerk" in caplog.text
+    assert await chat_row(store, chat.id) == before
+    assert len((await store.load_chat(chat.id)).messages) == 2
+
+
+async def test_a_lapsed_question_is_closed_and_its_expiry_is_the_next_check(store: Store) -> None:
+    def turn(messages: list[Message]) -> object:
+        return [{"name": "quick", "arguments": {}}] if messages[-1].role == "user" else "Lapsed, fine."
+
+    agent = Agent("asker", model=lambda: ScriptedModel([turn] * 3), tools=[Quick()])
+    chat = await store.create_chat(agent=agent)
+    await chat.ask("go")
+    (question,) = await store.pending_questions(chat.id)
+    assert (await chat_row(store, chat.id))["next_check_at"] == question.expires_at
+    assert await continue_chat(store, chat.id, [agent]) == question.expires_at
+    await asyncio.sleep((question.expires_at - utcnow()).total_seconds() + 0.05)
+    assert await continue_chat(store, chat.id, [agent]) is None
+    done = await store.load_chat(chat.id)
+    assert "lapsed" in done.messages[-2].content and done.messages[-1].content == "Lapsed, fine."
+
+
+async def test_a_call_whose_process_died_is_looked_at_when_its_lease_runs_out_then_closed(
+    store: Store, tmp_path: Path
+) -> None:
+    agent = clerk()
+    chat = await store.create_chat(agent=agent)
+    await chat.ask(json.dumps([{"name": "transfer", "arguments": {"to": "dead", "amount": 1}}]))
+    (approval,) = await store.pending_questions(chat.id)
+    assert await store.approve(approval.id)
+    until = utcnow() + timedelta(seconds=0.5)
+    async with store.db.write() as connection:  # a process claimed the call, then died
+        await connection.execute(
+            update(tool_calls).where(tool_calls.c.chat_id == chat.id).values(claimed_by="dead", claimed_until=until)
+        )
+    assert await continue_chat(store, chat.id, [agent]) == until
+    await asyncio.sleep((until - utcnow()).total_seconds() + 0.05)
+    assert await continue_chat(store, chat.id, [agent]) is None
+    done = await store.load_chat(chat.id)
+    assert "interrupted" in done.messages[-2].content
+    assert done.messages[-1].content == "Done after 1 results."
