@@ -1,0 +1,58 @@
+"""What the store knows about paused tasks beyond the task itself: which chat, since when."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tarry.store.rows import call_from_row, load_task
+from tarry.store.tables import questions, tool_calls
+from tarry.tasks import Task
+
+
+@dataclass(frozen=True)
+class WaitingTask:
+    """A paused task with the facts a screen shows about it.
+
+    ``since`` is when its call was recorded (the task has been working since about then);
+    ``version`` counts the saved changes of the call's pause state. The task's own
+    ``poll_interval`` says how often it wants to be checked.
+    """
+
+    task: Task
+    chat_id: str
+    since: datetime
+    version: int
+
+
+async def waiting_tasks(connection: AsyncConnection, chat_id: str | None = None) -> list[WaitingTask]:
+    """Paused tasks of open calls that wait on no undecided question, oldest call first."""
+    query = (
+        select(tool_calls)
+        .where(tool_calls.c.result_message_id.is_(None), tool_calls.c.state.is_not(None))
+        .order_by(tool_calls.c.id)
+    )
+    if chat_id is not None:
+        query = query.where(tool_calls.c.chat_id == chat_id)
+    rows = (await connection.execute(query)).mappings().all()
+    waiting = {question_id for row in rows for question_id in row["waiting_on"] or ()}
+    undecided: set[str] = set()
+    if waiting:
+        undecided = set(
+            (
+                await connection.execute(
+                    select(questions.c.id).where(questions.c.id.in_(waiting), questions.c.decision.is_(None))
+                )
+            ).scalars()
+        )
+    found = []
+    for row in rows:
+        if undecided.intersection(row["waiting_on"] or ()):
+            continue
+        task = load_task(row, call_from_row(row), None)
+        assert task is not None
+        found.append(WaitingTask(task, row["chat_id"], row["created_at"], row["version"]))
+    return found
