@@ -293,7 +293,8 @@ class Chat:
         await self.load_tools()
         while True:
             await self._journal.refresh(self)
-            await self._carry_calls(resumed)
+            if await self._carry_calls(resumed):
+                continue  # another process took a call over: look at what it recorded
             if self.waiting or not self._needs_model():
                 return
             reply = None
@@ -304,23 +305,28 @@ class Chat:
             if once or reply is None or not reply.tool_calls:
                 return
 
-    async def _carry_calls(self, resumed: set[str]) -> None:
+    async def _carry_calls(self, resumed: set[str]) -> bool:
+        """Carry every call on that can go on, a bounded number at once; True when a claim was lost."""
         limit = asyncio.Semaphore(self.max_concurrency)
+        lost = False
 
         async def carry(record: CallRecord) -> None:
+            nonlocal lost
             async with limit:
-                await self._carry(record, resumed)
+                lost = not await self._carry(record, resumed) or lost
 
         async with asyncio.TaskGroup() as group:
             for record in list(self.records.values()):
                 if record.open and self._next_action(record, resumed) is not None:
                     group.create_task(carry(record))
+        return lost
 
-    async def _carry(self, record: CallRecord, resumed: set[str]) -> None:
+    async def _carry(self, record: CallRecord, resumed: set[str]) -> bool:
+        """Do what carries ``record`` on, under its claim; False when the claim was lost on the way."""
         async with self._journal.hold_call(self, record) as claim:
             action = None if claim is Claim.BUSY else self._next_action(record, resumed)
             if action is None:
-                return
+                return True
             runs_tool, run = action
             tool = self.tools.get(record.call.name)
             if runs_tool and claim is Claim.RECLAIMED and not (tool is not None and tool.idempotent):
@@ -337,6 +343,8 @@ class Chat:
             except ClaimLostError:
                 name, call_id = record.call.name, record.call.id
                 logger.warning("Lost the claim on the %s call %s; another process carries it on", name, call_id)
+                return False
+            return True
 
     def _next_action(self, record: CallRecord, resumed: set[str]) -> Action | None:
         """What would carry ``record`` on now (and whether it runs tool code), or ``None`` while it waits."""
@@ -435,12 +443,15 @@ class Chat:
 
     async def _save(self, record: CallRecord, outcome: Outcome) -> None:
         await self._journal.save_call(self, record, outcome)
+        # A refresh that ran meanwhile (a stored chat read by another coroutine) may already hold the change.
         if outcome.result is not None:
+            if record.result is None:
+                self.messages.append(outcome.result)
             record.result = outcome.result
-            self.messages.append(outcome.result)
         else:
             record.task = outcome.task
-            record.questions.extend(outcome.questions)
+            known = {question.id for question in record.questions}
+            record.questions.extend(question for question in outcome.questions if question.id not in known)
 
     def _needs_model(self) -> bool:
         return bool(self.messages) and self.messages[-1].role != "assistant"

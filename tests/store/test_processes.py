@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,46 @@ async def test_two_processes_completing_one_chat_at_once(database_url: str, tmp_
     assert roles.count("assistant") == 2, "the model's reply was recorded twice"
     assert Counter(marker_lines(markers, "model")) == {"1": 1, "4": 1}, "the model was called twice for one turn"
     assert marker_lines(markers, "transfer") == ["Al:1"]
+
+
+async def test_a_process_that_lost_its_lease_writes_nothing(database_url: str, tmp_path: Path) -> None:
+    markers, release = tmp_path / "markers", tmp_path / "release"
+    calls = [{"name": "block_loop", "arguments": {"release": str(release)}}]
+    async with Store(database_url) as store:
+        await store.setup()
+        chat_id = (await store.create_chat()).id
+
+    starved = start("run", database_url, chat_id, "0.5", json.dumps(calls), "Block", markers=markers)
+    deadline = time.monotonic() + 60
+    while not marker_lines(markers, "block"):
+        assert time.monotonic() < deadline and starved.poll() is None, "the tool never started"
+        time.sleep(0.02)
+    async with Store(database_url) as store:
+        while True:  # the starved process cannot renew: wait until its lease has run out
+            chat = await store.load_chat(chat_id)
+            claimed_until = await claim_of(store, chat_id)
+            if claimed_until is not None and claimed_until < datetime.now(UTC):
+                break
+            assert time.monotonic() < deadline, "the lease never ran out"
+            time.sleep(0.05)
+    taker = start("run", database_url, chat_id, "0.5", json.dumps(calls), markers=markers)
+    assert json.loads(finish(taker)) == {"reply": "All done.", "waiting": False}
+    release.touch()
+    assert json.loads(finish(starved)) == {"reply": "All done.", "waiting": False}
+
+    async with Store(database_url) as store:
+        chat = await store.load_chat(chat_id)
+    assert [(message.role, message.content) for message in chat.messages[1:]] == [
+        ("assistant", ""),
+        ("tool", "second run"),
+        ("assistant", "All done."),
+    ]
+
+
+async def claim_of(store: Store, chat_id: str) -> datetime | None:
+    from sqlalchemy import select
+
+    from tarry.store.tables import tool_calls
+
+    async with store.db.read() as connection:
+        return await connection.scalar(select(tool_calls.c.claimed_until).where(tool_calls.c.chat_id == chat_id))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from datetime import UTC, datetime
@@ -12,17 +13,19 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text, update
 from tests.store.tools import PickColour, SlowJob, TransferMoney, all_tools, reactive_model
 
-from tarry import Task
+from tarry import Task, Tool
 from tarry.errors import (
     ChatNotFoundError,
     CorruptStateError,
     InvalidAnswerError,
     QuestionExpiredError,
+    ToolCallRunningError,
     UnknownQuestionError,
 )
 from tarry.store import Store, StoreUnavailableError
 from tarry.store.engine import database_url
 from tarry.store.tables import metadata, tool_calls
+from tarry.tools import ask
 
 PAY_AND_PAINT = [
     {"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}},
@@ -233,3 +236,70 @@ async def test_a_live_chat_sees_decisions_made_through_another_store(database_ur
         reply = await chat.complete()
         assert reply is not None and reply.content == "All done."
         assert chat.messages[2].content == "north: 1 coat(s) of red"
+
+
+async def test_a_running_call_keeps_its_claim_past_the_lease(database_url: str) -> None:
+    started, finish_now = asyncio.Event(), asyncio.Event()
+    runs = []
+
+    class LongJob(Tool):
+        """Runs for several leases."""
+
+        async def execute(self, job: str) -> str:
+            runs.append(job)
+            started.set()
+            await finish_now.wait()
+            return "finished"
+
+    calls = [{"name": "long_job", "arguments": {"job": "j"}}]
+    async with Store(database_url, lease=0.3) as store, Store(database_url, lease=0.3) as other:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(calls), [LongJob()])
+        running = asyncio.create_task(chat.ask("Run it"))
+        await started.wait()
+        until = time.monotonic() + 1.2  # four leases: only renewal keeps the claim
+        while time.monotonic() < until:
+            rival = await other.load_chat(chat.id, reactive_model(calls), [LongJob()])
+            assert await rival.complete() is not None
+            assert rival.waiting, "a second process took over a call whose claim is being renewed"
+            await asyncio.sleep(0.1)
+        finish_now.set()
+        reply = await running
+    assert reply is not None and reply.content == "All done."
+    assert runs == ["j"]
+
+
+async def test_declining_a_question_whose_call_runs_right_now(database_url: str) -> None:
+    cancelling, go_on = asyncio.Event(), asyncio.Event()
+
+    class SlowToCancel(Task):
+        async def cancel(self) -> Task:
+            cancelling.set()
+            await go_on.wait()
+            self.status = "cancelled"
+            return self
+
+    class Survey(Tool):
+        """Asks a question on a task that takes a while to cancel."""
+
+        task_class = SlowToCancel
+
+        def execute(self, topic: str) -> Task:
+            return SlowToCancel(status="input_required").with_question(ask("Your view?", view=str))
+
+    calls = [{"name": "survey", "arguments": {"topic": "tea"}}]
+    async with Store(database_url) as store, Store(database_url) as other:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(calls), [Survey()])
+        await chat.ask("Ask me")
+        (question,) = await other.pending_questions(chat.id)
+        cancel = asyncio.create_task(chat.cancel())
+        await cancelling.wait()
+        with pytest.raises(ToolCallRunningError, match="running right now"):
+            await other.decline(question.id, "no")
+        assert (await other.question(question.id)).decision is None
+        go_on.set()
+        await cancel
+        assert (await other.question(question.id)).decision == "cancel"
+        assert await other.decline(question.id, "too late") is False
+    assert "cancelled" in json.loads(chat.messages[2].content)["error"]

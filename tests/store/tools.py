@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,21 @@ class IdempotentHang(Hang):
     idempotent = True
 
 
+class BlockLoop(Tool):
+    """Blocks the whole event loop (no lease renewal) on its first run until a release file appears."""
+
+    idempotent = True
+
+    async def execute(self, release: str) -> str:
+        mark("block", release)
+        runs = Path(os.environ["TARRY_TEST_MARKERS"]).read_text().count("block ")
+        if runs > 1:
+            return "second run"
+        while not Path(release).exists():
+            time.sleep(0.02)  # on purpose: starve the event loop, as a CPU-bound tool would
+        return "first run"
+
+
 def reactive_model(calls: list[dict[str, Any]], final: str = "All done.") -> ScriptedModel:
     """A model that makes ``calls`` after a user message and replies ``final`` once results are in.
 
@@ -88,4 +104,4 @@ def reactive_model(calls: list[dict[str, Any]], final: str = "All done.") -> Scr
 
 def all_tools() -> list[Tool]:
     """One of each tool."""
-    return [TransferMoney(), PickColour(), SlowJob(), Hang(), IdempotentHang()]
+    return [TransferMoney(), PickColour(), SlowJob(), Hang(), IdempotentHang(), BlockLoop()]
