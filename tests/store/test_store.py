@@ -13,7 +13,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text, update
 from tests.store.tools import PickColour, SlowJob, TransferMoney, all_tools, reactive_model
 
-from tarry import Task, Tool
+from tarry import Question, Task, Tool
 from tarry.errors import (
     ChatNotFoundError,
     CorruptStateError,
@@ -303,3 +303,20 @@ async def test_declining_a_question_whose_call_runs_right_now(database_url: str)
         assert (await other.question(question.id)).decision == "cancel"
         assert await other.decline(question.id, "too late") is False
     assert "cancelled" in json.loads(chat.messages[2].content)["error"]
+
+
+async def test_decision_hooks_run_for_every_recorded_decision(store: Store) -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    async def remember(question: Question) -> None:
+        seen.append((question.kind, question.decision))
+
+    store.decision_hooks.append(remember)
+    store.decision_hooks.append(lambda question: 1 / 0)  # a failing hook is logged, not raised
+    chat_id = await park(store)
+    approval, colour = await store.pending_questions(chat_id)
+    chat = await store.load_chat(chat_id, reactive_model(PAY_AND_PAINT), all_tools())
+    assert await chat.approve(approval) is True
+    assert await store.answer(colour.id, colour="red") is True
+    assert await store.answer(colour.id, colour="blue") is False
+    assert seen == [("approval", "accept"), ("form", "accept")]

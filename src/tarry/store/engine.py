@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -104,6 +105,12 @@ class Database:
 
     @asynccontextmanager
     async def _reachable(self) -> AsyncIterator[None]:
+        if self.is_sqlite and self.url.database not in (None, "", ":memory:"):
+            # Checked here because aiosqlite leaves its thread behind when it fails to open a file.
+            folder = Path(self.url.database).absolute().parent
+            if not folder.is_dir():
+                where = self.url.render_as_string(hide_password=True)
+                raise StoreUnavailableError(f"Cannot reach the database at {where}: the folder {folder} does not exist")
         try:
             yield
         except DBAPIError as error:

@@ -163,11 +163,7 @@ class StoreJournal:
         note: str | None,
     ) -> bool:
         """Record the decision under the question's row lock, then update the question object."""
-        decided_at = await self.store.settle(question.id, decision, answer, note)
-        if decided_at is None:
-            return False
-        question.decision, question.answer, question.note, question.decided_at = decision, answer, note, decided_at
-        return True
+        return await self.store.record_decision(question, decision, answer, note)
 
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
         """Save a question the running call asks while it runs."""

@@ -253,12 +253,12 @@ class Store:
         """
         question = await self.question(question_id)
         accepted = question.check_answer(value, values)
-        return await self._decided(question, "accept", accepted, None)
+        return await self.record_decision(question, "accept", accepted, None)
 
     async def approve(self, question_id: str) -> bool:
         """Approve a question by id; see :meth:`answer`."""
         question = await self.question(question_id)
-        return await self._decided(question, "accept", question.check_answer(), None)
+        return await self.record_decision(question, "accept", question.check_answer(), None)
 
     async def decline(self, question_id: str, note: str | None = None) -> bool:
         """Decline a question by id; the note reaches the model.
@@ -268,11 +268,15 @@ class Store:
         if note is not None and not isinstance(note, str):
             raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
         question = await self.question(question_id)
-        return await self._decided(question, "decline", None, note)
+        return await self.record_decision(question, "decline", None, note)
 
-    async def _decided(
+    async def record_decision(
         self, question: Question, decision: Decision, answer: dict[str, Any] | None, note: str | None
     ) -> bool:
+        """Settle a checked decision on ``question``, update the object and run the decision hooks.
+
+        Every decision made through this store, or through a chat it made, goes through here.
+        """
         decided_at = await self.settle(question.id, decision, answer, note)
         if decided_at is None:
             return False

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tarry.store.rows import call_from_row, load_task
-from tarry.store.tables import questions, tool_calls
+from tarry.store.tables import chats, questions, tool_calls
 from tarry.tasks import Task
 
 
@@ -18,20 +18,23 @@ class WaitingTask:
     """A paused task with the facts a screen shows about it.
 
     ``since`` is when its call was recorded (the task has been working since about then);
-    ``version`` counts the saved changes of the call's pause state. The task's own
-    ``poll_interval`` says how often it wants to be checked.
+    ``version`` counts the saved changes of the call's pause state; ``next_check`` is when a
+    background worker next looks at the chat (``None``: no worker has it scheduled). The
+    task's own ``poll_interval`` says how often it wants to be checked.
     """
 
     task: Task
     chat_id: str
     since: datetime
     version: int
+    next_check: datetime | None = None
 
 
 async def waiting_tasks(connection: AsyncConnection, chat_id: str | None = None) -> list[WaitingTask]:
     """Paused tasks of open calls that wait on no undecided question, oldest call first."""
     query = (
-        select(tool_calls)
+        select(tool_calls, chats.c.next_check_at)
+        .join(chats, chats.c.id == tool_calls.c.chat_id)
         .where(tool_calls.c.result_message_id.is_(None), tool_calls.c.state.is_not(None))
         .order_by(tool_calls.c.id)
     )
@@ -54,5 +57,5 @@ async def waiting_tasks(connection: AsyncConnection, chat_id: str | None = None)
             continue
         task = load_task(row, call_from_row(row), None)
         assert task is not None
-        found.append(WaitingTask(task, row["chat_id"], row["created_at"], row["version"]))
+        found.append(WaitingTask(task, row["chat_id"], row["created_at"], row["version"], row["next_check_at"]))
     return found
