@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
@@ -86,6 +86,8 @@ class Database:
         self.url = url
         self.engine = make_engine(url)
         self.is_sqlite = url.get_backend_name() == "sqlite"
+        file_based = self.is_sqlite and url.database not in (None, "", ":memory:")
+        self._sqlite_folder = str(Path(str(url.database)).absolute().parent) if file_based else None
         self._writer = self.engine.execution_options(tarry_write=True)
         self._reader = (
             self.engine if self.is_sqlite else self.engine.execution_options(isolation_level="REPEATABLE READ")
@@ -105,12 +107,14 @@ class Database:
 
     @asynccontextmanager
     async def _reachable(self) -> AsyncIterator[None]:
-        if self.is_sqlite and self.url.database not in (None, "", ":memory:"):
-            # Checked here because aiosqlite leaves its thread behind when it fails to open a file.
-            folder = Path(self.url.database).absolute().parent
-            if not folder.is_dir():
+        if self._sqlite_folder is not None:
+            # Checked before aiosqlite opens the file: it leaves its thread behind when opening fails.
+            if not os.path.isdir(self._sqlite_folder):
                 where = self.url.render_as_string(hide_password=True)
-                raise StoreUnavailableError(f"Cannot reach the database at {where}: the folder {folder} does not exist")
+                raise StoreUnavailableError(
+                    f"Cannot reach the database at {where}: the folder {self._sqlite_folder} does not exist"
+                )
+            self._sqlite_folder = None
         try:
             yield
         except DBAPIError as error:
