@@ -108,13 +108,7 @@ class Database:
     @asynccontextmanager
     async def _reachable(self) -> AsyncIterator[None]:
         if self._sqlite_folder is not None:
-            # Checked before aiosqlite opens the file: it leaves its thread behind when opening fails.
-            if not os.path.isdir(self._sqlite_folder):
-                where = self.url.render_as_string(hide_password=True)
-                raise StoreUnavailableError(
-                    f"Cannot reach the database at {where}: the folder {self._sqlite_folder} does not exist"
-                )
-            self._sqlite_folder = None
+            self._check_sqlite_folder(self._sqlite_folder)
         try:
             yield
         except DBAPIError as error:
@@ -125,6 +119,13 @@ class Database:
         except OSError as error:
             where = self.url.render_as_string(hide_password=True)
             raise StoreUnavailableError(f"Cannot reach the database at {where}: {error}") from error
+
+    def _check_sqlite_folder(self, folder: str) -> None:
+        """Fail clearly before aiosqlite opens a file in a missing folder (it leaves its thread behind then)."""
+        if not os.path.isdir(folder):
+            where = self.url.render_as_string(hide_password=True)
+            raise StoreUnavailableError(f"Cannot reach the database at {where}: the folder {folder} does not exist")
+        self._sqlite_folder = None
 
     async def dispose(self) -> None:
         """Close every pooled connection."""
