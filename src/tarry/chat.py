@@ -94,18 +94,7 @@ class Chat:
 
         Raises :class:`PendingToolCallsError`, recording nothing, while calls wait.
         """
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"ask() needs the user's text, got {text!r}")
-        await self._journal.refresh(self)
-        waiting = [record.call.name for record in self.records.values() if record.open]
-        if waiting:
-            raise PendingToolCallsError(
-                f"{len(waiting)} tool call(s) still wait ({', '.join(waiting)}): answer, approve, decline "
-                "or cancel them, and complete() the chat, before asking again"
-            )
-        message = Message("user", text)
-        await self._journal.append(self, message)
-        self.messages.append(message)
+        await self._add_user_message(text, "ask")
         return await self.complete()
 
     async def complete(self) -> Message | None:
@@ -138,14 +127,7 @@ class Chat:
         The transcript afterwards is the same as without streaming.
         """
         if text is not None:
-            if not isinstance(text, str) or not text.strip():
-                raise ValueError(f"stream() needs the user's text, got {text!r}")
-            await self._journal.refresh(self)
-            if self.waiting:
-                raise PendingToolCallsError("Tool calls still wait; answer them and complete() before asking again")
-            message = Message("user", text)
-            await self._journal.append(self, message)
-            self.messages.append(message)
+            await self._add_user_message(text, "stream")
         async for event in self._run(stream=True, once=False):
             yield event
 
@@ -287,6 +269,20 @@ class Chat:
         return f"<Chat {self.id} messages={len(self.messages)} waiting={self.waiting}>"
 
     # The loop
+
+    async def _add_user_message(self, text: str, verb: str) -> None:
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"{verb}() needs the user's text, got {text!r}")
+        await self._journal.refresh(self)
+        waiting = [record.call.name for record in self.records.values() if record.open]
+        if waiting:
+            raise PendingToolCallsError(
+                f"{len(waiting)} tool call(s) still wait ({', '.join(waiting)}): answer, approve, decline "
+                "or cancel them, and complete() the chat, before asking again"
+            )
+        message = Message("user", text)
+        await self._journal.append(self, message)
+        self.messages.append(message)
 
     async def _run(self, *, stream: bool, once: bool) -> AsyncIterator[StreamEvent]:
         resumed: set[str] = set()
