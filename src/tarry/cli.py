@@ -27,6 +27,19 @@ def _db_upgrade(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(arguments: argparse.Namespace) -> int:
+    from tarry.web.serve import serve
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        asyncio.run(serve(arguments.url, host=arguments.host, port=arguments.port, say=say))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``tarry`` and its subcommands."""
     parser = argparse.ArgumentParser(
@@ -53,6 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     upgrade.add_argument("--url", help="database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)")
     upgrade.set_defaults(handler=_db_upgrade)
+    serve = commands.add_parser(
+        "serve",
+        help="serve the web inbox and JSON API for what stored chats wait on",
+        description="Serve the inbox page and JSON API with uvicorn; prints a login link holding a random token.",
+    )
+    serve.add_argument("--url", help="database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks a free one (default: 8000)")
+    serve.set_defaults(handler=_serve)
     return parser
 
 

@@ -1,0 +1,124 @@
+"""The JSON API: list what waits, read a question, answer, approve or decline it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Query, Request
+
+from tarry.web.access import Forbidden, NotLoggedIn
+from tarry.web.decisions import Action, Decider, Result
+from tarry.web.problems import Problem, problem_responses
+from tarry.web.schemas import DecisionOut, DeclineIn, QuestionOut, TaskOut
+from tarry.web.views import oldest_first
+
+PROBLEM_DETAILS = {
+    "unknown": (404, "No question has this id."),
+    "taken": (409, "Someone else already decided this question; nothing was changed."),
+    "running": (409, "The call is running right now and can no longer be declined."),
+    "expired": (410, "The question's time to live passed before anyone decided it."),
+}
+CHAT = Query(default=None, description="Only this chat's.", max_length=200)
+
+
+def api_router(decider: Decider) -> APIRouter:
+    """The API's routes, to be included under ``/api``."""
+    store, access = decider.store, decider.access
+    router = APIRouter(tags=["inbox"], responses=problem_responses(400, 401, 403))
+
+    async def checked(request: Request) -> None:
+        try:
+            await access.require(request, None)
+        except NotLoggedIn:
+            raise Problem(401, "Log in with the link tarry serve printed, or send Authorization: Bearer.") from None
+        except Forbidden as error:
+            raise Problem(403, error.reason) from None
+
+    @router.get("/questions", response_model=list[QuestionOut], summary="Pending questions, oldest first")
+    async def list_questions(request: Request, chat_id: str | None = CHAT) -> list[QuestionOut]:
+        await checked(request)
+        pending = oldest_first(await store.pending_questions(chat_id))
+        return [QuestionOut.of(question) for question in pending if await access.allowed(request, question)]
+
+    @router.get(
+        "/questions/{question_id}",
+        response_model=QuestionOut,
+        summary="One question, pending or decided",
+        responses=problem_responses(404),
+    )
+    async def get_question(request: Request, question_id: str) -> QuestionOut:
+        await checked(request)
+        try:
+            question = await store.question(question_id)
+        except ValueError:
+            raise Problem(404, PROBLEM_DETAILS["unknown"][1], question_id=question_id) from None
+        if not await access.allowed(request, question):
+            raise Problem(403, "You may not see this question.")
+        return QuestionOut.of(question)
+
+    async def decided(
+        request: Request, question_id: str, action: Action, values: dict[str, Any] | None, note: str | None
+    ) -> DecisionOut:
+        await checked(request)
+        if not access.api_write_allowed(request):
+            raise Problem(
+                403, "Send the decision as JSON, with an Authorization header, or with the X-CSRF-Token header."
+            )
+        try:
+            result: Result = await decider.decide(request, question_id, action, values, note)
+        except NotLoggedIn:
+            raise Problem(401, "Log in first.") from None
+        except Forbidden as error:
+            raise Problem(403, error.reason) from None
+        if result.outcome == "invalid":
+            raise Problem(400, "The answer does not fit the question.", errors=result.errors, question_id=question_id)
+        if result.outcome in PROBLEM_DETAILS:
+            status, detail = PROBLEM_DETAILS[result.outcome]
+            raise Problem(status, detail, question_id=question_id)
+        assert result.question is not None
+        return DecisionOut(question=QuestionOut.of(result.question))
+
+    decision_errors = problem_responses(404, 409, 410)
+
+    @router.post(
+        "/questions/{question_id}/answer",
+        response_model=DecisionOut,
+        summary="Answer a question with its fields' values",
+        responses=decision_errors,
+    )
+    async def answer(
+        request: Request,
+        question_id: str,
+        values: dict[str, Any] = Body(  # noqa: B008
+            default_factory=dict, description="The fields' values by name; unasked fields are dropped."
+        ),
+    ) -> DecisionOut:
+        return await decided(request, question_id, "answer", values, None)
+
+    @router.post(
+        "/questions/{question_id}/approve",
+        response_model=DecisionOut,
+        summary="Approve a tool call (or accept a question that needs no values)",
+        responses=decision_errors,
+    )
+    async def approve(request: Request, question_id: str) -> DecisionOut:
+        return await decided(request, question_id, "approve", None, None)
+
+    @router.post(
+        "/questions/{question_id}/decline",
+        response_model=DecisionOut,
+        summary="Decline a question; the note reaches the model",
+        responses=decision_errors,
+    )
+    async def decline(request: Request, question_id: str, body: DeclineIn | None = None) -> DecisionOut:
+        note = body.note if body is not None else None
+        if note is not None and "\x00" in note:
+            raise Problem(400, "The note cannot hold NUL characters.", errors={"note": "contains NUL"})
+        return await decided(request, question_id, "decline", None, note)
+
+    @router.get("/tasks", response_model=list[TaskOut], summary="Paused tasks: work that finishes later")
+    async def list_tasks(request: Request, chat_id: str | None = CHAT) -> list[TaskOut]:
+        await checked(request)
+        return [TaskOut.of(waiting) for waiting in await store.waiting_tasks(chat_id)]
+
+    return router

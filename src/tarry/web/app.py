@@ -1,0 +1,113 @@
+"""``create_app``: the inbox page and the JSON API as one ASGI app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from starlette.exceptions import HTTPException
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.staticfiles import StaticFiles
+
+from tarry.store import Store
+from tarry.web.access import Access, Authorize
+from tarry.web.api import api_router
+from tarry.web.decisions import Decider, OnAnswer
+from tarry.web.pages import page_router
+from tarry.web.problems import Problem, finish_openapi
+
+STATIC = Path(__file__).parent / "static"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+class SecurityHeaders(BaseHTTPMiddleware):
+    """Adds a strict Content-Security-Policy and friends to every response."""
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        """Pass the request on and add the headers to its response."""
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+
+def create_app(
+    store: Store,
+    *,
+    authorize: Authorize | None = None,
+    on_answer: OnAnswer | None = None,
+    token: str | None = None,
+) -> FastAPI:
+    """The inbox page and JSON API for what ``store``'s chats wait on, as an ASGI app.
+
+    Mount it into an existing FastAPI or Starlette app (``app.mount("/inbox", create_app(store))``)
+    or run it with ``tarry serve``.
+
+    ``authorize(request, question)`` decides who may see and answer each question (``None``
+    stands for the inbox as a whole: the page and the task list); it may be a coroutine.
+    Without it the app requires a login token: ``token``, else a random one, kept as
+    ``app.state.token``. A browser exchanges it once at ``/login?token=…`` for a session
+    cookie; scripts send ``Authorization: Bearer <token>``.
+
+    ``on_answer(question)`` runs after each decision recorded through the app, with the
+    decided question (sync or async). The store's ``decision_hooks`` run in any case, before
+    it: register the worker's wake-up or the Celery enqueue there once for every way of
+    answering, and use ``on_answer`` for what only the web should do.
+    """
+    access = Access(authorize, token)
+    decider = Decider(store, access, on_answer)
+    app = FastAPI(
+        title="tarry inbox",
+        summary="What tarry's chats wait on: questions to answer, calls to approve, tasks at work.",
+        version="1",
+        openapi_url="/api/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.token = access.token
+    app.state.store = store
+
+    @app.exception_handler(Problem)
+    async def problem(request: Request, error: Problem) -> Response:
+        return error.response(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> Response:
+        errors = {".".join(str(part) for part in item["loc"]): str(item["msg"]) for item in error.errors()}
+        return Problem(400, "The request does not fit the API.", errors=errors).response(request)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> Response:
+        response = Problem(error.status_code, str(error.detail)).response(request)
+        for name, value in (error.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    app.include_router(api_router(decider), prefix="/api")
+    app.include_router(page_router(decider))
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_middleware(SecurityHeaders)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, summary=app.summary, routes=app.routes, servers=app.servers
+            )
+            app.openapi_schema = finish_openapi(schema)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,107 @@
+"""Recording a decision through the store, and what came of it, for the page and the API alike."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+
+from tarry.errors import InvalidAnswerError, QuestionExpiredError, ToolCallRunningError, UnknownQuestionError
+from tarry.questions import Question
+from tarry.store import Store
+from tarry.web.access import Access
+
+logger = logging.getLogger("tarry.web")
+OnAnswer = Callable[[Question], Awaitable[None] | None]
+"""Runs after a decision was recorded through the inbox, with the decided question."""
+Action = Literal["answer", "approve", "decline"]
+Outcome = Literal["answered", "approved", "declined", "taken", "expired", "unknown", "invalid", "running"]
+
+
+@dataclass
+class Result:
+    """What came of one attempt to decide a question."""
+
+    outcome: Outcome
+    question: Question | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def recorded(self) -> bool:
+        """True when this attempt recorded the decision."""
+        return self.outcome in ("answered", "approved", "declined")
+
+
+def safe_url(url: str | None) -> bool:
+    """True for an absolute ``http`` or ``https`` URL: the only links the inbox offers to open."""
+    if not url or any(character.isspace() or ord(character) < 32 for character in url):
+        return False
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc)
+
+
+class Decider:
+    """Records decisions through the store, checks who may make them, and runs ``on_answer``."""
+
+    def __init__(self, store: Store, access: Access, on_answer: OnAnswer | None) -> None:
+        self.store = store
+        self.access = access
+        self.on_answer = on_answer
+
+    async def decide(
+        self,
+        request: Request,
+        question_id: str,
+        action: Action,
+        values: Mapping[str, Any] | None = None,
+        note: str | None = None,
+    ) -> Result:
+        """Answer, approve or decline; raises ``NotLoggedIn``/``Forbidden`` from :class:`Access`."""
+        try:
+            question = await self.store.question(question_id)
+        except UnknownQuestionError:
+            return Result("unknown")
+        await self.access.require(request, question)
+        try:
+            if action == "decline":
+                recorded = await self.store.decline(question.id, note)
+            else:
+                if question.kind == "url" and not safe_url(question.url):
+                    raise InvalidAnswerError({"url": "only http and https links can be accepted"})
+                if action == "approve":
+                    recorded = await self.store.approve(question.id)
+                else:
+                    recorded = await self.store.answer(question.id, **dict(values or {}))
+        except InvalidAnswerError as error:
+            return Result("invalid", question, error.errors)
+        except QuestionExpiredError:
+            return Result("expired", question)
+        except ToolCallRunningError:
+            return Result("running", question)
+        except UnknownQuestionError:
+            return Result("unknown")
+        if not recorded:
+            return Result("taken", await self.store.question(question.id))
+        decided = await self.store.question(question.id)
+        await self._after(decided)
+        outcome: Outcome = {"answer": "answered", "approve": "approved", "decline": "declined"}[action]  # type: ignore[assignment]
+        return Result(outcome, decided)
+
+    async def _after(self, question: Question) -> None:
+        # The store already ran its decision hooks (the worker's wake-up, the Celery enqueue).
+        if self.on_answer is None:
+            return
+        try:
+            outcome = self.on_answer(question)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            logger.exception("on_answer failed for question %s", question.id)

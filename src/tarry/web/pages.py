@@ -1,0 +1,212 @@
+"""The inbox page: what waits, rendered as cards with forms; the forms post back here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from fastapi import APIRouter, Request
+from starlette.datastructures import FormData
+from starlette.responses import RedirectResponse, Response
+from starlette.templating import Jinja2Templates
+
+from tarry.journal import utcnow
+from tarry.questions import Question
+from tarry.web import views
+from tarry.web.access import CSRF_FIELD, Forbidden, NotLoggedIn
+from tarry.web.decisions import Action, Decider
+from tarry.web.views import FIELD_PREFIX, SHOWN_PREFIX
+
+TEMPLATES = Path(__file__).parent / "templates"
+NOTE_LIMIT = 10_000
+NOTICES = {
+    "answered": ("ok", "Your answer was recorded. The chat carries on."),
+    "approved": ("ok", "Approved. The chat carries on."),
+    "declined": ("ok", "Declined. Your note goes to the model."),
+    "taken": ("warn", "Someone else already answered this question. Your answer was not recorded."),
+    "expired": ("warn", "This question expired before your answer arrived. Nothing was recorded."),
+    "running": ("warn", "The call is running right now; it can no longer be declined."),
+    "unknown": ("warn", "There is no such question."),
+}
+"""What the page says after a decision, by outcome: a tone and a sentence."""
+
+
+def templates() -> Jinja2Templates:
+    """The page templates, with autoescaping on for every one of them."""
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.globals.update(ago=views.ago, until=views.until, clock=views.clock, iso=views.iso, span=views.span)
+    return Jinja2Templates(env=environment)
+
+
+def root_of(request: Request) -> str:
+    """The path the app is mounted at (empty at the root)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+class Invalid:
+    """A card's rejected submission: the errors and what was typed, to show again."""
+
+    def __init__(self, question_id: str, errors: Mapping[str, str], typed: Mapping[str, Sequence[str]], note: str):
+        self.question_id = question_id
+        self.errors = dict(errors)
+        self.typed = typed
+        self.note = note
+
+
+def page_router(decider: Decider) -> APIRouter:
+    """The page's routes."""
+    store, access = decider.store, decider.access
+    pages = templates()
+    router = APIRouter(include_in_schema=False)
+
+    def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+        cookie = access.csrf_cookie(request)
+        fresh = cookie is None
+        if cookie is None:
+            cookie = access.new_csrf_cookie()
+        context = {"root": root_of(request), "csrf": access.csrf_token(cookie), "now": utcnow(), **context}
+        response = pages.TemplateResponse(request, name, context, status_code=status)
+        if fresh:
+            access.set_csrf_cookie(response, cookie, root_of(request) or "/")
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    def refused(request: Request, status: int, reason: str) -> Response:
+        return render(request, "refused.html", {"status": status, "reason": reason}, status)
+
+    async def inbox_context(request: Request, chat: str | None, invalid: Invalid | None = None) -> dict[str, Any]:
+        pending = views.oldest_first(await store.pending_questions(chat))
+        shown = [question for question in pending if await access.allowed(request, question)]
+        cards = []
+        for question in shown:
+            if invalid is not None and invalid.question_id == question.id:
+                cards.append(views.question_view(question, invalid.typed, invalid.errors, invalid.note))
+            else:
+                cards.append(views.question_view(question))
+        tasks = [views.task_view(waiting) for waiting in await store.waiting_tasks(chat)]
+        chats = sorted(
+            {question.chat_id for question in shown if question.chat_id} | {task.waiting.chat_id for task in tasks}
+        )
+        if chat and chat not in chats:
+            chats.append(chat)
+        query = f"?{urlencode({'chat': chat})}" if chat else ""
+        return {"cards": cards, "tasks": tasks, "chat": chat, "chats": chats, "query": query}
+
+    async def gate(request: Request) -> Response | None:
+        try:
+            await access.require(request, None)
+        except NotLoggedIn:
+            return refused(request, 401, "login")
+        except Forbidden:
+            return refused(request, 403, "forbidden")
+        return None
+
+    @router.get("/login")
+    async def login(request: Request, token: str | None = None) -> Response:
+        if access.token is None:
+            return RedirectResponse(f"{root_of(request)}/", status_code=303)
+        if not access.token_matches(token):
+            return refused(request, 401, "bad-token")
+        response = RedirectResponse(f"{root_of(request)}/", status_code=303)
+        access.log_in(response, root_of(request) or "/")
+        return response
+
+    @router.get("/")
+    async def inbox(
+        request: Request, chat: str | None = None, outcome: str | None = None, question: str | None = None
+    ) -> Response:
+        refusal = await gate(request)
+        if refusal is not None:
+            return refusal
+        notice = None
+        if outcome in NOTICES:
+            tone, text = NOTICES[outcome]
+            about = await _known(question)
+            if about is not None and not await access.allowed(request, about):
+                about = None
+            notice = {"tone": tone, "text": text, "about": about, "outcome": outcome}
+        return render(request, "inbox.html", {**await inbox_context(request, chat or None), "notice": notice})
+
+    async def _known(question_id: str | None) -> Question | None:
+        if not question_id:
+            return None
+        try:
+            return await store.question(question_id)
+        except ValueError:
+            return None
+
+    @router.get("/fragments/inbox")
+    async def fragment(request: Request, chat: str | None = None) -> Response:
+        refusal = await gate(request)
+        if refusal is not None:
+            return refusal
+        return render(request, "_live.html", await inbox_context(request, chat or None))
+
+    async def posted(request: Request, question_id: str, action: Action) -> Response:
+        refusal = await gate(request)
+        if refusal is not None:
+            return refusal
+        form = await request.form()
+        if not access.csrf_valid(request, _text(form, CSRF_FIELD)):
+            return refused(request, 403, "csrf")
+        chat = _text(form, "chat") or None
+        note = (_text(form, "note") or "").strip()[:NOTE_LIMIT].replace("\x00", "")
+        typed = _typed(form)
+        values = _values(typed)
+        try:
+            result = await decider.decide(request, question_id, action, values, note or None)
+        except (NotLoggedIn, Forbidden):
+            return refused(request, 403, "forbidden")
+        if result.outcome == "invalid":
+            invalid = Invalid(question_id, result.errors, typed, note)
+            context = await inbox_context(request, chat, invalid)
+            notice = {"tone": "error", "text": "Some answers need another look.", "about": result.question}
+            return render(request, "inbox.html", {**context, "notice": {**notice, "outcome": "invalid"}}, 400)
+        query = {"outcome": result.outcome, "question": question_id}
+        if chat:
+            query["chat"] = chat
+        return RedirectResponse(f"{root_of(request)}/?{urlencode(query)}", status_code=303)
+
+    @router.post("/questions/{question_id}/answer")
+    async def answer(request: Request, question_id: str) -> Response:
+        return await posted(request, question_id, "answer")
+
+    @router.post("/questions/{question_id}/approve")
+    async def approve(request: Request, question_id: str) -> Response:
+        return await posted(request, question_id, "approve")
+
+    @router.post("/questions/{question_id}/decline")
+    async def decline(request: Request, question_id: str) -> Response:
+        return await posted(request, question_id, "decline")
+
+    return router
+
+
+def _text(form: FormData, key: str) -> str | None:
+    value = form.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _typed(form: FormData) -> dict[str, list[str]]:
+    """What the form's fields held, by input name; an unticked checkbox of a shown boolean is ``"false"``."""
+    typed = {key: [str(value) for value in form.getlist(key)] for key in form if key.startswith(FIELD_PREFIX)}
+    for key in form:
+        if key.startswith(SHOWN_PREFIX):
+            typed.setdefault(FIELD_PREFIX + key[len(SHOWN_PREFIX) :], ["false"])
+    return typed
+
+
+def _values(typed: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """The answer's values: a list when an input sent several (checkbox groups), else its one value."""
+    return {
+        key[len(FIELD_PREFIX) :]: list(items) if len(items) > 1 else items[0] for key, items in typed.items() if items
+    }

@@ -1,0 +1,45 @@
+"""Running the inbox with uvicorn: what ``tarry serve`` does."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+import uvicorn
+
+from tarry.store import Store
+from tarry.web.app import create_app
+
+
+def login_url(host: str, port: int, token: str, root: str = "") -> str:
+    """The link that logs a browser in."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{root}/login?token={token}"
+
+
+async def serve(
+    url: str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    say: Callable[[str], None] = print,
+) -> None:
+    """Serve the inbox of the database at ``url`` until interrupted, printing the login link once.
+
+    ``port=0`` picks a free port; the printed link names the one bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    async with Store(url) as store:
+        app = create_app(store, token=token)
+        await store.setup()
+        say(f"tarry inbox for {store.url}")
+        say(
+            f"Open this link to log in (it holds the token; keep it private): {login_url(host, bound, app.state.token)}"
+        )
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        await uvicorn.Server(config).serve(sockets=[sock])

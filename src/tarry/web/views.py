@@ -1,0 +1,241 @@
+"""What the page shows for each question, field and task: widgets, hints, times."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tarry.questions import Field, Question
+from tarry.store.waiting import WaitingTask
+from tarry.web.decisions import safe_url
+
+FIELD_PREFIX = "field:"
+"""Form inputs are named ``field:<name>`` so a field can never clash with the form's own inputs."""
+SHOWN_PREFIX = "shown:"
+"""A hidden ``shown:<name>`` input marks a boolean's checkbox, so an unticked box answers ``false``."""
+RADIO_LIMIT = 4
+"""Up to this many choices are radios; more are a select."""
+INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Option:
+    """One choice of a field."""
+
+    value: str
+    title: str
+    selected: bool
+
+
+@dataclass
+class FieldView:
+    """One field as the form renders it."""
+
+    field: Field
+    input_name: str
+    input_id: str
+    widget: str
+    """``text``, ``textarea``, ``number``, ``checkbox``, ``radios``, ``select`` or ``checkboxes``."""
+    input_type: str
+    value: str
+    options: list[Option]
+    hint: str
+    error: str | None
+    checked: bool = False
+
+    @property
+    def label(self) -> str:
+        """The label: the field's title, else its name."""
+        return self.field.label
+
+
+@dataclass
+class QuestionView:
+    """One question card."""
+
+    question: Question
+    fields: list[FieldView]
+    arguments: str
+    link_allowed: bool
+    errors: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def dom_id(self) -> str:
+        """The card's element id."""
+        return f"q-{self.question.id}"
+
+
+@dataclass
+class TaskView:
+    """One working task."""
+
+    waiting: WaitingTask
+    arguments: str
+
+
+def oldest_first(questions: Iterable[Question]) -> list[Question]:
+    """Questions by when they were asked, oldest first (stable for equal times)."""
+    return sorted(questions, key=lambda question: question.asked_at or EPOCH)
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON for people to read."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def field_views(
+    question: Question, typed: Mapping[str, Sequence[str]] | None = None, errors: Mapping[str, str] | None = None
+) -> list[FieldView]:
+    """The fields of ``question`` as the form renders them, with ``typed`` values kept over defaults."""
+    errors = errors or {}
+    views = []
+    for index, item in enumerate(question.fields):
+        assert item.name is not None
+        input_name = FIELD_PREFIX + item.name
+        values = list(typed.get(input_name, ())) if typed is not None else None
+        views.append(_field_view(item, input_name, f"q-{question.id}-f{index}", values, errors.get(item.name)))
+    return views
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _field_view(item: Field, input_name: str, input_id: str, typed: list[str] | None, error: str | None) -> FieldView:
+    if typed is not None:
+        current = typed
+    elif item.default is None:
+        current = []
+    elif isinstance(item.default, list):
+        current = [_as_text(value) for value in item.default]
+    else:
+        current = [_as_text(item.default)]
+    options = [
+        Option(_as_text(value), item.choice_title(value), _as_text(value) in current) for value in item.choice_values
+    ]
+    input_type = "text"
+    if item.type == "boolean":
+        widget = "checkbox"
+    elif item.type == "array":
+        widget = "checkboxes"
+    elif item.choices is not None:
+        widget = "radios" if len(options) <= RADIO_LIMIT else "select"
+    elif item.type in ("integer", "number"):
+        widget, input_type = "number", "number"
+    else:
+        widget = "textarea" if item.max_length is None or item.max_length > 200 else "text"
+        input_type = INPUT_TYPES.get(item.format or "", "text")
+        if input_type != "text":
+            widget = "text"
+    value = current[-1] if current else ""
+    return FieldView(
+        field=item,
+        input_name=input_name,
+        input_id=input_id,
+        widget=widget,
+        input_type=input_type,
+        value=value,
+        options=options,
+        hint=hint(item),
+        error=error,
+        checked=item.type == "boolean" and value.lower() in ("true", "on", "yes", "1"),
+    )
+
+
+def hint(item: Field) -> str:
+    """A short line on what the field takes: bounds, lengths, format."""
+    parts = []
+    if item.type in ("integer", "number"):
+        whole = "a whole number" if item.type == "integer" else "a number"
+        if item.minimum is not None and item.maximum is not None:
+            parts.append(f"{whole} from {item.minimum:g} to {item.maximum:g}")
+        elif item.minimum is not None:
+            parts.append(f"{whole}, at least {item.minimum:g}")
+        elif item.maximum is not None:
+            parts.append(f"{whole}, at most {item.maximum:g}")
+        else:
+            parts.append(whole)
+    unit = "choices" if item.type == "array" else "characters"
+    if item.min_length is not None and item.max_length is not None:
+        parts.append(f"{item.min_length} to {item.max_length} {unit}")
+    elif item.min_length is not None:
+        parts.append(f"at least {item.min_length} {unit}")
+    elif item.max_length is not None:
+        parts.append(f"up to {item.max_length} {unit}")
+    if item.format:
+        parts.append({"uri": "a URL", "date-time": "a date and time"}.get(item.format, f"a {item.format}"))
+    if item.pattern:
+        parts.append(f"matching {item.pattern}")
+    return "; ".join(parts)
+
+
+def question_view(
+    question: Question,
+    typed: Mapping[str, Sequence[str]] | None = None,
+    errors: Mapping[str, str] | None = None,
+    note: str = "",
+) -> QuestionView:
+    """The card of ``question``."""
+    call = question.tool_call
+    return QuestionView(
+        question=question,
+        fields=field_views(question, typed, errors),
+        arguments=pretty_json(dict(call.arguments)) if call is not None else "{}",
+        link_allowed=question.kind == "url" and safe_url(question.url),
+        errors=dict(errors or {}),
+        note=note,
+    )
+
+
+def task_view(waiting: WaitingTask) -> TaskView:
+    """The row of a working task."""
+    call = waiting.task.tool_call
+    return TaskView(waiting, pretty_json(dict(call.arguments)) if call is not None else "{}")
+
+
+def span(seconds: float) -> str:
+    """A duration for people: ``"45 s"``, ``"12 min"``, ``"3 h"``, ``"2 days"``."""
+    seconds = abs(seconds)
+    if seconds < 60:
+        return f"{int(seconds)} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h"
+    days = int(seconds // 86400)
+    return f"{days} day" if days == 1 else f"{days} days"
+
+
+def ago(moment: datetime | None, now: datetime) -> str:
+    """``"3 min ago"``."""
+    if moment is None:
+        return "at an unknown time"
+    seconds = (now - moment).total_seconds()
+    return "just now" if seconds < 5 else f"{span(seconds)} ago"
+
+
+def until(moment: datetime, now: datetime) -> str:
+    """``"in 9 min"``, or ``"now"`` once passed."""
+    seconds = (moment - now).total_seconds()
+    return "now" if seconds <= 0 else f"in {span(seconds)}"
+
+
+def clock(moment: datetime) -> str:
+    """``"2026-11-30 14:05 UTC"``."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def iso(moment: datetime) -> str:
+    """ISO 8601 in UTC, for ``<time datetime>``."""
+    return moment.astimezone(UTC).isoformat()

@@ -1,0 +1,82 @@
+"""The inbox served by uvicorn on 127.0.0.1, in a thread with its own event loop and store."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+from tarry.questions import Question
+from tarry.store import Store
+from tarry.web import create_app
+
+TOKEN = "test-login-token-0123456789"
+
+
+class LiveServer:
+    """A real uvicorn server for the inbox of the database at ``url``; records ``on_answer`` calls."""
+
+    def __init__(self, url: str, token: str = TOKEN) -> None:
+        self.url = url
+        self.token = token
+        self.answered: list[Question] = []
+        self.hooked: list[Question] = []
+        self._server: uvicorn.Server | None = None
+        self._failure: BaseException | None = None
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._run, name="tarry-web-test-server", daemon=True)
+
+    @property
+    def login(self) -> str:
+        """The login link ``tarry serve`` would print."""
+        return f"{self.base}/login?token={self.token}"
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """Headers for API calls from scripts."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def _run(self) -> None:
+        async def main() -> None:
+            async with Store(self.url) as store:
+                store.decision_hooks.append(self.hooked.append)
+                app = create_app(store, token=self.token, on_answer=self.answered.append)
+                self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+                await self._server.serve(sockets=[self._socket])
+
+        try:
+            asyncio.run(main())
+        except BaseException as error:  # reported by start()
+            self._failure = error
+
+    def start(self) -> LiveServer:
+        """Start serving; returns once the server accepts connections (or raises after 30 s)."""
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not (self._server is not None and self._server.started):
+            if self._failure is not None or not self._thread.is_alive():
+                raise RuntimeError(f"The test server did not start: {self._failure!r}")
+            if time.monotonic() > deadline:
+                raise TimeoutError("The test server did not start within 30 s")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and wait for the thread."""
+        if self._server is not None:
+            self._server.should_exit = True
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "the test server did not stop"
+
+    def __enter__(self) -> LiveServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
