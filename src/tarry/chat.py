@@ -154,13 +154,13 @@ class Chat:
         decision came first. Raises :class:`UnknownQuestionError`, :class:`InvalidAnswerError`
         or :class:`QuestionExpiredError`.
         """
-        target = self._find(question)
+        target = await self._find(question)
         accepted = target.check_answer(value, values)
         return await self._journal.decide(self, target, "accept", accepted, None)
 
     async def approve(self, question: Question | str) -> bool:
         """Approve ``question``; same return value and errors as :meth:`answer`."""
-        target = self._find(question)
+        target = await self._find(question)
         return await self._journal.decide(self, target, "accept", target.check_answer(), None)
 
     async def decline(self, question: Question | str, note: str | None = None) -> bool:
@@ -170,7 +170,7 @@ class Chat:
         """
         if note is not None and not isinstance(note, str):
             raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
-        return await self._journal.decide(self, self._find(question), "decline", None, note)
+        return await self._journal.decide(self, await self._find(question), "decline", None, note)
 
     async def cancel(self) -> None:
         """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result."""
@@ -535,14 +535,18 @@ class Chat:
             logger.exception("The approval rule of %s raised; asking a person to approve the call", call.name)
             return True
 
-    def _find(self, question: Question | str) -> Question:
+    async def _find(self, question: Question | str) -> Question:
+        """This chat's question with the id of ``question``, read again from the journal if it is new here."""
         wanted = question.id if isinstance(question, Question) else question
         if not isinstance(wanted, str):
             raise UnknownQuestionError(f"A question is a Question or its id, got {question!r}")
-        for record in self.records.values():
-            for candidate in record.questions:
-                if candidate.id == wanted:
-                    return candidate
+        for attempt in range(2):
+            for record in self.records.values():
+                for candidate in record.questions:
+                    if candidate.id == wanted:
+                        return candidate
+            if attempt == 0:
+                await self._journal.refresh(self)  # another process may have asked it since we last looked
         raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
 
 

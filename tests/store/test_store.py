@@ -320,3 +320,15 @@ async def test_decision_hooks_run_for_every_recorded_decision(store: Store) -> N
     assert await store.answer(colour.id, colour="red") is True
     assert await store.answer(colour.id, colour="blue") is False
     assert seen == [("approval", "accept"), ("form", "accept")]
+
+
+async def test_a_live_chat_answers_a_question_another_process_asked(database_url: str) -> None:
+    async with Store(database_url) as store, Store(database_url) as other:
+        await store.setup()
+        holder = await store.create_chat(reactive_model(PAY_AND_PAINT[1:2]), [PickColour()])
+        asker = await other.load_chat(holder.id, reactive_model(PAY_AND_PAINT[1:2]), [PickColour()])
+        await asker.ask("Paint")
+        (colour,) = await other.pending_questions(holder.id)
+        assert holder.messages == []  # the holder has not looked since
+        assert await holder.answer(colour.id, colour="blue") is True
+        assert (await other.question(colour.id)).answer == {"colour": "blue", "coats": 1}
