@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
-from mcp_types import METHOD_NOT_FOUND, RequestParams, ToolAnnotations
+from mcp_types import METHOD_NOT_FOUND, CallToolRequestParams, RequestParams, ToolAnnotations
 from pydantic import BaseModel, Field
 
 KEY = b"tarry-tests-fixed-request-state!"  # fixed, so request state survives a server restart
@@ -88,11 +88,35 @@ async def hang() -> str:
     return "never"
 
 
+@server.tool()
+def garbled() -> str:
+    """Answers with a malformed result (see :func:`garble`)."""
+    return "replaced by garble()"
+
+
+# A task result (a shape the SDK lets through on 2026-07-28 connections) without a task id, in no known status.
+GARBLED = {"resultType": "task", "status": "sleeping", "statusMessage": "secret-token-3141"}
+
+
+def garble() -> None:
+    """Make ``tools/call`` of ``garbled`` answer with a malformed task result (2026-07-28 only)."""
+    entry = server._lowlevel_server.get_request_handler("tools/call")
+    assert entry is not None
+
+    async def call(ctx: object, params: CallToolRequestParams) -> object:
+        if params.name == "garbled":
+            return dict(GARBLED)
+        return await entry.handler(ctx, params)
+
+    server._lowlevel_server.add_request_handler("tools/call", entry.params_type, call)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--legacy", action="store_true")
     parser.add_argument("--http", type=int)
     options = parser.parse_args()
+    garble()
     if options.legacy:
 
         async def no_discover(ctx: object, params: object) -> None:

@@ -1,0 +1,138 @@
+"""Faults and URL questions: each call ends with a result saying what happened, the chat goes on, logs stay clean."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from typing import Any
+
+import pytest
+from mcp_helpers import SERVERS, booking_command, wait_for_questions
+
+from tarry import Chat
+from tarry.mcp import MCPServer, McpTask
+from tarry.testing import ScriptedModel
+
+
+def tool_results(chat: Chat) -> dict[str, Any]:
+    """Each call's result by tool name (JSON decoded when it is JSON)."""
+    names = {record.call.id: record.call.name for record in chat.records.values()}
+    results: dict[str, Any] = {}
+    for message in chat.messages:
+        if message.role == "tool":
+            try:
+                value = json.loads(message.content)
+            except ValueError:
+                value = message.content
+            results[names[message.tool_call_id or ""]] = value
+    return results
+
+
+async def complete_until_done(chat: Chat, *, within: float = 60.0) -> None:
+    """``complete()`` until no call waits, at the tasks' poll intervals (fails after ``within`` seconds)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while chat.waiting:
+        assert loop.time() < end, "the chat still waits"
+        await chat.complete()
+        tasks = await chat.pending_tasks()
+        if tasks:
+            await asyncio.sleep(min(task.poll_interval or 0.2 for task in tasks))
+
+
+async def test_a_malformed_result_ends_the_call(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with MCPServer(command=booking_command()) as server:
+        assert server.modern
+        model = ScriptedModel([[{"name": "garbled", "arguments": {}}, {"name": "add", "arguments": {"a": 2, "b": 2}}],
+                               [{"name": "add", "arguments": {"a": 1, "b": 2}}], "went on"])  # fmt: skip
+        chat = Chat(model=model, tools=[server])
+        reply = await chat.ask("go")
+        assert reply is not None
+        assert reply.content == "went on"
+        results = [message.content for message in chat.messages if message.role == "tool"]
+        assert json.loads(results[0]) == {
+            "error": "the MCP server 'booking' sent a malformed result for the garbled call."
+        }
+        assert results[1:] == ["4", "3"]  # the other call of the turn, and the next turn's call
+        assert not chat.waiting
+    assert "malformed result" in caplog.text
+    assert "secret-token-3141" not in caplog.text
+
+
+async def test_a_forgotten_legacy_task_ends_the_call(
+    everything_command: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    server = MCPServer(command=everything_command)
+    model = ScriptedModel(
+        [[{"name": "simulate-research-query", "arguments": {"topic": "owls"}},
+          {"name": "get-sum", "arguments": {"a": 1, "b": 2}}], "went on"]
+    )  # fmt: skip
+    chat = Chat(model=model, tools=[server])
+    try:
+        await chat.ask("research")
+        (task,) = await chat.pending_tasks()
+        assert isinstance(task, McpTask)
+        assert task.task_id
+        await server.close()  # the stdio server goes, and its tasks with it; the next use starts a new one
+        await complete_until_done(chat)
+    finally:
+        await server.close()
+    results = tool_results(chat)
+    assert "no longer knows the task of the simulate-research-query call" in results["simulate-research-query"]["error"]
+    assert "3" in str(results["get-sum"])
+    assert chat.last_reply is not None
+    assert chat.last_reply.content == "went on"
+    assert task.task_id not in caplog.text
+
+
+async def test_a_forgotten_sep2663_task_ends_the_call(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    server = MCPServer(command=[sys.executable, str(SERVERS / "tasks_server.py")])
+    model = ScriptedModel([[{"name": "survey", "arguments": {"topic": "tea"}}], "went on"])
+    chat = Chat(model=model, tools=[server])
+    try:
+        await chat.ask("survey")
+        (task,) = await chat.pending_tasks()
+        assert isinstance(task, McpTask)
+        assert task.task_id
+        await server.close()
+        await complete_until_done(chat)
+    finally:
+        await server.close()
+    error = tool_results(chat)["survey"]["error"]
+    assert "no longer knows the task of the survey call" in error
+    assert chat.last_reply is not None
+    assert chat.last_reply.content == "went on"
+    assert task.task_id not in caplog.text
+
+
+URL = "https://example.com/authorize?session=secret-url-token-2718"
+
+
+@pytest.mark.parametrize(("decide", "said"), [("accept", "completed the URL elicitation"), ("decline", "declined")])
+async def test_url_elicitation(
+    everything_command: list[str], caplog: pytest.LogCaptureFixture, decide: str, said: str
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with MCPServer(command=everything_command) as server:
+        model = ScriptedModel([[{"name": "trigger-url-elicitation", "arguments": {"url": URL}}], "went on"])
+        chat = Chat(model=model, tools=[server])
+        running = asyncio.create_task(chat.ask("sign in"))
+        (question,) = await wait_for_questions(chat)
+        assert question.kind == "url"
+        assert question.url == URL
+        assert question.fields == ()
+        assert question.source == server.name
+        if decide == "accept":
+            assert await chat.answer(question)  # the person consents to open the URL
+        else:
+            assert await chat.decline(question, "not now")
+        reply = await asyncio.wait_for(running, 60)
+        assert reply is not None
+        assert reply.content == "went on"
+        assert said in tool_results(chat)["trigger-url-elicitation"]
+    assert "secret-url-token-2718" not in caplog.text
