@@ -15,6 +15,12 @@ def _demo(arguments: argparse.Namespace) -> int:
     return demo.run(arguments.url)
 
 
+def _worker(arguments: argparse.Namespace) -> int:
+    from tarry.jobs.command import main
+
+    return main(arguments.url, arguments.agents, arguments.concurrency, arguments.lease)
+
+
 def _db_upgrade(arguments: argparse.Namespace) -> int:
     from tarry.store import Store
 
@@ -57,6 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--url", help="database URL to use (default: a SQLite file in a new temporary folder)")
     demo.set_defaults(handler=_demo)
+    worker = commands.add_parser(
+        "worker",
+        help="carry stored chats on in the background: task checks, decisions, expiries, cancellations",
+        description="Run the embedded worker for the given agents until SIGTERM, which lets the current steps finish.",
+    )
+    worker.add_argument(
+        "--agents", action="append", required=True, metavar="MODULE:NAME",
+        help="an Agent, a list of agents, or a function returning them (repeatable)",
+    )  # fmt: skip
+    worker.add_argument("--url", help="database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)")
+    worker.add_argument("--concurrency", type=int, default=16, help="chats carried on at once (default: 16)")
+    worker.add_argument("--lease", type=float, default=60.0, help="seconds a claim lasts unrenewed (default: 60)")
+    worker.set_defaults(handler=_worker)
     database = commands.add_parser("db", help="manage the database of stored chats")
     database_commands = database.add_subparsers(dest="db_command", required=True)
     upgrade = database_commands.add_parser(

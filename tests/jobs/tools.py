@@ -8,7 +8,7 @@ import random
 import time
 from typing import Any
 
-from tarry import Agent, Field, Message, Task, Tool
+from tarry import Agent, Field, Message, Task, Tool, ToolCall
 from tarry.testing import ScriptedModel
 
 
@@ -50,7 +50,9 @@ class Quick(Tool):
 
 
 class Build(Tool):
-    """Starts a build that finishes after a random time; checked every ``poll_interval``."""
+    """Starts a build that finishes after a random time; checked every ``poll_interval`` (checking is idempotent)."""
+
+    idempotent = True
 
     def execute(self, order: str, seconds: float, poll: float = 0.2) -> Task:
         mark("build-started", order)
@@ -97,7 +99,10 @@ class LongWork(Tool):
 class Stall(Tool):
     """Runs until released: writes ``started`` then waits, checking for the ``release`` file (or cancellation)."""
 
-    async def execute(self, started: str, release: str, seconds: float = 60.0) -> str:
+    def requires_approval(self, call: ToolCall) -> bool:  # type: ignore[override]
+        return bool(call.arguments.get("approve"))
+
+    async def execute(self, started: str, release: str, seconds: float = 60.0, approve: bool = False) -> str:
         mark("stall", started)
         with open(started, "w"):
             pass

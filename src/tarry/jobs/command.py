@@ -1,0 +1,51 @@
+"""``tarry worker``: the embedded worker as a command, stopped cleanly by SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Sequence
+
+from tarry.agents import Agent
+from tarry.jobs.worker import Worker
+from tarry.store import Store
+
+
+def load_agents(specs: Sequence[str]) -> list[Agent]:
+    """The agents named by ``module:attribute`` specs: an Agent, a list of them, or a function returning either."""
+    found: list[Agent] = []
+    for spec in specs:
+        module_name, sep, attribute = spec.partition(":")
+        if not sep or not module_name or not attribute:
+            raise ValueError(f"An agents spec looks like 'package.module:name', got {spec!r}")
+        value = getattr(importlib.import_module(module_name), attribute)
+        if callable(value) and not isinstance(value, Agent):
+            value = value()
+        items = [value] if isinstance(value, Agent) else list(value)
+        for item in items:
+            if not isinstance(item, Agent):
+                raise TypeError(f"{spec} holds {item!r}, not an Agent")
+        found.extend(items)
+    return found
+
+
+async def run_worker(
+    url: str | None, specs: Sequence[str], *, concurrency: int = 16, lease: float = 60.0, ready: bool = True
+) -> int:
+    """Run a worker for the agents of ``specs`` until SIGTERM or SIGINT; returns the exit status."""
+    agents = load_agents(specs)
+    async with Store(url, lease=lease) as store:
+        worker = Worker(store, agents, concurrency=concurrency)
+        if ready:
+            names = ", ".join(agent.name for agent in agents)
+            print(f"tarry worker: carrying on chats of {names} in {store.url}", flush=True)
+        await worker.run(handle_signals=True)
+    print(f"tarry worker: stopped after {worker.steps} step(s)", flush=True)
+    return 0
+
+
+def main(url: str | None, specs: Sequence[str], concurrency: int, lease: float) -> int:
+    """The ``tarry worker`` command."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return asyncio.run(run_worker(url, specs, concurrency=concurrency, lease=lease))
