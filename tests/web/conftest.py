@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 from tests.web.server import LiveServer
-from tests.web.tools import run
-
-from tarry.store import Store
+from tests.web.tools import setup
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -37,11 +35,7 @@ def database_url(tmp_path: Path) -> str:
 def live(database_url: str) -> Iterator[LiveServer]:
     """The inbox served by uvicorn on 127.0.0.1 (a free port), for the test's database."""
 
-    async def setup() -> None:
-        async with Store(database_url) as store:
-            await store.setup()
-
-    run(setup)
+    setup(database_url)
     with LiveServer(database_url) as server:
         yield server
 

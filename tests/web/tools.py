@@ -140,6 +140,16 @@ def park(url: str, *calls: dict[str, Any]) -> str:
     return run(lambda: park_async(url, calls))
 
 
+def setup(url: str) -> None:
+    """Create the schema of the database at ``url``."""
+
+    async def made() -> None:
+        async with Store(url) as store:
+            await store.setup()
+
+    run(made)
+
+
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     """One scripted tool call."""
     return {"name": name, "arguments": arguments}

@@ -19,6 +19,7 @@ SHOWN_PREFIX = "shown:"
 RADIO_LIMIT = 4
 """Up to this many choices are radios; more are a select."""
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
+FORMAT_HINTS = {"email": "an email address", "uri": "a URL", "date": "a date", "date-time": "a date and time"}
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -174,7 +175,9 @@ def hint(item: Field) -> str:
     elif item.max_length is not None:
         parts.append(f"up to {item.max_length} {unit}")
     if item.format:
-        parts.append({"uri": "a URL", "date-time": "a date and time"}.get(item.format, f"a {item.format}"))
+        parts.append(
+            {"email": "an email address", "uri": "a URL", "date": "a date", "date-time": "a date and time"}[item.format]
+        )
     if item.pattern:
         parts.append(f"matching {item.pattern}")
     return "; ".join(parts)
