@@ -76,14 +76,14 @@ def markers_of(markers: Path, kind: str) -> list[str]:
     return [line.split(" ")[1] for line in markers.read_text().splitlines() if line.startswith(kind + " ")]
 
 
-async def create_orders(url: str, orders: list[tuple[str, float]]) -> dict[str, str]:
+async def create_orders(url: str, orders: list[tuple[str, float]], poll: float = 0.2) -> dict[str, str]:
     """One parked chat per order (an approval, a question and a build wait); returns order -> chat id."""
     made = {}
     async with Store(url) as store:
         await store.setup()
         for order, seconds in orders:
             chat = await store.create_chat(agent=clerk())
-            await chat.ask(json.dumps(order_calls(order, seconds)))
+            await chat.ask(json.dumps(order_calls(order, seconds, poll)))
             assert chat.waiting
             made[order] = chat.id
     return made

@@ -1,0 +1,85 @@
+"""Carrying chats on with Celery, on RabbitMQ or Redis (``pip install 'tarry[celery]'``).
+
+``register(app, agents)`` adds the ``tarry.continue_chat`` task to a Celery app: it runs
+:func:`~tarry.jobs.continue_chat` and, while the chat's tasks still work, sends itself again
+with ``countdown`` set to the next check. ``enqueue_on_decisions(store, app)`` makes every
+decision and cancellation recorded through ``store`` enqueue the chat's task. The task is
+acknowledged late and rejected when its worker dies, so a killed worker's chat is delivered
+again; the claims of the store keep every tool call to one run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+try:
+    from celery import Celery
+except ImportError:  # pragma: no cover - depends on the installation
+    raise ImportError("tarry.jobs.celery needs Celery: pip install 'tarry[celery]'") from None
+
+from tarry.jobs.carry import Agents, agents_by_name, continue_chat
+from tarry.journal import utcnow
+from tarry.questions import Question
+from tarry.running import run_sync
+from tarry.store import Store
+
+TASK_NAME = "tarry.continue_chat"
+"""The name of the Celery task that carries a chat on."""
+
+
+def register(
+    app: Celery,
+    agents: Agents,
+    *,
+    url: str | None = None,
+    lease: float = 60.0,
+    default_poll_interval: float = 5.0,
+) -> Any:
+    """Register the ``tarry.continue_chat`` task on ``app`` for ``agents``; returns the task.
+
+    Each worker thread opens its own :class:`~tarry.store.Store` on ``url`` (default:
+    ``TARRY_DATABASE_URL``) on its own event loop, kept between tasks.
+    """
+    served = agents_by_name(agents)
+    local = threading.local()
+
+    def store() -> Store:
+        if getattr(local, "store", None) is None:
+            local.store = Store(url, lease=lease)
+        opened: Store = local.store
+        return opened
+
+    @app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    def continue_chat_task(self: Any, chat_id: str) -> str | None:
+        """Carry the chat on; send this task again at the chat's next check."""
+        next_check = run_sync(
+            continue_chat(store(), chat_id, served, default_poll_interval=default_poll_interval),
+            verb="tarry.jobs.continue_chat",
+        )
+        if next_check is None:
+            return None
+        self.apply_async((chat_id,), countdown=max(0.0, (next_check - utcnow()).total_seconds()))
+        return next_check.isoformat()
+
+    return continue_chat_task
+
+
+def enqueue(app: Celery, chat_id: str, countdown: float | None = None) -> None:
+    """Send ``tarry.continue_chat`` for ``chat_id`` (after ``countdown`` seconds) through ``app``'s broker."""
+    app.send_task(TASK_NAME, (chat_id,), countdown=countdown)
+
+
+def enqueue_on_decisions(store: Store, app: Celery) -> None:
+    """Make every decision and cancellation recorded through ``store`` enqueue its chat's task."""
+
+    async def on_decision(question: Question) -> None:
+        if question.chat_id is not None:
+            await asyncio.to_thread(enqueue, app, question.chat_id)
+
+    async def on_cancel(chat_id: str) -> None:
+        await asyncio.to_thread(enqueue, app, chat_id)
+
+    store.decision_hooks.append(on_decision)
+    store.cancel_hooks.append(on_cancel)

@@ -1,0 +1,32 @@
+"""The Celery app of the jobs tests: ``celery -A tests.jobs.celery_app worker`` with the variables below set.
+
+TARRY_TEST_CELERY_BROKER (the broker URL), TARRY_TEST_CELERY_DB (the database URL) and
+TARRY_TEST_CELERY_QUEUE (a queue of the test's own).
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from tests.jobs.tools import clerk
+
+from tarry.jobs.celery import register
+
+
+def make_app(broker: str, url: str) -> Celery:
+    """A Celery app on ``broker`` whose ``tarry.continue_chat`` carries the clerk's chats in ``url`` on."""
+    app = Celery("tarry-tests", broker=broker)
+    app.conf.update(
+        task_default_queue=os.environ.get("TARRY_TEST_CELERY_QUEUE", "tarry-tests"),
+        broker_connection_retry_on_startup=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"visibility_timeout": 8},  # Redis: redeliver a killed worker's tasks soon
+        worker_hijack_root_logger=False,
+    )
+    register(app, [clerk()], url=url, lease=3.0)
+    return app
+
+
+broker = os.environ.get("TARRY_TEST_CELERY_BROKER")
+app = make_app(broker, os.environ["TARRY_TEST_CELERY_DB"]) if broker else Celery("tarry-tests")
