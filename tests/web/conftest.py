@@ -40,9 +40,13 @@ def live(database_url: str) -> Iterator[LiveServer]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's Chromium, headless, launched by Playwright."""
+    """Debian's Chromium, headless, launched by Playwright.
+
+    Module-scoped: Playwright's sync API holds an event loop in the main thread while it runs,
+    which async tests of other modules cannot share.
+    """
     if not os.path.exists(CHROMIUM):
         pytest.skip(
             f"The browser tests need Debian's Chromium at {CHROMIUM}: run `apt-get install -y chromium` "
