@@ -24,7 +24,7 @@ def make_app(broker: str, url: str) -> Celery:
         broker_transport_options={"visibility_timeout": 8},  # Redis: redeliver a killed worker's tasks soon
         worker_hijack_root_logger=False,
     )
-    register(app, [clerk()], url=url, lease=3.0)
+    register(app, [clerk()], url=url, lease=3.0, sweep_interval=2.0)
     return app
 
 

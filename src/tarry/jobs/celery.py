@@ -11,7 +11,9 @@ again; the claims of the store keep every tool call to one run.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+import time
 from typing import Any
 
 try:
@@ -20,11 +22,13 @@ except ImportError:  # pragma: no cover - depends on the installation
     raise ImportError("tarry.jobs.celery needs Celery: pip install 'tarry[celery]'") from None
 
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
+from tarry.jobs.due import overdue
 from tarry.journal import utcnow
 from tarry.questions import Question
 from tarry.running import run_sync
 from tarry.store import Store
 
+logger = logging.getLogger("tarry.jobs")
 TASK_NAME = "tarry.continue_chat"
 """The name of the Celery task that carries a chat on."""
 
@@ -36,11 +40,14 @@ def register(
     url: str | None = None,
     lease: float = 60.0,
     default_poll_interval: float = 5.0,
+    sweep_interval: float | None = 10.0,
 ) -> Any:
     """Register the ``tarry.continue_chat`` task on ``app`` for ``agents``; returns the task.
 
     Each worker thread opens its own :class:`~tarry.store.Store` on ``url`` (default:
-    ``TARRY_DATABASE_URL``) on its own event loop, kept between tasks.
+    ``TARRY_DATABASE_URL``) on its own event loop, kept between tasks. Every ``sweep_interval``
+    seconds each worker enqueues the chats overdue by more than a lease, so a message lost
+    with a killed worker (or a chat parked without an enqueue) is carried on all the same.
     """
     served = agents_by_name(agents)
     local = threading.local()
@@ -63,7 +70,28 @@ def register(
         self.apply_async((chat_id,), countdown=max(0.0, (next_check - utcnow()).total_seconds()))
         return next_check.isoformat()
 
+    if sweep_interval is not None:
+        _sweep_in_workers(app, served, store, sweep_interval, lease)
     return continue_chat_task
+
+
+def _sweep_in_workers(app: Celery, served: dict[str, Any], store: Any, interval: float, grace: float) -> None:
+    """In each worker, every ``interval`` seconds, enqueue chats overdue by more than ``grace`` (a message lost)."""
+    from celery.signals import worker_ready
+
+    def sweep_forever() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                for chat_id in run_sync(overdue(store(), served, grace), verb="tarry.jobs.due.overdue"):
+                    enqueue(app, chat_id)
+            except Exception:
+                logger.exception("Looking for overdue chats failed")
+
+    def start(**_: Any) -> None:
+        threading.Thread(target=sweep_forever, name="tarry-sweep", daemon=True).start()
+
+    worker_ready.connect(start, weak=False)
 
 
 def enqueue(app: Celery, chat_id: str, countdown: float | None = None) -> None:

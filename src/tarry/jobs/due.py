@@ -133,3 +133,12 @@ async def wake_abandoned(store: Store, agents: Collection[str]) -> int:
             .values(next_check_at=now, schedule_version=chats.c.schedule_version + 1)
         )
     return int(result.rowcount)
+
+
+async def overdue(store: Store, agents: Collection[str], grace: float) -> list[str]:
+    """Chats of ``agents`` whose next check passed more than ``grace`` seconds ago."""
+    query = select(chats.c.id).where(
+        chats.c.agent.in_(list(agents)), chats.c.next_check_at < utcnow() - timedelta(seconds=grace)
+    )
+    async with store.db.read() as connection:
+        return list((await connection.execute(query)).scalars())
