@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -54,6 +55,8 @@ async def carry_on(server: MCPServer, tool: McpTool, task: McpTask, arguments: d
     async def go() -> Any:
         if task.kind == "input":
             return await _retry(server, tool, task, arguments)
+        if task.kind == "task" and not _has_news(task) and not due(task, utcnow()):
+            return task  # checked less than poll_interval ago (in any process): no tasks/get yet
         if task.kind == "task" and task.data.get("era") == LEGACY:
             return await _legacy_task(server, task)
         if task.kind == "task":
@@ -149,12 +152,42 @@ def _new_task(server: MCPServer, tool: McpTool, era: str, wire: Mapping[str, Any
     task.server = server
     apply_status(task, wire)
     if task.done() or task.input_required():
-        task.status = "working"  # carried on (result or questions) at the next resume
+        task.status = "working"  # carried on (result or questions) at the next resume, at once
+        task.data.pop("checked_at", None)
     return task
 
 
+def due(task: McpTask, now: datetime) -> bool:
+    """Whether the server's task may be checked again: ``poll_interval`` passed since the last check.
+
+    The last check (``data["checked_at"]``, ISO 8601 UTC) is saved with the task, so the
+    interval holds across processes; a task without either is always due.
+    """
+    checked = task.data.get("checked_at")
+    if task.poll_interval is None or not isinstance(checked, str):
+        return True
+    try:
+        last = datetime.fromisoformat(checked)
+    except ValueError:
+        return True
+    return last.tzinfo is None or now >= last + timedelta(seconds=task.poll_interval)
+
+
+def _has_news(task: McpTask) -> bool:
+    """True when a SEP-2663 task has answers the server has not been sent yet (they go at once)."""
+    answered = task.data.get("answered", [])
+    return any(
+        question.key is not None and question.key not in answered and question.decision is not None
+        for question in task.questions
+    )
+
+
 def apply_status(task: McpTask, wire: Mapping[str, Any]) -> None:
-    """Take a task's status, message and poll interval (ms to seconds) from a protocol task object."""
+    """Take a task's status, message and poll interval (ms to seconds) from a protocol task object.
+
+    Also records when the task was checked (``data["checked_at"]``), for :func:`due`.
+    """
+    task.data = {**task.data, "checked_at": utcnow().isoformat()}
     status = wire.get("status")
     if status not in McpTask.STATUSES:
         raise _Malformed(f"a task status {status!r}")

@@ -20,10 +20,13 @@ class McpTask(Task):
     logged: ``kind`` (``"input"`` for 2026-07-28 input requests, ``"task"`` for a server's
     task), ``era`` (the protocol version), ``server`` and ``tool`` (the server's name for
     the tool); for input requests the byte-exact ``request_state`` and the ``round``; for
-    tasks the ``task_id``, ``created_at`` (ISO 8601) and ``ttl_ms``.
+    tasks the ``task_id``, ``created_at`` (ISO 8601), ``ttl_ms`` and ``checked_at`` (when
+    the server was last asked, ISO 8601 UTC).
 
     ``refresh()`` is one ``tasks/get``; ``cancel()`` sends ``tasks/cancel``; ``expires_at``
-    is ``createdAt`` + ``ttl``; ``poll_interval`` is in seconds.
+    is ``createdAt`` + ``ttl``; ``poll_interval`` is in seconds. A resume sends no
+    ``tasks/get`` before ``poll_interval`` has passed since ``checked_at`` (in any process),
+    unless it has answers to send.
     """
 
     server: MCPServer | None = None

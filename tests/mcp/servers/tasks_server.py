@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from datetime import timedelta
 
 from fastmcp import Context, FastMCP
+from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
 from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
@@ -12,7 +15,10 @@ server = FastMCP("tasks")
 server.add_extension(TasksExtension(url="memory://"))
 
 
-@server.tool(task=True)
+POLL = timedelta(milliseconds=int(os.environ.get("TASKS_POLL_MS", "500")))  # the pollIntervalMs tasks report
+
+
+@server.tool(task=TaskConfig(mode="optional", poll_interval=POLL))
 async def survey(topic: str, ctx: Context) -> str | InputRequiredResult:
     """Asks for a rating as a task (the guard pattern: input requests, then a re-run with the answers)."""
     responses = ctx.input_responses or {}
