@@ -136,3 +136,16 @@ async def test_url_elicitation(
         assert reply.content == "went on"
         assert said in tool_results(chat)["trigger-url-elicitation"]
     assert "secret-url-token-2718" not in caplog.text
+
+
+async def test_a_pushed_question_nobody_answers_in_time_is_cancelled() -> None:
+    async with MCPServer(command=booking_command(), protocol="legacy", question_ttl=1) as server:
+        model = ScriptedModel([[{"name": "book", "arguments": {"restaurant": "Chez"}}], "went on"])
+        chat = Chat(model=model, tools=[server])
+        reply = await asyncio.wait_for(chat.ask("book"), 60)  # the clock of the request stands while it waits
+        assert reply is not None
+        assert reply.content == "went on"
+        (question,) = next(iter(chat.records.values())).questions
+        assert question.decision is None
+        assert question.expires_at is not None
+        assert "elicitation was cancel" in tool_results(chat)["book"]["error"]  # the server got "cancel"
