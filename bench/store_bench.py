@@ -1,14 +1,18 @@
-"""Store benchmarks: latency per chat, writes per step, listing at scale, answers per second.
+"""Store benchmarks: latency per chat (beside LangGraph), writes per step, listing at scale, answers per second.
 
-Run: ``python bench/store_bench.py [--postgres URL] [--out docs/benchmarks-store.md]``.
-Each figure is measured in this run; the page it writes says on what machine and when.
+Run: ``pip install -e ".[bench,postgres]" && python bench/store_bench.py [--postgres URL] [--out FILE]``.
+Each figure is measured in this run; the page it writes says on what machine and when. LangGraph, the peer
+for the latency figures, is imported only when it is installed; without it the script measures tarry alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
+import importlib.util
 import json
+import operator
 import os
 import platform
 import statistics
@@ -18,10 +22,10 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Protocol, TypedDict
 
 from sqlalchemy import event, insert, text
 
@@ -87,30 +91,181 @@ class Counter:
         figures["write_bytes"] = self.write_bytes - before[1]
 
 
-async def latency_per_chat(url: str, count: int) -> dict[str, float]:
-    park, finish = [], []
-    async with Store(url) as store:
-        await store.setup()
-        ids = []
-        for _ in range(count):
-            started = time.perf_counter()
-            chat = await store.create_chat(transfer_model(), [Transfer()])
-            await chat.ask("Pay Bob 5")
-            park.append(time.perf_counter() - started)
-            ids.append(chat.id)
-        for chat_id in ids:
-            started = time.perf_counter()
-            chat = await store.load_chat(chat_id, transfer_model(), [Transfer()])
-            (question,) = await chat.pending_questions()
-            await chat.approve(question)
-            await chat.complete()
-            finish.append(time.perf_counter() - started)
+class Side(Protocol):
+    """One library's way through the latency workload: park chat ``number``, later carry it on to the end."""
+
+    label: str
+
+    async def park(self, number: int) -> None: ...
+
+    async def finish(self, number: int) -> None: ...
+
+
+class TarrySide:
+    """create_chat + ask until the approval parks it; then load_chat in a fresh chat object, approve, complete."""
+
+    def __init__(self, label: str, store: Store) -> None:
+        self.label = label
+        self.store = store
+        self.ids: list[str] = []
+
+    async def park(self, number: int) -> None:
+        chat = await self.store.create_chat(transfer_model(), [Transfer()])
+        await chat.ask("Pay Bob 5")
+        assert chat.waiting
+        self.ids.append(chat.id)
+
+    async def finish(self, number: int) -> None:
+        chat = await self.store.load_chat(self.ids[number], transfer_model(), [Transfer()])
+        (question,) = await chat.pending_questions()
+        await chat.approve(question)
+        reply = await chat.complete()
+        assert reply.content == "Done."
+
+
+class GraphState(TypedDict):
+    messages: Annotated[list[dict[str, Any]], operator.add]
+
+
+def graph_model(state: GraphState) -> dict[str, list[dict[str, Any]]]:
+    """The scripted model of ``transfer_model()`` as a plain function node: no LLM, no LangChain messages."""
+    if state["messages"][-1]["role"] == "user":
+        call = {"id": "call-1", "name": "transfer", "arguments": {"amount": 5, "to": "Bob"}}
+        return {"messages": [{"role": "assistant", "tool_calls": [call]}]}
+    return {"messages": [{"role": "assistant", "content": "Done."}]}
+
+
+def graph_tools(state: GraphState) -> dict[str, list[dict[str, Any]]]:
+    """Asks for approval with ``interrupt()`` first, then runs the same ``Transfer`` tool as tarry."""
+    from langgraph.types import interrupt
+
+    call = state["messages"][-1]["tool_calls"][0]
+    decision = interrupt({"kind": "approval", "tool_call": call})
+    content = Transfer().execute(**call["arguments"]) if decision["approved"] else "Declined."
+    return {"messages": [{"role": "tool", "tool_call_id": call["id"], "content": content}]}
+
+
+def graph_route(state: GraphState) -> str:
+    return "tools" if state["messages"][-1].get("tool_calls") else "__end__"
+
+
+def compile_graph(checkpointer: Any) -> Any:
+    from langgraph.graph import END, START, StateGraph
+
+    builder = StateGraph(GraphState)
+    builder.add_node("model", graph_model)
+    builder.add_node("tools", graph_tools)
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", graph_route, ["tools", END])
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=checkpointer)
+
+
+class LangGraphSide:
+    """invoke until ``interrupt()`` (persisted); then a freshly compiled graph reads the interrupt and resumes."""
+
+    def __init__(self, label: str, checkpointer: Any, durability: str | None) -> None:
+        self.label = label
+        self.checkpointer = checkpointer
+        self.durability = durability  # None: LangGraph's default ("async")
+        self.graph = compile_graph(checkpointer)
+        self.run = uuid.uuid4().hex[:8]
+
+    def config(self, number: int) -> dict[str, Any]:
+        return {"configurable": {"thread_id": f"{self.run}-{number}"}}
+
+    async def park(self, number: int) -> None:
+        start = {"messages": [{"role": "user", "content": "Pay Bob 5"}]}
+        result = await self.graph.ainvoke(start, self.config(number), durability=self.durability)
+        assert result["__interrupt__"]
+
+    async def finish(self, number: int) -> None:
+        from langgraph.types import Command
+
+        graph = compile_graph(self.checkpointer)  # a fresh graph object, as a fresh process would build
+        (pending,) = (await graph.aget_state(self.config(number))).interrupts
+        assert pending.value["tool_call"]["name"] == "transfer"
+        result = await graph.ainvoke(
+            Command(resume={"approved": True}), self.config(number), durability=self.durability
+        )
+        assert result["messages"][-1]["content"] == "Done."
+
+
+def langgraph_missing(postgres: bool = False) -> str | None:
+    """None if the LangGraph checkpointer can be imported, else why not (printed with how to install it)."""
+    module = "langgraph.checkpoint.postgres.aio" if postgres else "langgraph.checkpoint.sqlite.aio"
+    try:
+        importlib.import_module("langgraph.graph")
+        importlib.import_module(module)
+    except ImportError as error:
+        print(f"LangGraph not measured ({error}); install it with: pip install -e \".[bench,postgres]\"",
+              file=sys.stderr)  # fmt: skip
+        return str(error)
+    return None
+
+
+async def langgraph_sqlite(stack: AsyncExitStack, path: Path, durability: str | None, label: str) -> LangGraphSide:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    connection = await stack.enter_async_context(aiosqlite.connect(path))
+    saver = AsyncSqliteSaver(connection)
+    await saver.setup()  # journal_mode=WAL, as tarry
+    await connection.execute("PRAGMA synchronous=NORMAL")  # tarry's setting; SQLite's default (FULL) syncs more
+    return LangGraphSide(label, saver, durability)
+
+
+async def langgraph_postgres(stack: AsyncExitStack, url: str, durability: str | None, label: str) -> LangGraphSide:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(url))
+    await saver.setup()
+    return LangGraphSide(label, saver, durability)
+
+
+async def tarry_side(stack: AsyncExitStack, url: str, label: str) -> TarrySide:
+    store = await stack.enter_async_context(Store(url))
+    await store.setup()
+    return TarrySide(label, store)
+
+
+def latency_figures(park: list[float], finish: list[float]) -> dict[str, float]:
     return {
         "park_p50_ms": statistics.median(park) * 1000,
         "park_p99_ms": percentile(park, 0.99) * 1000,
         "finish_p50_ms": statistics.median(finish) * 1000,
         "finish_p99_ms": percentile(finish, 0.99) * 1000,
     }
+
+
+async def interleaved_latency(sides: list[Side], count: int) -> dict[str, dict[str, float]]:
+    """Parks ``count`` chats per side, then finishes them, alternating the sides chat by chat.
+
+    Interleaving gives every side the same share of whatever else the machine is doing meanwhile.
+    """
+    park: dict[str, list[float]] = {side.label: [] for side in sides}
+    finish: dict[str, list[float]] = {side.label: [] for side in sides}
+    for phase, timings in (("park", park), ("finish", finish)):
+        for number in range(count):
+            for side in sides if number % 2 == 0 else sides[::-1]:
+                started = time.perf_counter()
+                await getattr(side, phase)(number)
+                timings[side.label].append(time.perf_counter() - started)
+    return {side.label: latency_figures(park[side.label], finish[side.label]) for side in sides}
+
+
+async def latency_per_chat(
+    tarry_url: str, count: int, langgraph: list[tuple[str, str | Path, str | None]]
+) -> dict[str, dict[str, float]]:
+    """tarry on ``tarry_url`` beside each LangGraph set-up in ``langgraph``: (label, file or URL, durability)."""
+    async with AsyncExitStack() as stack:
+        sides: list[Side] = [await tarry_side(stack, tarry_url, "tarry")]
+        for label, where, durability in langgraph:
+            if isinstance(where, Path):
+                sides.append(await langgraph_sqlite(stack, where, durability, label))
+            else:
+                sides.append(await langgraph_postgres(stack, where, durability, label))
+        return await interleaved_latency(sides, count)
 
 
 async def writes_per_step(url: str, sizes: list[int]) -> list[dict[str, int]]:
@@ -244,8 +399,10 @@ def answers_per_second(url: str, processes: int, per_process: int) -> dict[str, 
             workers.append(
                 subprocess.Popen(
                     [sys.executable, __file__, "--answer", url, str(part), str(go)],
-                    stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                )  # fmt: skip
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    cwd=ROOT,
+                )
             )
         ready = [Path(folder) / f"part{number}.json.ready" for number in range(processes)]
         while not all(path.exists() for path in ready):
@@ -258,13 +415,17 @@ def answers_per_second(url: str, processes: int, per_process: int) -> dict[str, 
     return {"processes": processes, "answers": recorded, "seconds": elapsed, "per_second": recorded / elapsed}
 
 
-async def answer_part(url: str, part: str, go: str) -> None:
-    ids = json.loads(Path(part).read_text())
+def ready_and_wait(part: str, go: str) -> None:
+    """Tells the parent this worker is ready, then waits for its signal (a file; the processes share no loop)."""
+    Path(part + ".ready").touch()
+    while not Path(go).exists():
+        time.sleep(0.005)
+
+
+async def answer_part(url: str, ids: list[str], part: str, go: str) -> None:
     async with Store(url) as store:
         await store.pending_questions()
-        Path(part + ".ready").touch()
-        while not Path(go).exists():
-            await asyncio.sleep(0.005)
+        await asyncio.to_thread(ready_and_wait, part, go)
         recorded = 0
         for question_id in ids:
             recorded += await store.approve(question_id)
@@ -280,6 +441,119 @@ def fresh_postgres(url: str) -> str:
     return f"{url}?options=-csearch_path%3D{schema}"
 
 
+LANGGRAPH_MODES: list[tuple[str, str | None]] = [
+    ('LangGraph, `durability="sync"`', "sync"),
+    ('LangGraph, default `durability` ("async")', None),
+]
+
+
+def latency_section(count: int, folder: Path, postgres: str | None) -> list[str]:
+    """Latency per chat: tarry beside LangGraph on a SQLite file, and on PostgreSQL when a URL is given."""
+    missing = langgraph_missing()
+    missing_postgres = (missing or langgraph_missing(postgres=True)) if postgres else None
+    rows: list[tuple[str, str, dict[str, float]]] = []
+    sqlite_peers: list[tuple[str, str | Path, str | None]] = []
+    if not missing:
+        sqlite_peers = [(label, folder / f"langgraph-{mode}.db", mode) for label, mode in LANGGRAPH_MODES]
+    figures = asyncio.run(latency_per_chat(f"sqlite:///{folder / 'latency.db'}", count, sqlite_peers))
+    rows += [("SQLite file", label, figures[label]) for label in figures]
+    if postgres:
+        postgres_peers: list[tuple[str, str | Path, str | None]] = []
+        if not missing_postgres:
+            postgres_peers = [(label, fresh_postgres(postgres), mode) for label, mode in LANGGRAPH_MODES]
+        figures = asyncio.run(latency_per_chat(fresh_postgres(postgres), count, postgres_peers))
+        rows += [("PostgreSQL", label, figures[label]) for label in figures]
+    lines = [
+        "## Latency per chat, beside LangGraph",
+        "",
+        'Run it: `pip install -e ".[bench,postgres]" && python bench/store_bench.py` (the PostgreSQL rows need',
+        "`--postgres URL` or `TARRY_TEST_POSTGRES_URL`). The `bench` extra installs LangGraph and its SQLite and",
+        "PostgreSQL checkpointers; without them the script prints how to install them and measures tarry alone.",
+        "",
+        f"{count} chats in every row, one run, one machine. The rows of one database ran interleaved chat by chat",
+        "(all chats parked, then all finished), so they shared whatever else the machine was doing.",
+        "",
+        "| database | library | run to the pause and save, p50 | p99 | load, approve, carry on to the final reply, p50 "
+        "| p99 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for database, label, row in rows:
+        lines.append(
+            f"| {database} | {label} | {row['park_p50_ms']:.1f} ms | {row['park_p99_ms']:.1f} ms "
+            f"| {row['finish_p50_ms']:.1f} ms | {row['finish_p99_ms']:.1f} ms |"
+        )
+    lines += ["", *LATENCY_WORKLOAD, ""]
+    if missing:
+        lines += [f"LangGraph was not measured in this run: it could not be imported ({missing}).", ""]
+    elif postgres and missing_postgres:
+        lines += [f"LangGraph on PostgreSQL was not measured: its checkpointer could not be imported "
+                  f"({missing_postgres}).", ""]  # fmt: skip
+    elif not postgres:
+        lines += ["PostgreSQL was not measured in this run: no `--postgres URL` was given.", ""]
+    if not missing:
+        versions = ", ".join(
+            f"{name} {importlib.metadata.version(name)}"
+            for name in ("langgraph", "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres")
+            if importlib.util.find_spec(name.replace("-", ".")) is not None
+        )
+        lines += [f"Versions: tarry {importlib.metadata.version('tarry')}, {versions}.", ""]
+    lines += LATENCY_DIFFERENCES
+    return [*lines, ""]
+
+
+LATENCY_WORKLOAD = [
+    "What each row does per chat. No LLM on either side: the figures compare persistence and loop overhead.",
+    "",
+    "- **tarry**: `store.create_chat` and `ask`; the `ScriptedModel` calls `transfer`, a tool that needs approval, and",
+    "  the chat parks and saves. Then `load_chat` in a fresh chat object, `pending_questions()`, `approve`,",
+    "  `complete()`: the tool runs and the model gives its final reply.",
+    "- **LangGraph**: a graph of two plain function nodes, `model` (the same script, as a function) and `tools`",
+    "  (calls `interrupt()` for approval, then runs the same `Transfer` tool), compiled with `AsyncSqliteSaver` or",
+    "  `AsyncPostgresSaver`, one thread per chat, state a list of plain dicts (no LangChain message objects).",
+    "  `ainvoke` until the interrupt; then a freshly compiled graph on the same checkpointer reads the pending",
+    '  interrupt (`aget_state`) and resumes with `Command(resume={"approved": True})` to the final reply.',
+    "- Each library has its own database file (SQLite) or its own fresh schema (PostgreSQL), and keeps its",
+    '  connection (tarry: a pool) open for the run: "fresh" means a fresh chat or graph object, not a new process.',
+    "- SQLite: both use WAL and `synchronous=NORMAL`. That is tarry's setting; LangGraph's saver leaves SQLite's",
+    "  default (`FULL`, a sync on every commit), which the benchmark overrides so both pay the same for a commit.",
+    '- `durability="sync"` writes each step\'s checkpoint before the next step starts, as tarry writes each change',
+    '  before going on. LangGraph\'s default, `"async"`, writes it while the next step runs; in both modes',
+    "  `ainvoke` returns after the writes are done.",
+]
+
+LATENCY_DIFFERENCES = [
+    "What each side does that the other does not, in this workload:",
+    "",
+    "- tarry stores the approval as a question row of its own (id, kind, fields, optional time to live). Any",
+    "  process can list what waits across all chats with one indexed query (`pending_questions()`) and record a",
+    "  decision without the model or the tools. The decision is single-use: one transaction under a row lock, a",
+    "  second decision on the same question returns `False`. Carrying the chat on is a separate step, and a lease",
+    "  on the tool call keeps two processes from running the tool at once.",
+    "- LangGraph's resume value is passed in by the caller of `Command(resume=...)`, who also runs the rest of",
+    "  the graph in that call. Listing the threads that wait on an interrupt is not a query of the checkpointer",
+    "  here: the caller knows the thread id, or reads each thread's state. Guarding against two concurrent",
+    "  resumes of one thread is left to the application (LangGraph's deployment server offers it; the open-source",
+    "  library does not). On resume, the interrupted node runs again from its start, so code before",
+    "  `interrupt()` must be safe to repeat.",
+    "- LangGraph keeps every step's checkpoint of a thread, so a run can be inspected, replayed or forked from",
+    "  an earlier step; it runs arbitrary graphs (branches, parallel nodes, subgraphs) with typed state and",
+    "  reducers, and its interrupt can carry and return any value. tarry keeps one transcript per chat and the",
+    "  records of its tool calls, and its loop is the chat loop: model, tools, model.",
+]
+
+
+def machine_load(at_start: float, at_end: float) -> list[str]:
+    """A line on how busy the machine was, from the one-minute load average before and after the run."""
+    cores = os.cpu_count() or 1
+    figures = f"one-minute load average {at_start:.1f} at the start and {at_end:.1f} at the end, on {cores} cores"
+    if max(at_start, at_end) < cores / 2:
+        return [f"The machine was quiet: {figures}."]
+    return [
+        f"The machine was busy with other work during the run: {figures}.",
+        "Absolute figures are noisy; rows compared side by side ran interleaved, so they shared the load.",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--postgres", default=os.environ.get("TARRY_TEST_POSTGRES_URL"))
@@ -289,8 +563,10 @@ def main() -> None:
     parser.add_argument("--answer", nargs=3, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.answer:
-        asyncio.run(answer_part(*arguments.answer))
+        url, part, go = arguments.answer
+        asyncio.run(answer_part(url, json.loads(Path(part).read_text()), part, go))
         return
+    load_at_start = os.getloadavg()[0]
     folder = Path(tempfile.mkdtemp())
     sqlite = lambda name: f"sqlite:///{folder / name}"  # noqa: E731
     lines = [
@@ -299,20 +575,9 @@ def main() -> None:
         f"Measured by `python bench/store_bench.py` on {datetime.now(UTC):%Y-%m-%d}, "
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
         "",
-        "## Latency per chat (SQLite file)",
-        "",
     ]
-    figures = asyncio.run(latency_per_chat(sqlite("latency.db"), arguments.chats))
+    lines += latency_section(arguments.chats, folder, arguments.postgres)
     lines += [
-        f"{arguments.chats} chats, each: create, ask, the model calls a tool that needs approval, park and save;",
-        "then load in a fresh chat object, approve, run the tool, the model's final reply.",
-        "",
-        "| step | p50 | p99 |",
-        "|---|---|---|",
-        f"| run to the pause and save | {figures['park_p50_ms']:.1f} ms | {figures['park_p99_ms']:.1f} ms |",
-        f"| load, approve, carry on to the final reply | {figures['finish_p50_ms']:.1f} ms "
-        f"| {figures['finish_p99_ms']:.1f} ms |",
-        "",
         "## Writes per step as the transcript grows (SQLite file)",
         "",
         "One step: a user message, the model's tool call, the tool's result, the model's reply. Statements are",
@@ -345,6 +610,7 @@ def main() -> None:
             f"(one transaction each, row lock, conditional update) in {result['seconds']:.2f} s: "
             f"**{result['per_second']:,.0f} answers per second**.",
         ]
+    lines[4:4] = [*machine_load(load_at_start, os.getloadavg()[0]), ""]
     Path(arguments.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
