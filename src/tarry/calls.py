@@ -22,6 +22,8 @@ class Claim(Enum):
     """The call is ours, but an earlier process's lease ran out while it ran the call."""
     BUSY = "busy"
     """Another process (or task) runs the call right now."""
+    STALE = "stale"
+    """The call changed since this process last read it: read the chat again, then look again."""
 
 
 @dataclass(frozen=True)

@@ -318,8 +318,10 @@ class Chat:
         return lost
 
     async def _carry(self, record: CallRecord, resumed: set[str]) -> bool:
-        """Do what carries ``record`` on, under its claim; False when the claim was lost on the way."""
+        """Do what carries ``record`` on, under its claim; False when the claim was lost or the call was stale."""
         async with self._journal.hold_call(self, record) as claim:
+            if claim is Claim.STALE:
+                return False
             action = None if claim is Claim.BUSY else self._next_action(record, resumed)
             if action is None:
                 return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 
 Command = Callable[[argparse.Namespace], int]
@@ -39,10 +40,8 @@ def _serve(arguments: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(arguments.url, host=arguments.host, port=arguments.port, say=say))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

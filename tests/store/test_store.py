@@ -204,7 +204,7 @@ async def test_the_migrations_build_exactly_the_tables(store: Store) -> None:
             lambda sync: compare_metadata(MigrationContext.configure(sync), metadata)
         )
         assert differences == []
-        assert await connection.scalar(text("SELECT version_num FROM alembic_version")) == "0002"
+        assert await connection.scalar(text("SELECT version_num FROM alembic_version")) == "0003"
     await store.setup()  # running it again changes nothing
 
 

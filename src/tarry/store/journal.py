@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.chat import Chat
-from tarry.errors import ClaimLostError
+from tarry.errors import ChatNotFoundError, ClaimLostError
 from tarry.journal import utcnow
 from tarry.messages import Message
 from tarry.questions import Decision, Question
@@ -36,17 +37,51 @@ class StoreJournal:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.db = store.db
+        self._seen: weakref.WeakKeyDictionary[Chat, int] = weakref.WeakKeyDictionary()
+        """The chat version each chat object is known to hold in full."""
+        self._holding_turn: weakref.WeakSet[Chat] = weakref.WeakSet()
+        self._verified: weakref.WeakSet[Chat] = weakref.WeakSet()
+        """Chats whose version a claim just confirmed, so the next refresh need not ask again."""
+
+    def saw(self, chat: Chat, version: int) -> None:
+        """Note that ``chat`` holds everything up to ``version`` (after loading it)."""
+        self._seen[chat] = version
+
+    def _wrote(self, chat: Chat, version: int) -> None:
+        """After this process's own write: still up to date only if no other write came in between."""
+        if self._seen.get(chat) == version - 1:
+            self._seen[chat] = version
 
     async def refresh(self, chat: Chat) -> None:
-        """Re-read the current turn: the messages from the last assistant message on, and its calls."""
-        start = _tail_start(chat)
+        """Re-read the current turn (the messages from the last assistant message on, and its calls).
+
+        One cheap query when nothing changed since this chat object last looked.
+        """
+        if chat in self._verified:
+            self._verified.discard(chat)
+            return
         async with self.db.read() as connection:
-            await read_tail(connection, chat, start)
+            version = await connection.scalar(select(chats.c.version).where(chats.c.id == chat.id))
+            if version is None:
+                raise ChatNotFoundError(f"Chat {chat.id} is no longer in the database")
+            if version == self._seen.get(chat):
+                return
+            await read_tail(connection, chat, _tail_start(chat))
+        self._seen[chat] = version
 
     async def append(self, chat: Chat, message: Message, records: Sequence[CallRecord] = ()) -> None:
-        """Save a user or assistant message and the records of the calls it makes."""
+        """Save a user or assistant message and the records of the calls it makes.
+
+        Ends the turn claim in the same transaction when the message is the reply it was held for.
+        """
+        changes: dict[str, Any] = {}
+        if message.role == "user":  # a new question of the user ends an earlier cancellation
+            changes["cancel_requested_at"] = None
+        held = chat in self._holding_turn and message.role == "assistant"
+        if held:
+            changes.update(claimed_by=None, claimed_until=None)
         async with self.db.write() as connection:
-            position = await next_position(connection, chat.id, self.db.is_sqlite)
+            version, position = await bump_chat(connection, chat.id, new_messages=1, **changes)
             await connection.execute(
                 insert(messages).values(
                     chat_id=chat.id, position=position, created_at=utcnow(), **message_values(message)
@@ -54,34 +89,23 @@ class StoreJournal:
             )
             for record in records:
                 await insert_call(connection, chat.id, position, record)
-            if message.role == "user":  # a new question of the user ends an earlier cancellation
-                await connection.execute(update(chats).where(chats.c.id == chat.id).values(cancel_requested_at=None))
+        if held:
+            self._holding_turn.discard(chat)
+        self._wrote(chat, version)
 
     @asynccontextmanager
     async def hold_call(self, chat: Chat, record: CallRecord) -> AsyncIterator[Claim]:
-        """Claim the call's row (a lease renewed while the block runs); yields ``BUSY`` when another holds it."""
+        """Claim the call's row (a lease renewed while the block runs).
+
+        The claim holds only if the row is still at the version this process read, so nobody
+        acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
+        """
         row_id = record.extra["row_id"]
-        now = utcnow()
         async with self.db.write() as connection:
-            row = (
-                (await connection.execute(select(tool_calls).where(tool_calls.c.id == row_id).with_for_update()))
-                .mappings()
-                .one()
-            )
-            if row["result_message_id"] is not None or (
-                row["claimed_until"] is not None and row["claimed_until"] > now
-            ):
-                claim = Claim.BUSY
-            else:
-                claim = Claim.RECLAIMED if row["claimed_by"] is not None else Claim.GRANTED
-                await connection.execute(
-                    update(tool_calls)
-                    .where(tool_calls.c.id == row_id)
-                    .values(claimed_by=self.store.owner, claimed_until=now + self._lease)
-                )
-                question_rows = await _question_rows(connection, [row_id])
-                apply_call_row(record, row, question_rows.get(row_id, []), chat.tools.get(record.call.name))
-        if claim is Claim.BUSY:
+            claim = await claim_call(connection, row_id, record.extra["version"], self.store.owner, self._lease)
+        if claim in (Claim.BUSY, Claim.STALE):
+            if claim is Claim.STALE:
+                self._seen.pop(chat, None)
             yield claim
             return
         record.extra["claimed"] = True
@@ -102,14 +126,18 @@ class StoreJournal:
         """Claim the chat around one model request; yields ``False`` when another process holds it."""
         now = utcnow()
         async with self.db.write() as connection:
-            result = await connection.execute(
+            version = await connection.scalar(
                 update(chats)
                 .where(chats.c.id == chat.id, or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < now))
                 .values(claimed_by=self.store.owner, claimed_until=now + self._lease)
+                .returning(chats.c.version)
             )
-        if result.rowcount != 1:
+        if version is None:
             yield False
             return
+        if version == self._seen.get(chat):
+            self._verified.add(chat)
+        self._holding_turn.add(chat)
         renewal = asyncio.create_task(self._renew(chats, chat.id))
         try:
             yield True
@@ -117,15 +145,18 @@ class StoreJournal:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
-            await self._release(chats, chat.id)
+            self._verified.discard(chat)
+            if chat in self._holding_turn:
+                self._holding_turn.discard(chat)
+                await self._release(chats, chat.id)
 
     async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome) -> None:
         """Save a call's result, or its new pause and questions; releases the claim in the same transaction."""
         row_id = record.extra["row_id"]
         async with self.db.write() as connection:
             changes: dict[str, Any] = {"claimed_by": None, "claimed_until": None, "version": tool_calls.c.version + 1}
+            chat_version, position = await bump_chat(connection, chat.id, new_messages=int(outcome.result is not None))
             if outcome.result is not None:
-                position = await next_position(connection, chat.id, self.db.is_sqlite)
                 inserted = await connection.execute(
                     insert(messages)
                     .values(chat_id=chat.id, position=position, created_at=utcnow(), **message_values(outcome.result))
@@ -153,6 +184,7 @@ class StoreJournal:
                 raise ClaimLostError(f"The claim on the {record.call.name} call {record.call.id} was lost")
         record.extra.pop("claimed", None)
         record.extra["version"] = version
+        self._wrote(chat, chat_version)
 
     async def decide(
         self,
@@ -168,7 +200,9 @@ class StoreJournal:
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
         """Save a question the running call asks while it runs."""
         async with self.db.write() as connection:
+            version, _ = await bump_chat(connection, chat.id)
             await insert_questions(connection, chat.id, record.extra["row_id"], len(record.questions), [question])
+        self._wrote(chat, version)
 
     async def wait_for_decision(self, chat: Chat, question: Question) -> Question:
         """Poll the question's row until a decision is recorded in any process, or its time runs out."""
@@ -221,12 +255,46 @@ def _tail_start(chat: Chat) -> int:
     return 0
 
 
-async def next_position(connection: AsyncConnection, chat_id: str, is_sqlite: bool) -> int:
-    """The position of the chat's next message; locks the chat row first on PostgreSQL."""
-    if not is_sqlite:
-        await connection.execute(select(chats.c.id).where(chats.c.id == chat_id).with_for_update())
-    last = await connection.scalar(select(func.max(messages.c.position)).where(messages.c.chat_id == chat_id))
-    return 0 if last is None else int(last) + 1
+async def bump_chat(
+    connection: AsyncConnection, chat_id: str, *, new_messages: int = 0, **changes: Any
+) -> tuple[int, int]:
+    """Bump the chat's version (row-locking it) and reserve ``new_messages`` positions.
+
+    Returns the new version and the first reserved position.
+    """
+    row = (
+        await connection.execute(
+            update(chats)
+            .where(chats.c.id == chat_id)
+            .values(version=chats.c.version + 1, message_count=chats.c.message_count + new_messages, **changes)
+            .returning(chats.c.version, chats.c.message_count)
+        )
+    ).one_or_none()
+    if row is None:
+        raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
+    return int(row.version), int(row.message_count) - new_messages
+
+
+async def claim_call(connection: AsyncConnection, row_id: int, version: int, owner: str, lease: timedelta) -> Claim:
+    """Claim a call row at ``version`` for ``owner``: one statement when it is free, as it mostly is."""
+    now = utcnow()
+    open_at_version = (
+        tool_calls.c.id == row_id,
+        tool_calls.c.version == version,
+        tool_calls.c.result_message_id.is_(None),
+    )
+    claimed = update(tool_calls).values(claimed_by=owner, claimed_until=now + lease).returning(tool_calls.c.id)
+    if await connection.scalar(claimed.where(*open_at_version, tool_calls.c.claimed_by.is_(None))) is not None:
+        return Claim.GRANTED
+    expired = (tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until < now)
+    if await connection.scalar(claimed.where(*open_at_version, *expired)) is not None:
+        return Claim.RECLAIMED
+    row = (
+        await connection.execute(
+            select(tool_calls.c.version, tool_calls.c.result_message_id).where(tool_calls.c.id == row_id)
+        )
+    ).one()
+    return Claim.STALE if row.version != version or row.result_message_id is not None else Claim.BUSY
 
 
 async def insert_call(connection: AsyncConnection, chat_id: str, position: int, record: CallRecord) -> None:

@@ -20,11 +20,14 @@ WAKE_CHANNEL = "tarry_chats"
 
 
 async def wake(connection: AsyncConnection, chat_id: str, *, postgres: bool) -> None:
-    """Make the chat due now (a decision or a cancellation arrived) and, on PostgreSQL, notify listeners."""
+    """Make the chat due now (a decision or a cancellation arrived) and, on PostgreSQL, notify listeners.
+
+    Also bumps the chat's version, so chat objects in every process read the change.
+    """
     await connection.execute(
         update(chats)
         .where(chats.c.id == chat_id)
-        .values(next_check_at=utcnow(), schedule_version=chats.c.schedule_version + 1)
+        .values(next_check_at=utcnow(), schedule_version=chats.c.schedule_version + 1, version=chats.c.version + 1)
     )
     if postgres:
         await connection.execute(

@@ -138,8 +138,11 @@ class Store:
                     tool_choice=tool_choice,
                     settings=chat.settings,
                     created_at=utcnow(),
+                    version=0,
+                    message_count=0,
                 )
             )
+        self.journal.saw(chat, 0)
         return chat
 
     async def load_chat(
@@ -172,7 +175,9 @@ class Store:
         )
         await chat.load_tools()  # an MCP server's tools rebuild their own tasks
         async with self.db.read() as connection:
+            version = await connection.scalar(select(chats.c.version).where(chats.c.id == chat_id))
             await read_tail(connection, chat, 0)
+        self.journal.saw(chat, int(version or 0))
         return chat
 
     # Questions and tasks, from the database alone

@@ -61,6 +61,10 @@ chats = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("claimed_by", String(120)),
     Column("claimed_until", UTCDateTime),
+    # Change tracking (0003): every write that changes what a chat object holds bumps ``version``, so a
+    # process that saw the current version skips re-reading; ``message_count`` hands out message positions.
+    Column("version", Integer, nullable=False, default=0, server_default="0"),
+    Column("message_count", Integer, nullable=False, default=0, server_default="0"),
     # Background work (0002): when a worker should next look at the chat, a counter bumped by every
     # change of that schedule (so a worker's late write cannot undo a newer wake), and a cancellation request.
     Column("next_check_at", UTCDateTime),
