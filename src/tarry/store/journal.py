@@ -1,4 +1,9 @@
-"""The journal of a stored chat: every change is one transaction, claims are leases on rows."""
+"""The journal of a stored chat: every change is one transaction, claims are leases on rows.
+
+Each transaction is a plain function of a SQLAlchemy ``Connection`` run by
+:meth:`Database.run_write` or :meth:`Database.run_read`; it reads and writes rows only, and the
+chat objects are changed afterwards on the event loop.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,12 @@ import logging
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import insert, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, Executable, insert, or_, select, update
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.chat import Chat
@@ -20,7 +26,7 @@ from tarry.errors import ChatNotFoundError, ClaimLostError
 from tarry.journal import utcnow
 from tarry.messages import Message
 from tarry.questions import Decision, Question
-from tarry.store.rows import apply_call_row, call_from_row, message_from_row, message_values, question_values
+from tarry.store.rows import Row, apply_call_row, call_from_row, message_from_row, message_values, question_values
 from tarry.store.schedule import check_by
 from tarry.store.tables import chats, messages, questions, tool_calls
 from tarry.tasks import Task
@@ -60,14 +66,18 @@ class StoreJournal:
         if chat in self._verified:
             self._verified.discard(chat)
             return
-        async with self.db.read() as connection:
-            version = await connection.scalar(select(chats.c.version).where(chats.c.id == chat.id))
+        start, known = _tail_start(chat), self._seen.get(chat)
+
+        def read(connection: Connection) -> tuple[int, Tail | None]:
+            version = connection.scalar(select(chats.c.version).where(chats.c.id == chat.id))
             if version is None:
                 raise ChatNotFoundError(f"Chat {chat.id} is no longer in the database")
-            if version == self._seen.get(chat):
-                return
-            await read_tail(connection, chat, _tail_start(chat))
-        self._seen[chat] = version
+            return version, None if version == known else fetch_tail(connection, chat.id, start)
+
+        version, tail = await self.db.run_read(read)
+        if tail is not None:
+            tail.apply(chat)
+            self._seen[chat] = version
 
     async def append(self, chat: Chat, message: Message, records: Sequence[CallRecord] = ()) -> None:
         """Save a user or assistant message and the records of the calls it makes.
@@ -80,15 +90,19 @@ class StoreJournal:
         held = chat in self._holding_turn and message.role == "assistant"
         if held:
             changes.update(claimed_by=None, claimed_until=None)
-        async with self.db.write() as connection:
-            version, position = await bump_chat(connection, chat.id, new_messages=1, **changes)
-            await connection.execute(
+
+        def write(connection: Connection) -> tuple[int, list[int]]:
+            version, position = bump_chat(connection, chat.id, new_messages=1, **changes)
+            connection.execute(
                 insert(messages).values(
                     chat_id=chat.id, position=position, created_at=utcnow(), **message_values(message)
                 )
             )
-            for record in records:
-                await insert_call(connection, chat.id, position, record)
+            return version, [insert_call(connection, chat.id, position, record) for record in records]
+
+        version, row_ids = await self.db.run_write(write)
+        for record, row_id in zip(records, row_ids, strict=True):
+            record.extra.update(row_id=row_id, version=0)
         if held:
             self._holding_turn.discard(chat)
         self._wrote(chat, version)
@@ -100,9 +114,8 @@ class StoreJournal:
         The claim holds only if the row is still at the version this process read, so nobody
         acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
         """
-        row_id = record.extra["row_id"]
-        async with self.db.write() as connection:
-            claim = await claim_call(connection, row_id, record.extra["version"], self.store.owner, self._lease)
+        row_id, version, owner, lease = record.extra["row_id"], record.extra["version"], self.store.owner, self._lease
+        claim = await self.db.run_write(lambda connection: claim_call(connection, row_id, version, owner, lease))
         if claim in (Claim.BUSY, Claim.STALE):
             if claim is Claim.STALE:
                 self._seen.pop(chat, None)
@@ -124,14 +137,19 @@ class StoreJournal:
     @asynccontextmanager
     async def hold_turn(self, chat: Chat) -> AsyncIterator[bool]:
         """Claim the chat around one model request; yields ``False`` when another process holds it."""
-        now = utcnow()
-        async with self.db.write() as connection:
-            version = await connection.scalar(
+        owner, lease = self.store.owner, self._lease
+
+        def claim(connection: Connection) -> int | None:
+            now = utcnow()
+            version: int | None = connection.scalar(
                 update(chats)
                 .where(chats.c.id == chat.id, or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < now))
-                .values(claimed_by=self.store.owner, claimed_until=now + self._lease)
+                .values(claimed_by=owner, claimed_until=now + lease)
                 .returning(chats.c.version)
             )
+            return version
+
+        version = await self.db.run_write(claim)
         if version is None:
             yield False
             return
@@ -152,36 +170,38 @@ class StoreJournal:
 
     async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome) -> None:
         """Save a call's result, or its new pause and questions; releases the claim in the same transaction."""
-        row_id = record.extra["row_id"]
-        async with self.db.write() as connection:
+        row_id, owner, first_question = record.extra["row_id"], self.store.owner, len(record.questions)
+
+        def write(connection: Connection) -> tuple[int, int]:
             changes: dict[str, Any] = {"claimed_by": None, "claimed_until": None, "version": tool_calls.c.version + 1}
-            chat_version, position = await bump_chat(connection, chat.id, new_messages=int(outcome.result is not None))
+            chat_version, position = bump_chat(connection, chat.id, new_messages=int(outcome.result is not None))
             if outcome.result is not None:
-                inserted = await connection.execute(
+                changes["result_message_id"] = connection.scalar(
                     insert(messages)
                     .values(chat_id=chat.id, position=position, created_at=utcnow(), **message_values(outcome.result))
                     .returning(messages.c.id)
                 )
-                changes["result_message_id"] = inserted.scalar_one()
             else:
                 assert outcome.task is not None
                 changes["state"] = outcome.task.to_dict()
                 changes["waiting_on"] = [question.id for question in outcome.task.questions] or None
-                await insert_questions(connection, chat.id, row_id, len(record.questions), outcome.questions)
-                await _schedule_check(connection, chat.id, outcome.task)
-            result = await connection.execute(
+                insert_questions(connection, chat.id, row_id, first_question, outcome.questions)
+                schedule_check(connection, chat.id, outcome.task)
+            version = connection.scalar(
                 update(tool_calls)
                 .where(
                     tool_calls.c.id == row_id,
-                    tool_calls.c.claimed_by == self.store.owner,
+                    tool_calls.c.claimed_by == owner,
                     tool_calls.c.result_message_id.is_(None),
                 )
                 .values(**changes)
                 .returning(tool_calls.c.version)
             )
-            version = result.scalar_one_or_none()
-            if version is None:
+            if version is None:  # raising rolls the whole transaction back
                 raise ClaimLostError(f"The claim on the {record.call.name} call {record.call.id} was lost")
+            return chat_version, version
+
+        chat_version, version = await self.db.run_write(write)
         record.extra.pop("claimed", None)
         record.extra["version"] = version
         self._wrote(chat, chat_version)
@@ -199,18 +219,20 @@ class StoreJournal:
 
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
         """Save a question the running call asks while it runs."""
-        async with self.db.write() as connection:
-            version, _ = await bump_chat(connection, chat.id)
-            await insert_questions(connection, chat.id, record.extra["row_id"], len(record.questions), [question])
-        self._wrote(chat, version)
+        row_id, first = record.extra["row_id"], len(record.questions)
+
+        def write(connection: Connection) -> int:
+            version, _ = bump_chat(connection, chat.id)
+            insert_questions(connection, chat.id, row_id, first, [question])
+            return version
+
+        self._wrote(chat, await self.db.run_write(write))
 
     async def wait_for_decision(self, chat: Chat, question: Question) -> Question:
         """Poll the question's row until a decision is recorded in any process, or its time runs out."""
+        query = select(questions).where(questions.c.id == question.id)
         while question.decision is None and not question.expired(utcnow()):
-            async with self.db.read() as connection:
-                row = (
-                    (await connection.execute(select(questions).where(questions.c.id == question.id))).mappings().one()
-                )
+            row = await self.db.run_read(lambda connection: connection.execute(query).mappings().one())
             if row["decision"] is not None:
                 question.decision, question.answer, question.note, question.decided_at = (
                     row["decision"],
@@ -227,25 +249,25 @@ class StoreJournal:
         return timedelta(seconds=self.store.lease)
 
     async def _renew(self, table: Any, key: Any) -> None:
+        renewal = update(table).where(table.c.id == key, table.c.claimed_by == self.store.owner)
         while True:
             await asyncio.sleep(self.store.lease / 3)
             try:
-                async with self.db.write() as connection:
-                    await connection.execute(
-                        update(table)
-                        .where(table.c.id == key, table.c.claimed_by == self.store.owner)
-                        .values(claimed_until=utcnow() + self._lease)
-                    )
+                await self.db.run_write(partial(_execute, renewal.values(claimed_until=utcnow() + self._lease)))
             except Exception:
                 logger.exception("Renewing a lease failed; it will run out if this goes on")
 
     async def _release(self, table: Any, key: Any) -> None:
-        async with self.db.write() as connection:
-            await connection.execute(
-                update(table)
-                .where(table.c.id == key, table.c.claimed_by == self.store.owner)
-                .values(claimed_by=None, claimed_until=None)
-            )
+        release = (
+            update(table)
+            .where(table.c.id == key, table.c.claimed_by == self.store.owner)
+            .values(claimed_by=None, claimed_until=None)
+        )
+        await self.db.run_write(partial(_execute, release))
+
+
+def _execute(statement: Executable, connection: Connection) -> None:
+    connection.execute(statement)
 
 
 def _tail_start(chat: Chat) -> int:
@@ -255,27 +277,23 @@ def _tail_start(chat: Chat) -> int:
     return 0
 
 
-async def bump_chat(
-    connection: AsyncConnection, chat_id: str, *, new_messages: int = 0, **changes: Any
-) -> tuple[int, int]:
+def bump_chat(connection: Connection, chat_id: str, *, new_messages: int = 0, **changes: Any) -> tuple[int, int]:
     """Bump the chat's version (row-locking it) and reserve ``new_messages`` positions.
 
     Returns the new version and the first reserved position.
     """
-    row = (
-        await connection.execute(
-            update(chats)
-            .where(chats.c.id == chat_id)
-            .values(version=chats.c.version + 1, message_count=chats.c.message_count + new_messages, **changes)
-            .returning(chats.c.version, chats.c.message_count)
-        )
+    row = connection.execute(
+        update(chats)
+        .where(chats.c.id == chat_id)
+        .values(version=chats.c.version + 1, message_count=chats.c.message_count + new_messages, **changes)
+        .returning(chats.c.version, chats.c.message_count)
     ).one_or_none()
     if row is None:
         raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
     return int(row.version), int(row.message_count) - new_messages
 
 
-async def claim_call(connection: AsyncConnection, row_id: int, version: int, owner: str, lease: timedelta) -> Claim:
+def claim_call(connection: Connection, row_id: int, version: int, owner: str, lease: timedelta) -> Claim:
     """Claim a call row at ``version`` for ``owner``: one statement when it is free, as it mostly is."""
     now = utcnow()
     open_at_version = (
@@ -284,23 +302,21 @@ async def claim_call(connection: AsyncConnection, row_id: int, version: int, own
         tool_calls.c.result_message_id.is_(None),
     )
     claimed = update(tool_calls).values(claimed_by=owner, claimed_until=now + lease).returning(tool_calls.c.id)
-    if await connection.scalar(claimed.where(*open_at_version, tool_calls.c.claimed_by.is_(None))) is not None:
+    if connection.scalar(claimed.where(*open_at_version, tool_calls.c.claimed_by.is_(None))) is not None:
         return Claim.GRANTED
     expired = (tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until < now)
-    if await connection.scalar(claimed.where(*open_at_version, *expired)) is not None:
+    if connection.scalar(claimed.where(*open_at_version, *expired)) is not None:
         return Claim.RECLAIMED
-    row = (
-        await connection.execute(
-            select(tool_calls.c.version, tool_calls.c.result_message_id).where(tool_calls.c.id == row_id)
-        )
+    row = connection.execute(
+        select(tool_calls.c.version, tool_calls.c.result_message_id).where(tool_calls.c.id == row_id)
     ).one()
     return Claim.STALE if row.version != version or row.result_message_id is not None else Claim.BUSY
 
 
-async def insert_call(connection: AsyncConnection, chat_id: str, position: int, record: CallRecord) -> None:
-    """Insert a new call's row and its approval question; remembers the row id on the record."""
+def insert_call(connection: Connection, chat_id: str, position: int, record: CallRecord) -> int:
+    """Insert a new call's row and its approval question; returns the row's id."""
     call = record.call
-    inserted = await connection.execute(
+    row_id: int = connection.execute(
         insert(tool_calls)
         .values(
             chat_id=chat_id,
@@ -313,19 +329,15 @@ async def insert_call(connection: AsyncConnection, chat_id: str, position: int, 
             created_at=utcnow(),
         )
         .returning(tool_calls.c.id)
-    )
-    row_id = inserted.scalar_one()
-    record.extra["row_id"] = row_id
-    record.extra["version"] = 0
-    await insert_questions(connection, chat_id, row_id, 0, record.questions)
+    ).scalar_one()
+    insert_questions(connection, chat_id, row_id, 0, record.questions)
+    return row_id
 
 
-async def insert_questions(
-    connection: AsyncConnection, chat_id: str, row_id: int, first: int, new: Sequence[Question]
-) -> None:
-    """Insert question rows for one call, numbered from ``first``."""
+def insert_questions(connection: Connection, chat_id: str, row_id: int, first: int, new: Sequence[Question]) -> None:
+    """Insert question rows for one call, numbered from ``first``; a question with a time limit schedules a check."""
     if new:
-        await connection.execute(
+        connection.execute(
             insert(questions),
             [
                 {"chat_id": chat_id, "tool_call_id": row_id, "number": first + index, **question_values(question)}
@@ -334,61 +346,68 @@ async def insert_questions(
         )
         expiries = [question.expires_at for question in new if question.expires_at is not None]
         if expiries:
-            await check_by(connection, chat_id, min(expiries))
+            check_by(connection, chat_id, min(expiries))
 
 
-async def _schedule_check(connection: AsyncConnection, chat_id: str, task: Task) -> None:
+def schedule_check(connection: Connection, chat_id: str, task: Task) -> None:
     """Make the chat due when its paused task should next be checked (or expires)."""
     if not task.waits_on_person():
-        await check_by(connection, chat_id, utcnow() + timedelta(seconds=task.poll_interval or 0))
+        check_by(connection, chat_id, utcnow() + timedelta(seconds=task.poll_interval or 0))
     if task.expires_at is not None:
-        await check_by(connection, chat_id, task.expires_at)
+        check_by(connection, chat_id, task.expires_at)
 
 
-async def _question_rows(connection: AsyncConnection, row_ids: Sequence[int]) -> dict[int, list[Any]]:
-    grouped: dict[int, list[Any]] = {row_id: [] for row_id in row_ids}
-    if row_ids:
-        found = await connection.execute(
-            select(questions).where(questions.c.tool_call_id.in_(row_ids)).order_by(questions.c.number)
+@dataclass
+class Tail:
+    """The rows of a chat from one position on: its messages, their calls and the calls' questions."""
+
+    start: int
+    messages: Sequence[Row]
+    calls: Sequence[Row]
+    questions: dict[int, list[Row]]
+
+    def apply(self, chat: Chat) -> None:
+        """Make the chat's messages from ``start`` on, and the records of their calls, what the rows hold."""
+        tail: list[Message] = []
+        by_row_id: dict[int, Message] = {}
+        for row in self.messages:
+            if row["position"] != self.start + len(tail):
+                raise ValueError(f"Chat {chat.id} has a gap in its messages at position {self.start + len(tail)}")
+            message = message_from_row(row)
+            tail.append(message)
+            by_row_id[row["id"]] = message
+        chat.messages[self.start :] = tail
+        for row in self.calls:
+            call = call_from_row(row)
+            record = chat.records.get(call.id)
+            if record is None:
+                record = chat.records[call.id] = CallRecord(call, extra={"row_id": row["id"]})
+            apply_call_row(record, row, self.questions[row["id"]], chat.tools.get(call.name))
+            if row["result_message_id"] is not None:
+                record.result = by_row_id[row["result_message_id"]]
+
+
+def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:
+    """Read a chat's rows from message ``start`` on."""
+    message_rows = list(
+        connection.execute(
+            select(messages)
+            .where(messages.c.chat_id == chat_id, messages.c.position >= start)
+            .order_by(messages.c.position)
+        ).mappings()
+    )
+    call_rows: list[Row] = list(
+        connection.execute(
+            select(tool_calls)
+            .where(tool_calls.c.chat_id == chat_id, tool_calls.c.message_position >= start)
+            .order_by(tool_calls.c.id)
+        ).mappings()
+    )
+    grouped: dict[int, list[Row]] = {row["id"]: [] for row in call_rows}
+    if grouped:
+        found = connection.execute(
+            select(questions).where(questions.c.tool_call_id.in_(list(grouped))).order_by(questions.c.number)
         )
         for row in found.mappings():
             grouped[row["tool_call_id"]].append(row)
-    return grouped
-
-
-async def read_tail(connection: AsyncConnection, chat: Chat, start: int) -> None:
-    """Replace the chat's messages from ``start`` on, and the records of their calls, with what the database holds."""
-    message_rows = (
-        await connection.execute(
-            select(messages.c.id, messages)
-            .where(messages.c.chat_id == chat.id, messages.c.position >= start)
-            .order_by(messages.c.position)
-        )
-    ).mappings()
-    tail: list[Message] = []
-    by_row_id: dict[int, Message] = {}
-    for row in message_rows:
-        if row["position"] != start + len(tail):
-            raise ValueError(f"Chat {chat.id} has a gap in its messages at position {start + len(tail)}")
-        message = message_from_row(row)
-        tail.append(message)
-        by_row_id[row["id"]] = message
-    call_rows = list(
-        (
-            await connection.execute(
-                select(tool_calls)
-                .where(tool_calls.c.chat_id == chat.id, tool_calls.c.message_position >= start)
-                .order_by(tool_calls.c.id)
-            )
-        ).mappings()
-    )
-    question_rows = await _question_rows(connection, [row["id"] for row in call_rows])
-    chat.messages[start:] = tail
-    for row in call_rows:
-        call = call_from_row(row)
-        record = chat.records.get(call.id)
-        if record is None:
-            record = chat.records[call.id] = CallRecord(call, extra={"row_id": row["id"]})
-        apply_call_row(record, row, question_rows[row["id"]], chat.tools.get(call.name))
-        if row["result_message_id"] is not None:
-            record.result = by_row_id[row["result_message_id"]]
+    return Tail(start, message_rows, call_rows, grouped)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import or_, select, text, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, or_, select, text, update
 
 from tarry.journal import utcnow
 from tarry.store.tables import chats
@@ -19,25 +18,23 @@ WAKE_CHANNEL = "tarry_chats"
 """The PostgreSQL ``NOTIFY`` channel on which a wake sends the chat's id."""
 
 
-async def wake(connection: AsyncConnection, chat_id: str, *, postgres: bool) -> None:
+def wake(connection: Connection, chat_id: str, *, postgres: bool) -> None:
     """Make the chat due now (a decision or a cancellation arrived) and, on PostgreSQL, notify listeners.
 
     Also bumps the chat's version, so chat objects in every process read the change.
     """
-    await connection.execute(
+    connection.execute(
         update(chats)
         .where(chats.c.id == chat_id)
         .values(next_check_at=utcnow(), schedule_version=chats.c.schedule_version + 1, version=chats.c.version + 1)
     )
     if postgres:
-        await connection.execute(
-            select(text("pg_notify(:channel, :chat_id)")), {"channel": WAKE_CHANNEL, "chat_id": chat_id}
-        )
+        connection.execute(select(text("pg_notify(:channel, :chat_id)")), {"channel": WAKE_CHANNEL, "chat_id": chat_id})
 
 
-async def check_by(connection: AsyncConnection, chat_id: str, at: datetime) -> None:
+def check_by(connection: Connection, chat_id: str, at: datetime) -> None:
     """Make the chat due at ``at`` at the latest (keeps an earlier check)."""
-    await connection.execute(
+    connection.execute(
         update(chats)
         .where(chats.c.id == chat_id, or_(chats.c.next_check_at.is_(None), chats.c.next_check_at > at))
         .values(next_check_at=at, schedule_version=chats.c.schedule_version + 1)

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import select, text, update
+from sqlalchemy import Connection, select, text, update
 
 from tarry.agents import Agent
 from tarry.calls import check_decision
@@ -23,8 +23,8 @@ from tarry.journal import utcnow
 from tarry.messages import Model, ToolChoice
 from tarry.questions import Decision, Question
 from tarry.store.engine import Database, database_url
-from tarry.store.journal import StoreJournal, read_tail
-from tarry.store.rows import call_from_row, load_task, question_from_row
+from tarry.store.journal import StoreJournal, Tail, fetch_tail
+from tarry.store.rows import call_from_row, question_from_row
 from tarry.store.schedule import wake
 from tarry.store.tables import chats, questions, tool_calls
 from tarry.store.waiting import WaitingTask, waiting_tasks
@@ -128,20 +128,18 @@ class Store:
             max_concurrency=max_concurrency,
             journal=self.journal,
         )
-        async with self.db.write() as connection:
-            await connection.execute(
-                chats.insert().values(
-                    id=chat.id,
-                    model=chat.model.name if chat.model is not None else None,
-                    agent=agent,
-                    instructions=instructions,
-                    tool_choice=tool_choice,
-                    settings=chat.settings,
-                    created_at=utcnow(),
-                    version=0,
-                    message_count=0,
-                )
-            )
+        row = {
+            "id": chat.id,
+            "model": chat.model.name if chat.model is not None else None,
+            "agent": agent,
+            "instructions": instructions,
+            "tool_choice": tool_choice,
+            "settings": chat.settings,
+            "created_at": utcnow(),
+            "version": 0,
+            "message_count": 0,
+        }
+        await self.db.run_write(lambda connection: connection.execute(chats.insert().values(**row)))
         self.journal.saw(chat, 0)
         return chat
 
@@ -159,8 +157,9 @@ class Store:
         Without ``model`` the recorded ``"provider:model"`` is used when an installed provider
         knows it; without ``instructions`` the recorded ones are.
         """
-        async with self.db.read() as connection:
-            row = (await connection.execute(select(chats).where(chats.c.id == chat_id))).mappings().one_or_none()
+        row = await self.db.run_read(
+            lambda connection: connection.execute(select(chats).where(chats.c.id == chat_id)).mappings().one_or_none()
+        )
         if row is None:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
         chat = Chat(
@@ -174,9 +173,14 @@ class Store:
             journal=self.journal,
         )
         await chat.load_tools()  # an MCP server's tools rebuild their own tasks
-        async with self.db.read() as connection:
-            version = await connection.scalar(select(chats.c.version).where(chats.c.id == chat_id))
-            await read_tail(connection, chat, 0)
+
+        def read(connection: Connection) -> tuple[int | None, Tail]:
+            return connection.scalar(select(chats.c.version).where(chats.c.id == chat_id)), fetch_tail(
+                connection, chat_id, 0
+            )
+
+        version, tail = await self.db.run_read(read)
+        tail.apply(chat)
         self.journal.saw(chat, int(version or 0))
         return chat
 
@@ -199,44 +203,16 @@ class Store:
         )
         if chat_id is not None:
             query = query.where(questions.c.chat_id == chat_id)
-        async with self.db.read() as connection:
-            rows = (await connection.execute(query)).mappings().all()
+        rows = await self.db.run_read(lambda connection: connection.execute(query).mappings().all())
         return [question_from_row(row, call_from_row(row)) for row in rows]
 
     async def pending_tasks(self, chat_id: str | None = None) -> list[Task]:
         """Paused tasks of open calls that wait on no undecided question (all chats by default)."""
-        query = (
-            select(tool_calls)
-            .where(tool_calls.c.result_message_id.is_(None), tool_calls.c.state.is_not(None))
-            .order_by(tool_calls.c.id)
-        )
-        if chat_id is not None:
-            query = query.where(tool_calls.c.chat_id == chat_id)
-        async with self.db.read() as connection:
-            rows = (await connection.execute(query)).mappings().all()
-            waiting = {question_id for row in rows for question_id in row["waiting_on"] or ()}
-            undecided = set()
-            if waiting:
-                undecided = set(
-                    (
-                        await connection.execute(
-                            select(questions.c.id).where(questions.c.id.in_(waiting), questions.c.decision.is_(None))
-                        )
-                    ).scalars()
-                )
-        tasks = []
-        for row in rows:
-            if undecided.intersection(row["waiting_on"] or ()):
-                continue
-            task = load_task(row, call_from_row(row), None)
-            assert task is not None
-            tasks.append(task)
-        return tasks
+        return [waiting.task for waiting in await self.waiting_tasks(chat_id)]
 
     async def waiting_tasks(self, chat_id: str | None = None) -> list[WaitingTask]:
         """:meth:`pending_tasks` with their chat and since when they wait, for screens that list them."""
-        async with self.db.read() as connection:
-            return await waiting_tasks(connection, chat_id)
+        return await self.db.run_read(lambda connection: waiting_tasks(connection, chat_id))
 
     async def question(self, question_id: str) -> Question:
         """One question by id, decided or not; raises :class:`UnknownQuestionError`."""
@@ -245,8 +221,7 @@ class Store:
             .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
             .where(questions.c.id == _question_id(question_id))
         )
-        async with self.db.read() as connection:
-            row = (await connection.execute(query)).mappings().one_or_none()
+        row = await self.db.run_read(lambda connection: connection.execute(query).mappings().one_or_none())
         if row is None:
             raise UnknownQuestionError(f"No question has the id {question_id!r}")
         return question_from_row(row, call_from_row(row))
@@ -310,8 +285,10 @@ class Store:
             .where(questions.c.id == _question_id(question_id))
             .with_for_update(of=questions)
         )
-        async with self.db.write() as connection:
-            row = (await connection.execute(query)).mappings().one_or_none()
+        postgres = not self.db.is_sqlite
+
+        def write(connection: Connection) -> datetime | None:
+            row = connection.execute(query).mappings().one_or_none()
             if row is None:
                 raise UnknownQuestionError(f"No question has the id {question_id!r}")
             now = utcnow()
@@ -320,15 +297,17 @@ class Store:
             closed = row["result_message_id"] is not None
             if not check_decision(question, decision, running=running, closed=closed, now=now):
                 return None
-            result = await connection.execute(
+            result = connection.execute(
                 update(questions)
                 .where(questions.c.id == question.id, questions.c.decision.is_(None))
                 .values(decision=decision, answer=answer, note=note, decided_at=now)
             )
             if result.rowcount != 1:
                 return None
-            await wake(connection, row["chat_id"], postgres=not self.db.is_sqlite)
+            wake(connection, row["chat_id"], postgres=postgres)
             return now
+
+        return await self.db.run_write(write)
 
     async def cancel(self, chat_id: str) -> bool:
         """Ask whichever process carries the chat on to cancel it; returns ``False`` when it was already asked.
@@ -338,18 +317,22 @@ class Store:
         every waiting call with a cancelled result, and calls the model no more until the user
         asks again. Raises :class:`ChatNotFoundError` for an unknown chat.
         """
-        async with self.db.write() as connection:
-            row = (
-                await connection.execute(
-                    select(chats.c.cancel_requested_at).where(chats.c.id == chat_id).with_for_update()
-                )
+        postgres = not self.db.is_sqlite
+
+        def write(connection: Connection) -> bool:
+            row = connection.execute(
+                select(chats.c.cancel_requested_at).where(chats.c.id == chat_id).with_for_update()
             ).one_or_none()
             if row is None:
                 raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
             if row.cancel_requested_at is not None:
                 return False
-            await connection.execute(update(chats).where(chats.c.id == chat_id).values(cancel_requested_at=utcnow()))
-            await wake(connection, chat_id, postgres=not self.db.is_sqlite)
+            connection.execute(update(chats).where(chats.c.id == chat_id).values(cancel_requested_at=utcnow()))
+            wake(connection, chat_id, postgres=postgres)
+            return True
+
+        if not await self.db.run_write(write):
+            return False
         for hook in self.cancel_hooks:
             try:
                 outcome = hook(chat_id)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, select
 
 from tarry.store.rows import call_from_row, load_task
 from tarry.store.tables import chats, questions, tool_calls
@@ -30,7 +29,7 @@ class WaitingTask:
     next_check: datetime | None = None
 
 
-async def waiting_tasks(connection: AsyncConnection, chat_id: str | None = None) -> list[WaitingTask]:
+def waiting_tasks(connection: Connection, chat_id: str | None = None) -> list[WaitingTask]:
     """Paused tasks of open calls that wait on no undecided question, oldest call first."""
     query = (
         select(tool_calls, chats.c.next_check_at)
@@ -40,15 +39,13 @@ async def waiting_tasks(connection: AsyncConnection, chat_id: str | None = None)
     )
     if chat_id is not None:
         query = query.where(tool_calls.c.chat_id == chat_id)
-    rows = (await connection.execute(query)).mappings().all()
+    rows = connection.execute(query).mappings().all()
     waiting = {question_id for row in rows for question_id in row["waiting_on"] or ()}
     undecided: set[str] = set()
     if waiting:
         undecided = set(
-            (
-                await connection.execute(
-                    select(questions.c.id).where(questions.c.id.in_(waiting), questions.c.decision.is_(None))
-                )
+            connection.execute(
+                select(questions.c.id).where(questions.c.id.in_(waiting), questions.c.decision.is_(None))
             ).scalars()
         )
     found = []
