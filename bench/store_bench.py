@@ -24,10 +24,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Protocol, TypedDict
 
-from sqlalchemy import event, insert, text
+from sqlalchemy import Connection, event, insert, select, text
 
 from tarry import Message, Tool
 from tarry.store import Store
@@ -73,7 +74,7 @@ class Counter:
     def __init__(self, store: Store) -> None:
         self.statements = 0
         self.write_bytes = 0
-        event.listen(store.db.engine.sync_engine, "before_cursor_execute", self._seen)
+        event.listen(store.db.sync_engine, "before_cursor_execute", self._seen)
 
     def _seen(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
         if statement.startswith(("BEGIN", "COMMIT", "PRAGMA")):
@@ -297,47 +298,12 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
         for start in range(0, finished, batch):
             size = min(batch, finished - start)
             ids = [str(uuid.uuid4()) for _ in range(size)]
-            async with store.db.write() as connection:
-                await connection.execute(insert(chats), [{"id": i, "settings": {}, "created_at": now} for i in ids])
-                result_rows = [
-                    {"chat_id": i, "position": 2, "role": "tool", "content": "Sent", "tool_call_id": f"c{i}",
-                     "created_at": now}
-                    for i in ids
-                ]  # fmt: skip
-                await connection.execute(insert(messages), result_rows)
-                message_ids = dict(
-                    (
-                        await connection.execute(
-                            text("SELECT chat_id, id FROM tarry_messages WHERE position = 2 AND role = 'tool'")
-                        )
-                    ).all()
-                )
-                call_rows = [
-                    {"chat_id": i, "message_position": 1, "call_id": f"c{i}", "name": "transfer",
-                     "arguments": {"amount": 5}, "needs_approval": True, "version": 1,
-                     "result_message_id": message_ids[i], "created_at": now}
-                    for i in ids
-                ]  # fmt: skip
-                await connection.execute(insert(tool_calls), call_rows)
-                call_ids = dict(
-                    (await connection.execute(text("SELECT chat_id, id FROM tarry_tool_calls WHERE version = 1"))).all()
-                )
-                await connection.execute(
-                    insert(questions),
-                    [
-                        {"id": str(uuid.uuid4()), "chat_id": i, "tool_call_id": call_ids[i], "number": 0,
-                         "kind": "approval", "message": "Approve?", "asked_at": now, "decision": "accept",
-                         "answer": {}, "decided_at": now}
-                        for i in ids
-                    ],
-                )  # fmt: skip
-                await connection.execute(text("UPDATE tarry_tool_calls SET version = 2 WHERE version = 1"))
+            await store.db.run_write(partial(insert_finished_chats, ids, now))
         for _ in range(waiting):
             chat = await store.create_chat(transfer_model(), [Transfer()])
             await chat.ask("Pay Bob 5")
         if not store.db.is_sqlite:
-            async with store.db.write() as connection:
-                await connection.execute(text("ANALYZE"))
+            await store.db.run_write(lambda connection: connection.execute(text("ANALYZE")))
         counter = Counter(store)
         timings = []
         for _ in range(20):
@@ -354,6 +320,36 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
         "p50_ms": statistics.median(timings) * 1000,
         "plan": plan,
     }
+
+
+def insert_finished_chats(ids: list[str], now: datetime, connection: Connection) -> None:
+    """Rows of finished chats, shaped as tarry writes them: an approved call with its result."""
+    connection.execute(insert(chats), [{"id": i, "settings": {}, "created_at": now, "message_count": 3} for i in ids])
+    connection.execute(
+        insert(messages),
+        [{"chat_id": i, "position": 2, "role": "tool", "content": "Sent", "tool_call_id": f"c{i}", "created_at": now}
+         for i in ids],
+    )  # fmt: skip
+    message_ids = dict(
+        connection.execute(
+            select(messages.c.chat_id, messages.c.id).where(messages.c.chat_id.in_(ids), messages.c.position == 2)
+        ).all()
+    )
+    connection.execute(
+        insert(tool_calls),
+        [{"chat_id": i, "message_position": 1, "call_id": f"c{i}", "name": "transfer", "arguments": {"amount": 5},
+          "needs_approval": True, "version": 1, "result_message_id": message_ids[i], "created_at": now}
+         for i in ids],
+    )  # fmt: skip
+    call_ids = dict(
+        connection.execute(select(tool_calls.c.chat_id, tool_calls.c.id).where(tool_calls.c.chat_id.in_(ids))).all()
+    )
+    connection.execute(
+        insert(questions),
+        [{"id": str(uuid.uuid4()), "chat_id": i, "tool_call_id": call_ids[i], "number": 0, "kind": "approval",
+          "message": "Approve?", "asked_at": now, "decision": "accept", "answer": {}, "decided_at": now}
+         for i in ids],
+    )  # fmt: skip
 
 
 async def query_plan(store: Store) -> str:
@@ -373,9 +369,10 @@ async def query_plan(store: Store) -> str:
     dialect = sqlite.dialect() if store.db.is_sqlite else postgresql.dialect()
     compiled = query.compile(dialect=dialect)
     prefix = "EXPLAIN QUERY PLAN " if store.db.is_sqlite else "EXPLAIN "
-    async with store.db.read() as connection:
-        rows = (await connection.exec_driver_sql(prefix + str(compiled), compiled.params if not store.db.is_sqlite
-                                                   else tuple(compiled.params.values()))).all()  # fmt: skip
+    parameters = tuple(compiled.params.values()) if store.db.is_sqlite else compiled.params
+    rows = await store.db.run_read(
+        lambda connection: connection.exec_driver_sql(prefix + str(compiled), parameters).all()
+    )
     return "\n".join(str(row[-1]) for row in rows)
 
 

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import Connection, func, or_, select
 from tests.jobs.tools import clerk, order_calls
 
 from tarry.journal import utcnow
@@ -91,29 +91,30 @@ async def create_orders(url: str, orders: list[tuple[str, float]], poll: float =
 
 async def finished_chats(url: str) -> int:
     """How many chats ended with the clerk's final reply."""
-    async with Store(url) as store, store.db.read() as connection:
-        found = await connection.scalar(
-            select(func.count()).where(messages.c.role == "assistant", messages.c.content.like("Done after%"))
-        )
+    query = select(func.count()).where(messages.c.role == "assistant", messages.c.content.like("Done after%"))
+    async with Store(url) as store:
+        found = await store.db.run_read(lambda connection: connection.scalar(query))
     return int(found or 0)
 
 
 async def claims_left(url: str) -> list[str]:
     """Calls and chats still claimed (lease not run out), and open calls left claimed by a dead process."""
     now = utcnow()
-    async with Store(url) as store, store.db.read() as connection:
-        calls = await connection.execute(
-            select(tool_calls.c.name, tool_calls.c.claimed_until, tool_calls.c.result_message_id).where(
-                tool_calls.c.claimed_by.is_not(None),
-                or_(tool_calls.c.claimed_until > now, tool_calls.c.result_message_id.is_(None)),
-            )
-        )
-        turns = await connection.execute(
-            select(chats.c.id, chats.c.claimed_until).where(
-                chats.c.claimed_by.is_not(None), chats.c.claimed_until > now
-            )
-        )
-        return [f"call {row}" for row in calls] + [f"chat {row}" for row in turns]
+    calls = select(tool_calls.c.name, tool_calls.c.claimed_until, tool_calls.c.result_message_id).where(
+        tool_calls.c.claimed_by.is_not(None),
+        or_(tool_calls.c.claimed_until > now, tool_calls.c.result_message_id.is_(None)),
+    )
+    turns = select(chats.c.id, chats.c.claimed_until).where(
+        chats.c.claimed_by.is_not(None), chats.c.claimed_until > now
+    )
+
+    def read(connection: Connection) -> list[str]:
+        return [f"call {row}" for row in connection.execute(calls)] + [
+            f"chat {row}" for row in connection.execute(turns)
+        ]
+
+    async with Store(url) as store:
+        return await store.db.run_read(read)
 
 
 async def results_by_order(url: str, chat_ids: dict[str, str]) -> dict[str, dict[str, str]]:

@@ -21,9 +21,8 @@ from tarry.testing import ScriptedModel
 
 
 async def chat_row(store: Store, chat_id: str) -> dict[str, object]:
-    async with store.db.read() as connection:
-        row = (await connection.execute(select(chats).where(chats.c.id == chat_id))).mappings().one()
-    return dict(row)
+    query = select(chats).where(chats.c.id == chat_id)
+    return dict(await store.db.run_read(lambda connection: connection.execute(query).mappings().one()))
 
 
 async def test_a_chat_made_from_an_agent_records_its_name_and_takes_its_definition(store: Store) -> None:
@@ -104,10 +103,8 @@ async def test_a_call_whose_process_died_is_looked_at_when_its_lease_runs_out_th
     (approval,) = await store.pending_questions(chat.id)
     assert await store.approve(approval.id)
     until = utcnow() + timedelta(seconds=0.5)
-    async with store.db.write() as connection:  # a process claimed the call, then died
-        await connection.execute(
-            update(tool_calls).where(tool_calls.c.chat_id == chat.id).values(claimed_by="dead", claimed_until=until)
-        )
+    claimed = update(tool_calls).where(tool_calls.c.chat_id == chat.id).values(claimed_by="dead", claimed_until=until)
+    await store.db.run_write(lambda connection: connection.execute(claimed))  # a process claimed the call, then died
     assert await continue_chat(store, chat.id, [agent]) == until
     await asyncio.sleep((until - utcnow()).total_seconds() + 0.05)
     assert await continue_chat(store, chat.id, [agent]) is None

@@ -199,5 +199,6 @@ async def claim_of(store: Store, chat_id: str) -> datetime | None:
 
     from tarry.store.tables import tool_calls
 
-    async with store.db.read() as connection:
-        return await connection.scalar(select(tool_calls.c.claimed_until).where(tool_calls.c.chat_id == chat_id))
+    query = select(tool_calls.c.claimed_until).where(tool_calls.c.chat_id == chat_id)
+    found: datetime | None = await store.db.run_read(lambda connection: connection.scalar(query))
+    return found

@@ -151,10 +151,8 @@ async def test_an_old_question_of_a_closed_call_is_never_answered_anew(store: St
 async def test_a_corrupt_pause_state_names_the_call_and_spares_other_chats(store: Store) -> None:
     broken = await park(store, PAY_AND_PAINT[2:])
     healthy = await park(store, PAY_AND_PAINT[2:])
-    async with store.db.write() as connection:
-        await connection.execute(
-            update(tool_calls).where(tool_calls.c.chat_id == broken).values(state={"task": {"status": "sleepy"}})
-        )
+    corrupt = update(tool_calls).where(tool_calls.c.chat_id == broken).values(state={"task": {"status": "sleepy"}})
+    await store.db.run_write(lambda connection: connection.execute(corrupt))
     with pytest.raises(CorruptStateError, match=r"slow_job call .* cannot be loaded: Unknown task status 'sleepy'"):
         await store.load_chat(broken, reactive_model(PAY_AND_PAINT[2:]), all_tools())
     chat = await store.load_chat(healthy, reactive_model(PAY_AND_PAINT[2:]), all_tools())
@@ -182,10 +180,10 @@ async def test_a_sqlite_file_in_a_missing_folder_is_a_clear_error(tmp_path) -> N
 
 
 def test_urls_map_to_async_drivers(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert database_url("sqlite:///x.db").drivername == "sqlite+aiosqlite"
+    assert database_url("sqlite:///x.db").drivername == "sqlite+pysqlite"
     assert database_url("postgresql://u@h/db").drivername == "postgresql+psycopg"
     assert database_url("postgresql+psycopg://u@h/db").drivername == "postgresql+psycopg"
-    assert database_url("sqlite+aiosqlite:///x.db").drivername == "sqlite+aiosqlite"
+    assert database_url("sqlite+aiosqlite:///x.db").drivername == "sqlite+pysqlite"
     monkeypatch.setenv("TARRY_DATABASE_URL", "sqlite:///from-env.db")
     assert database_url(None).database == "from-env.db"
     monkeypatch.delenv("TARRY_DATABASE_URL")
@@ -199,12 +197,14 @@ def test_urls_map_to_async_drivers(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_the_migrations_build_exactly_the_tables(store: Store) -> None:
-    async with store.db.read() as connection:
-        differences = await connection.run_sync(
-            lambda sync: compare_metadata(MigrationContext.configure(sync), metadata)
+    differences, version = await store.db.run_read(
+        lambda connection: (
+            compare_metadata(MigrationContext.configure(connection), metadata),
+            connection.scalar(text("SELECT version_num FROM alembic_version")),
         )
-        assert differences == []
-        assert await connection.scalar(text("SELECT version_num FROM alembic_version")) == "0003"
+    )
+    assert differences == []
+    assert version == "0003"
     await store.setup()  # running it again changes nothing
 
 

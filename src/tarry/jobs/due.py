@@ -6,7 +6,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import Connection, and_, func, or_, select, update
 
 from tarry.journal import utcnow
 from tarry.store import Store
@@ -25,35 +25,33 @@ class ChatSchedule:
 async def read_schedule(store: Store, chat_id: str) -> ChatSchedule | None:
     """The chat's agent, schedule version and cancellation request, or ``None`` for an unknown chat."""
     query = select(chats.c.agent, chats.c.schedule_version, chats.c.cancel_requested_at).where(chats.c.id == chat_id)
-    async with store.db.read() as connection:
-        row = (await connection.execute(query)).one_or_none()
+    row = await store.db.run_read(lambda connection: connection.execute(query).one_or_none())
     return None if row is None else ChatSchedule(row.agent, row.schedule_version, row.cancel_requested_at)
 
 
 async def cancel_requested(store: Store, chat_id: str) -> bool:
     """Whether a cancellation of the chat is requested right now."""
-    async with store.db.read() as connection:
-        found = await connection.scalar(select(chats.c.cancel_requested_at).where(chats.c.id == chat_id))
-    return found is not None
+    query = select(chats.c.cancel_requested_at).where(chats.c.id == chat_id)
+    return await store.db.run_read(lambda connection: connection.scalar(query)) is not None
 
 
 async def write_next_check(store: Store, chat_id: str, at: datetime | None, seen_version: int) -> bool:
     """Set when the chat is next due, unless its schedule changed since ``seen_version`` (a newer wake wins)."""
-    async with store.db.write() as connection:
-        result = await connection.execute(
-            update(chats)
-            .where(chats.c.id == chat_id, chats.c.schedule_version == seen_version)
-            .values(next_check_at=at, schedule_version=chats.c.schedule_version + 1)
-        )
-    return result.rowcount == 1
+    statement = (
+        update(chats)
+        .where(chats.c.id == chat_id, chats.c.schedule_version == seen_version)
+        .values(next_check_at=at, schedule_version=chats.c.schedule_version + 1)
+    )
+    return await store.db.run_write(lambda connection: connection.execute(statement).rowcount == 1)
 
 
 async def live_claims(store: Store, chat_id: str) -> dict[str | None, datetime]:
     """Until when other processes hold the chat's open calls (by call id) and its model turn (key ``None``)."""
     now = utcnow()
     found: dict[str | None, datetime] = {}
-    async with store.db.read() as connection:
-        rows = await connection.execute(
+
+    def read(connection: Connection) -> datetime | None:
+        rows = connection.execute(
             select(tool_calls.c.call_id, tool_calls.c.claimed_until).where(
                 tool_calls.c.chat_id == chat_id,
                 tool_calls.c.result_message_id.is_(None),
@@ -62,9 +60,12 @@ async def live_claims(store: Store, chat_id: str) -> dict[str | None, datetime]:
         )
         for row in rows:
             found[row.call_id] = row.claimed_until
-        turn = await connection.scalar(
+        turn: datetime | None = connection.scalar(
             select(chats.c.claimed_until).where(chats.c.id == chat_id, chats.c.claimed_until > now)
         )
+        return turn
+
+    turn = await store.db.run_read(read)
     if turn is not None:
         found[None] = turn
     return found
@@ -87,14 +88,13 @@ async def pick_due(store: Store, agents: Collection[str], skip: Collection[str],
         due = due.where(chats.c.id.not_in(list(skip)))
     if not store.db.is_sqlite:
         due = due.with_for_update(skip_locked=True)
-    async with store.db.write() as connection:
-        picked = await connection.execute(
-            update(chats)
-            .where(chats.c.id.in_(due.scalar_subquery()))
-            .values(next_check_at=now + timedelta(seconds=store.lease), schedule_version=chats.c.schedule_version + 1)
-            .returning(chats.c.id)
-        )
-        return list(picked.scalars())
+    statement = (
+        update(chats)
+        .where(chats.c.id.in_(due.scalar_subquery()))
+        .values(next_check_at=now + timedelta(seconds=store.lease), schedule_version=chats.c.schedule_version + 1)
+        .returning(chats.c.id)
+    )
+    return await store.db.run_write(lambda connection: list(connection.execute(statement).scalars()))
 
 
 async def earliest_due(store: Store, agents: Collection[str], skip: Collection[str]) -> datetime | None:
@@ -102,8 +102,7 @@ async def earliest_due(store: Store, agents: Collection[str], skip: Collection[s
     query = select(func.min(chats.c.next_check_at)).where(chats.c.agent.in_(list(agents)))
     if skip:
         query = query.where(chats.c.id.not_in(list(skip)))
-    async with store.db.read() as connection:
-        found: datetime | None = await connection.scalar(query)
+    found: datetime | None = await store.db.run_read(lambda connection: connection.scalar(query))
     return found
 
 
@@ -119,20 +118,19 @@ async def wake_abandoned(store: Store, agents: Collection[str]) -> int:
         )
         .scalar_subquery()
     )
-    async with store.db.write() as connection:
-        result = await connection.execute(
-            update(chats)
-            .where(
-                chats.c.agent.in_(list(agents)),
-                or_(chats.c.next_check_at.is_(None), chats.c.next_check_at > now),
-                or_(
-                    chats.c.id.in_(abandoned_call),
-                    and_(chats.c.claimed_by.is_not(None), chats.c.claimed_until < now),
-                ),
-            )
-            .values(next_check_at=now, schedule_version=chats.c.schedule_version + 1)
+    statement = (
+        update(chats)
+        .where(
+            chats.c.agent.in_(list(agents)),
+            or_(chats.c.next_check_at.is_(None), chats.c.next_check_at > now),
+            or_(
+                chats.c.id.in_(abandoned_call),
+                and_(chats.c.claimed_by.is_not(None), chats.c.claimed_until < now),
+            ),
         )
-    return int(result.rowcount)
+        .values(next_check_at=now, schedule_version=chats.c.schedule_version + 1)
+    )
+    return await store.db.run_write(lambda connection: int(connection.execute(statement).rowcount))
 
 
 async def overdue(store: Store, agents: Collection[str], grace: float) -> list[str]:
@@ -140,5 +138,4 @@ async def overdue(store: Store, agents: Collection[str], grace: float) -> list[s
     query = select(chats.c.id).where(
         chats.c.agent.in_(list(agents)), chats.c.next_check_at < utcnow() - timedelta(seconds=grace)
     )
-    async with store.db.read() as connection:
-        return list((await connection.execute(query)).scalars())
+    return await store.db.run_read(lambda connection: list(connection.execute(query).scalars()))

@@ -1,4 +1,12 @@
-"""Database URLs and engines: aiosqlite for SQLite (WAL, ``BEGIN IMMEDIATE`` for writers), psycopg for PostgreSQL."""
+"""Database URLs, and running one transaction: SQLite in a worker thread, PostgreSQL on psycopg's asyncio driver.
+
+Every transaction of the store is a plain function of a SQLAlchemy ``Connection``, run whole by
+:meth:`Database.run_write` or :meth:`Database.run_read`. On SQLite the function runs in one hop to
+a small pool of worker threads on Python's own ``sqlite3`` driver (WAL, ``BEGIN IMMEDIATE`` for
+writers); that is about five times faster per transaction than aiosqlite, which hops to its
+thread for every statement, fetch and cursor (measured: 0.2 ms against 1.0 ms for a two-statement
+transaction). On PostgreSQL it runs on the event loop through psycopg's asyncio driver.
+"""
 
 from __future__ import annotations
 
@@ -13,19 +21,22 @@ from typing import Any, TypeVar
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from tarry.errors import TarryError
 
 T = TypeVar("T")
 DEFAULT_URL = "sqlite:///tarry.db"
 _DRIVERS = {
-    "sqlite": "sqlite+aiosqlite",
-    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "sqlite": "sqlite+pysqlite",
+    "sqlite+pysqlite": "sqlite+pysqlite",
+    "sqlite+aiosqlite": "sqlite+pysqlite",
     "postgresql": "postgresql+psycopg",
     "postgres": "postgresql+psycopg",
     "postgresql+psycopg": "postgresql+psycopg",
 }
+SQLITE_THREADS = 4
+"""Worker threads per SQLite store; writers queue on the database's lock, not on the event loop."""
 
 
 class StoreUnavailableError(TarryError):
@@ -33,7 +44,7 @@ class StoreUnavailableError(TarryError):
 
 
 def database_url(url: str | None) -> URL:
-    """The async driver URL for ``url`` (else ``TARRY_DATABASE_URL``, else ``sqlite:///tarry.db``)."""
+    """The driver URL for ``url`` (else ``TARRY_DATABASE_URL``, else ``sqlite:///tarry.db``)."""
     text = url or os.environ.get("TARRY_DATABASE_URL") or DEFAULT_URL
     try:
         parsed = make_url(text)
@@ -56,21 +67,8 @@ def _require(module: str, extra: str) -> None:
         raise ImportError(f"PostgreSQL needs the {extra} extra: pip install 'tarry[{extra}]'") from None
 
 
-def make_engine(url: URL) -> AsyncEngine:
-    """An engine for ``url``, set up for tarry's transactions."""
-    if url.get_backend_name() == "sqlite":
-        engine = create_async_engine(url, connect_args={"timeout": 30})
-        _configure_sqlite(engine)
-        return engine
-    return create_async_engine(
-        url, pool_size=5, max_overflow=10, pool_pre_ping=False, connect_args={"connect_timeout": 5}
-    )
-
-
-def _configure_sqlite(engine: AsyncEngine | Engine) -> None:
-    target = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
-
-    @event.listens_for(target, "connect")
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
@@ -78,38 +76,44 @@ def _configure_sqlite(engine: AsyncEngine | Engine) -> None:
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 
-    @event.listens_for(target, "begin")
+    @event.listens_for(engine, "begin")
     def on_begin(connection: Any) -> None:
         writes = connection.get_execution_options().get("tarry_write", False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
 
 class Database:
-    """An engine with the two kinds of transaction tarry uses: one write, or one consistent read."""
+    """The two kinds of transaction tarry uses: one write, or one consistent read."""
 
     def __init__(self, url: URL) -> None:
         self.url = url
-        self.engine = make_engine(url)
         self.is_sqlite = url.get_backend_name() == "sqlite"
-        file_based = self.is_sqlite and url.database not in (None, "", ":memory:")
-        self._sqlite_folder = str(Path(str(url.database)).absolute().parent) if file_based else None
-        self._writer = self.engine.execution_options(tarry_write=True)
-        self._reader = (
-            self.engine if self.is_sqlite else self.engine.execution_options(isolation_level="REPEATABLE READ")
-        )
-        self._sync_engine: Engine | None = None
+        self._sqlite: Engine | None = None
         self._threads: ThreadPoolExecutor | None = None
+        self._postgres: AsyncEngine | None = None
+        self._sqlite_folder: str | None = None
         if self.is_sqlite:
-            # The hot path runs each whole transaction in one hop to a worker thread on the standard
-            # driver: about five times faster per transaction than a hop per statement through aiosqlite.
-            self._sync_engine = create_engine(
-                url.set(drivername="sqlite+pysqlite"), connect_args={"timeout": 30, "check_same_thread": False}
-            )
-            _configure_sqlite(self._sync_engine)
-            self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tarry-sqlite")
+            self._sqlite = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+            _configure_sqlite(self._sqlite)
+            self._threads = ThreadPoolExecutor(max_workers=SQLITE_THREADS, thread_name_prefix="tarry-sqlite")
+            if url.database not in (None, "", ":memory:"):
+                self._sqlite_folder = str(Path(str(url.database)).absolute().parent)
+        else:
+            self._postgres = create_async_engine(url, pool_size=5, max_overflow=10, connect_args={"connect_timeout": 5})
+
+    @property
+    def sync_engine(self) -> Engine:
+        """The SQLAlchemy ``Engine`` underneath, for listening to its events (counting statements, say)."""
+        if self._sqlite is not None:
+            return self._sqlite
+        assert self._postgres is not None
+        return self._postgres.sync_engine
 
     async def run_write(self, work: Callable[[Connection], T]) -> T:
-        """Run ``work`` in one write transaction (``BEGIN IMMEDIATE`` on SQLite) and return what it returns."""
+        """Run ``work`` in one write transaction (``BEGIN IMMEDIATE`` on SQLite); commit, and return its result.
+
+        An exception raised by ``work`` rolls the whole transaction back.
+        """
         return await self._run(work, write=True)
 
     async def run_read(self, work: Callable[[Connection], T]) -> T:
@@ -118,28 +122,18 @@ class Database:
 
     async def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
         async with self._reachable():
-            if self._sync_engine is None or self._threads is None:
-                async with (self._writer if write else self._reader).begin() as connection:
-                    return await connection.run_sync(work)
-            engine = self._sync_engine.execution_options(tarry_write=True) if write else self._sync_engine
+            if self._sqlite is not None and self._threads is not None:
+                engine = self._sqlite.execution_options(tarry_write=True) if write else self._sqlite
 
-            def transaction() -> T:
-                with engine.begin() as connection:
-                    return work(connection)
+                def transaction() -> T:
+                    with engine.begin() as connection:
+                        return work(connection)
 
-            return await asyncio.get_running_loop().run_in_executor(self._threads, transaction)
-
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        """One write transaction (``BEGIN IMMEDIATE`` on SQLite), committed when the block ends."""
-        async with self._reachable(), self._writer.begin() as connection:
-            yield connection
-
-    @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        """One read transaction that sees one snapshot (``REPEATABLE READ`` on PostgreSQL)."""
-        async with self._reachable(), self._reader.begin() as connection:
-            yield connection
+                return await asyncio.get_running_loop().run_in_executor(self._threads, transaction)
+            assert self._postgres is not None
+            engine_ = self._postgres if write else self._postgres.execution_options(isolation_level="REPEATABLE READ")
+            async with engine_.begin() as connection:
+                return await connection.run_sync(work)
 
     @asynccontextmanager
     async def _reachable(self) -> AsyncIterator[None]:
@@ -157,31 +151,30 @@ class Database:
             raise StoreUnavailableError(f"Cannot reach the database at {where}: {error}") from error
 
     def _check_sqlite_folder(self, folder: str) -> None:
-        """Fail clearly before aiosqlite opens a file in a missing folder (it leaves its thread behind then)."""
+        """Fail clearly, once, when the SQLite file's folder does not exist."""
         if not os.path.isdir(folder):
             where = self.url.render_as_string(hide_password=True)
             raise StoreUnavailableError(f"Cannot reach the database at {where}: the folder {folder} does not exist")
         self._sqlite_folder = None
 
     async def dispose(self) -> None:
-        """Close every pooled connection."""
-        await self.engine.dispose()
-        if self._sync_engine is not None and self._threads is not None:
-            await asyncio.get_running_loop().run_in_executor(self._threads, self._sync_engine.dispose)
+        """Close every pooled connection (and, on SQLite, the worker threads)."""
+        if self._postgres is not None:
+            await self._postgres.dispose()
+        if self._sqlite is not None and self._threads is not None:
+            await asyncio.get_running_loop().run_in_executor(self._threads, self._sqlite.dispose)
             self._threads.shutdown(wait=False)
 
 
 def _is_connect_error(error: DBAPIError) -> bool:
     text = str(error.orig).lower()
-    return any(
-        phrase in text
-        for phrase in (
-            "connection refused",
-            "could not connect",
-            "unable to open database",
-            "timeout expired",
-            "connection failed",
-            "name or service not known",
-            "no such host",
-        )
+    phrases = (
+        "connection refused",
+        "could not connect",
+        "unable to open database",
+        "timeout expired",
+        "connection failed",
+        "name or service not known",
+        "no such host",
     )
+    return any(phrase in text for phrase in phrases)

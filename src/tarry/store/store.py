@@ -73,16 +73,17 @@ class Store:
         from alembic import command
         from alembic.config import Config
 
-        def upgrade(connection: Any) -> None:
+        postgres = not self.db.is_sqlite
+
+        def upgrade(connection: Connection) -> None:
+            if postgres:  # one process migrates at a time
+                connection.execute(text("SELECT pg_advisory_xact_lock(7413265)"))
             config = Config()
             config.set_main_option("script_location", str(MIGRATIONS))
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
-        async with self.db.write() as connection:
-            if not self.db.is_sqlite:
-                await connection.execute(text("SELECT pg_advisory_xact_lock(7413265)"))
-            await connection.run_sync(upgrade)
+        await self.db.run_write(upgrade)
 
     async def close(self) -> None:
         """Close the database connections."""
