@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -20,6 +21,7 @@ import tempfile
 import time
 import uuid
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,13 +84,33 @@ async def on_time(url: str, markers: Path, tasks: int, seconds: float) -> dict[s
         kind, order, at = line.split()
         if kind == "build-check":
             checks.setdefault(order, []).append(float(at))
-    gaps = sorted(b - a - 1.0 for times in checks.values() for a, b in zip(times, times[1:], strict=False))
+    gaps = sorted(b - a - 1.0 for times in checks.values() for a, b in itertools.pairwise(times))
     return {
         "tasks": tasks,
         "checks": sum(len(times) for times in checks.values()),
         "late_p50": statistics.median(gaps) if gaps else float("nan"),
         "late_p99": gaps[int(len(gaps) * 0.99) - 1] if gaps else float("nan"),
     }
+
+
+async def cancel_latency(url: str, count: int) -> list[float]:
+    """Seconds from ``store.cancel()`` to the worker having closed the chat's working call, one chat at a time."""
+    found = []
+    async with Store(url) as store:
+        for number in range(count):
+            chat = await store.create_chat(agent=clerk())
+            await chat.ask(json.dumps([{"name": "long_work", "arguments": {"order": f"c{number}"}}]))
+            deadline = time.monotonic() + 30
+            while not (await store.pending_tasks(chat.id))[0].status_message.startswith("step "):
+                assert time.monotonic() < deadline, "the worker never checked the task"
+                await asyncio.sleep(0.01)
+            began = time.monotonic()
+            await store.cancel(chat.id)
+            while await store.pending_tasks(chat.id):
+                assert time.monotonic() < deadline + 30, "the cancel was never seen"
+                await asyncio.sleep(0.005)
+            found.append(time.monotonic() - began)
+    return found
 
 
 def percentiles(values: list[float]) -> str:
@@ -115,11 +137,13 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--postgres", default=os.environ.get("TARRY_TEST_POSTGRES_URL"))
     parser.add_argument("--broker", default=os.environ.get("TARRY_TEST_RABBITMQ_URL"))
+    parser.add_argument("--redis", default=os.environ.get("TARRY_TEST_REDIS_URL"))
     parser.add_argument("--count", type=int, default=50)
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-jobs.md"))
     arguments = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
     rows = []
+    cancels: list[tuple[str, str]] = []
     targets = [("embedded worker, SQLite", f"sqlite:///{folder / 'bench.db'}")]
     if arguments.postgres:
         targets.append(("embedded worker, PostgreSQL", postgres_schema(arguments.postgres)))
@@ -132,27 +156,29 @@ async def main() -> None:
         time.sleep(2)  # let the worker import and connect before timing
         try:
             rows.append((label, percentiles(await latency(url, markers, arguments.count))))
+            cancels.append((label, percentiles(await cancel_latency(url, max(5, arguments.count // 5)))))
         finally:
             worker.send_signal(signal.SIGTERM)
             worker.wait()
-    if arguments.postgres and arguments.broker:
+    brokers = [broker for broker in (arguments.broker, arguments.redis) if broker]
+    for broker in brokers if arguments.postgres else []:
         url = postgres_schema(arguments.postgres)
         await fresh(url)
-        markers = folder / "markers-celery"
-        extra = {"TARRY_TEST_CELERY_BROKER": arguments.broker, "TARRY_TEST_CELERY_DB": url,
+        markers = folder / f"markers-celery-{broker.split(':')[0]}"
+        extra = {"TARRY_TEST_CELERY_BROKER": broker, "TARRY_TEST_CELERY_DB": url,
                  "TARRY_TEST_CELERY_QUEUE": f"tarry-bench-{uuid.uuid4().hex[:6]}"}  # fmt: skip
         os.environ.update(extra)
         from tests.jobs.celery_app import make_app
 
         from tarry.jobs.celery import enqueue_on_decisions
 
-        app = make_app(arguments.broker, url)
+        app = make_app(broker, url)
         worker = start([sys.executable, "-m", "celery", "-A", "tests.jobs.celery_app", "worker", "--pool", "threads",
                         "--concurrency", "4", "--loglevel", "WARNING"], markers, extra)  # fmt: skip
         time.sleep(4)
         try:
-            found = await latency(url, markers, arguments.count, lambda store: enqueue_on_decisions(store, app))
-            rows.append((f"Celery ({arguments.broker.split(':')[0]}), PostgreSQL", percentiles(found)))
+            found = await latency(url, markers, arguments.count, partial(enqueue_on_decisions, app=app))
+            rows.append((f"Celery ({broker.split(':')[0]} broker), PostgreSQL", percentiles(found)))
         finally:
             worker.send_signal(signal.SIGTERM)
             worker.wait()
@@ -176,12 +202,21 @@ async def main() -> None:
         "",
         "The embedded worker on PostgreSQL is woken by LISTEN/NOTIFY; on SQLite it looks every 0.2 s.",
         "",
+        "## From `store.cancel()` to the working call closed (embedded worker, a task checked every 0.2 s)",
+        "",
+        "| worker | p50 | p99 |",
+        "|---|---|---|",
+        *(f"| {label} | {figures} |" for label, figures in cancels),
+        "",
+        "The worker looks for a cancellation before each step and every 0.5 s while one runs.",
+        "",
         "## Working tasks one embedded worker keeps checked on time (PostgreSQL, `poll_interval` 1 s, 8 s)",
         "",
         "| tasks | checks | lateness p50 | lateness p99 |",
         "|---|---|---|---|",
         *(
-            f"| {load['tasks']} | {load['checks']:.0f} | {load['late_p50'] * 1000:.0f} ms | {load['late_p99'] * 1000:.0f} ms |"
+            f"| {load['tasks']} | {load['checks']:.0f} | {load['late_p50'] * 1000:.0f} ms "
+            f"| {load['late_p99'] * 1000:.0f} ms |"
             for load in loads
         ),
         "",

@@ -240,9 +240,7 @@ class Field:
             _put(schema, minItems=self.min_length, maxItems=self.max_length)
         else:
             if choices is not None:
-                schema.update(_choices_schema(choices, "oneOf"))
-                del schema["type"]
-                schema = {"type": self.type, **schema}
+                schema.update({**_choices_schema(choices, "oneOf"), "type": self.type})
             _put(schema, minLength=self.min_length, maxLength=self.max_length)
         _put(
             schema,

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tarry.messages import ToolCall
 from tarry.questions import Question
 from tarry.store.waiting import WaitingTask
 
@@ -17,6 +18,11 @@ class ToolCallOut(BaseModel):
     id: str
     name: str
     arguments: dict[str, Any]
+
+    @classmethod
+    def of(cls, call: ToolCall | None) -> ToolCallOut | None:
+        """The body for ``call``, or ``None``."""
+        return None if call is None else cls(id=call.id, name=call.name, arguments=dict(call.arguments))
 
 
 class QuestionOut(BaseModel):
@@ -47,7 +53,7 @@ class QuestionOut(BaseModel):
             message=question.message,
             requested_schema=question.requested_schema,
             url=question.url,
-            tool_call=None if call is None else ToolCallOut(id=call.id, name=call.name, arguments=dict(call.arguments)),
+            tool_call=ToolCallOut.of(call),
             chat_id=question.chat_id,
             source=question.source,
             asked_at=question.asked_at,
@@ -90,7 +96,7 @@ class TaskOut(BaseModel):
         task, call = waiting.task, waiting.task.tool_call
         return cls(
             chat_id=waiting.chat_id,
-            tool_call=None if call is None else ToolCallOut(id=call.id, name=call.name, arguments=dict(call.arguments)),
+            tool_call=ToolCallOut.of(call),
             status=task.status,
             status_message=task.status_message,
             poll_interval=task.poll_interval,
