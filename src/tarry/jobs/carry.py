@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from datetime import datetime, timedelta
 
 from tarry.agents import Agent
@@ -40,7 +40,12 @@ def agents_by_name(agents: Agents) -> dict[str, Agent]:
 
 
 async def continue_chat(
-    store: Store, chat_id: str, agents: Agents, *, default_poll_interval: float = 5.0
+    store: Store,
+    chat_id: str,
+    agents: Agents,
+    *,
+    default_poll_interval: float = 5.0,
+    cache: MutableMapping[str, Chat] | None = None,
 ) -> datetime | None:
     """Carry the stored chat on as far as it can go now; return when it next needs a look, or ``None``.
 
@@ -54,6 +59,9 @@ async def continue_chat(
 
     A cancellation requested with ``store.cancel()`` is honoured here: before the step, or
     within :data:`CANCEL_CHECK` seconds while it runs.
+
+    ``cache`` keeps chat objects between calls (the :class:`Worker` passes one): a chat found
+    there is brought up to date with one cheap query instead of being loaded again.
     """
     known = agents_by_name(agents)
     schedule = await read_schedule(store, chat_id)
@@ -66,13 +74,17 @@ async def continue_chat(
             "Chat %s belongs to agent %r, which this worker does not serve; left as it is", chat_id, schedule.agent
         )
         return None
-    chat = await store.load_chat(chat_id, agent.make_model(), agent.tools)
+    chat = cache.pop(chat_id, None) if cache is not None else None
+    if chat is None:
+        chat = await store.load_chat(chat_id, agent.make_model(), agent.tools)
     if schedule.cancel_requested_at is not None or not await _step(store, chat):
         await chat.cancel()
         await write_next_check(store, chat_id, None, schedule.version)
         return None
     next_check = await next_check_of(store, chat, default_poll_interval)
     await write_next_check(store, chat_id, next_check, schedule.version)
+    if cache is not None and next_check is not None:
+        cache[chat_id] = chat  # only after a step that went well: a failed one loads afresh next time
     return next_check
 
 

@@ -1,10 +1,12 @@
-"""Being woken when a decision or a cancellation is recorded: LISTEN/NOTIFY on PostgreSQL."""
+"""Being woken when another process records something: LISTEN/NOTIFY on PostgreSQL, ``data_version`` on SQLite."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import sqlite3
+import threading
 from typing import Any
 
 from tarry.store import Store
@@ -13,21 +15,57 @@ from tarry.store.schedule import WAKE_CHANNEL
 logger = logging.getLogger("tarry.jobs")
 
 
+SQLITE_LOOK = 0.02
+"""Seconds between two looks at a SQLite file's ``data_version``."""
+
+
 class Wakeups:
-    """Sets :attr:`event` whenever another process wakes a chat. On SQLite it never fires: the worker polls."""
+    """Sets :attr:`event` when another process wakes a chat.
+
+    On PostgreSQL a decision's ``NOTIFY`` does it. On SQLite a thread looks at the file's
+    ``PRAGMA data_version`` every :data:`SQLITE_LOOK` seconds, which changes whenever another
+    connection commits: a cheap look that takes no lock, so an answer recorded by a web
+    request wakes the worker within a few tens of milliseconds.
+    """
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._watching: threading.Event | None = None
 
     async def start(self) -> None:
-        """Start listening (PostgreSQL only)."""
+        """Start listening (PostgreSQL) or watching the file (SQLite)."""
         if not self.store.db.is_sqlite:
             self._task = asyncio.create_task(self._listen())
+        elif self.store.db.url.database not in (None, "", ":memory:"):
+            self._watching = threading.Event()
+            loop = asyncio.get_running_loop()
+            watcher = threading.Thread(
+                target=self._watch, args=(str(self.store.db.url.database), loop, self._watching),
+                name="tarry-wakeups", daemon=True,
+            )  # fmt: skip
+            watcher.start()
+
+    def _watch(self, path: str, loop: asyncio.AbstractEventLoop, watching: threading.Event) -> None:
+        connection = sqlite3.connect(path, timeout=30)
+        try:
+            last = connection.execute("PRAGMA data_version").fetchone()[0]
+            while not watching.wait(SQLITE_LOOK):
+                version = connection.execute("PRAGMA data_version").fetchone()[0]
+                if version != last:
+                    last = version
+                    loop.call_soon_threadsafe(self.event.set)
+        except Exception:
+            logger.exception("Watching the SQLite file failed; the worker polls instead")
+        finally:
+            connection.close()
 
     async def stop(self) -> None:
         """Stop listening."""
+        if self._watching is not None:
+            self._watching.set()
+            self._watching = None
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

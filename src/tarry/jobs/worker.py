@@ -7,7 +7,9 @@ import contextlib
 import logging
 import signal
 import time
+from collections import OrderedDict
 
+from tarry.chat import Chat
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
 from tarry.jobs.due import earliest_due, pick_due, wake_abandoned
 from tarry.jobs.wakeups import Wakeups
@@ -15,6 +17,22 @@ from tarry.journal import utcnow
 from tarry.store import Store
 
 logger = logging.getLogger("tarry.jobs")
+CACHED_CHATS = 1024
+"""How many chat objects a worker keeps between checks (the least recently used go first)."""
+
+
+class LRU(OrderedDict[str, Chat]):
+    """A mapping that forgets its least recently stored entries beyond ``size``."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def __setitem__(self, key: str, value: Chat) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
 
 
 class Worker:
@@ -26,8 +44,9 @@ class Worker:
     and by one writer at a time on SQLite, so several workers share the work; each chat taken
     is pushed a lease ahead, so a chat whose worker dies falls due again.
 
-    A decision wakes the worker at once on PostgreSQL (LISTEN/NOTIFY); on SQLite the worker
-    looks every ``poll_interval`` seconds (default 0.2; 5 on PostgreSQL, as a safety net).
+    A decision wakes the worker at once: LISTEN/NOTIFY on PostgreSQL, a look at the file's
+    ``data_version`` every 20 ms on SQLite. Besides, it looks every ``poll_interval`` seconds
+    (default 1 on SQLite, 5 on PostgreSQL), as a safety net.
     ``concurrency`` bounds how many chats it carries on at once. :meth:`stop` (and SIGTERM
     with ``handle_signals=True``) lets every step in progress finish, then :meth:`run` returns.
     """
@@ -48,11 +67,12 @@ class Worker:
         if not self.agents:
             raise ValueError("A worker needs at least one agent to serve")
         self.concurrency = concurrency
-        self.poll_interval = poll_interval if poll_interval is not None else 0.2 if store.db.is_sqlite else 5.0
+        self.poll_interval = poll_interval if poll_interval is not None else 1.0 if store.db.is_sqlite else 5.0
         self.default_poll_interval = default_poll_interval
         self.steps = 0
         """How many times this worker carried a chat on."""
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._chats: LRU = LRU(CACHED_CHATS)
         self._stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
 
@@ -107,7 +127,13 @@ class Worker:
 
     async def _carry(self, chat_id: str) -> None:
         try:
-            await continue_chat(self.store, chat_id, self.agents, default_poll_interval=self.default_poll_interval)
+            await continue_chat(
+                self.store,
+                chat_id,
+                self.agents,
+                default_poll_interval=self.default_poll_interval,
+                cache=self._chats,
+            )
             self.steps += 1
         except Exception:
             logger.exception("Carrying chat %s on failed; it falls due again after the lease", chat_id)
