@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
@@ -68,8 +70,9 @@ class Tool:
 
     @property
     def parameters(self) -> dict[str, Any]:
-        """The JSON schema of the tool's arguments, as the model is shown it."""
-        return _clean_schema(self._model().model_json_schema())
+        """The JSON schema of the tool's arguments, as the model is shown it (a fresh copy each time)."""
+        schema: dict[str, Any] = json.loads(_schema_text(self._model()))
+        return schema
 
     def schema(self) -> ToolSchema:
         """What a model adapter sends to describe this tool."""
@@ -283,6 +286,12 @@ def _arguments_model(function: Callable[..., Any], model_name: str) -> type[pyda
         definitions[parameter.name] = (annotation, default)
     config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False)
     return pydantic.create_model(model_name, __config__=config, **definitions)
+
+
+@functools.cache
+def _schema_text(model: type[pydantic.BaseModel]) -> str:
+    """The cleaned JSON schema of an arguments model, built once per model (building it is slow)."""
+    return json.dumps(_clean_schema(model.model_json_schema()))
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -99,7 +99,9 @@ class Database:
             if url.database not in (None, "", ":memory:"):
                 self._sqlite_folder = str(Path(str(url.database)).absolute().parent)
         else:
-            self._postgres = create_async_engine(url, pool_size=5, max_overflow=10, connect_args={"connect_timeout": 5})
+            self._postgres = create_async_engine(
+                url, pool_size=10, max_overflow=10, connect_args={"connect_timeout": 5}
+            )
 
     @property
     def sync_engine(self) -> Engine:
