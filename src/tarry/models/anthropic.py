@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tarry.errors import AuthenticationError, ProviderError
 from tarry.messages import Message, MessageDone, ModelRequest, StreamEvent, TextDelta, ToolCall, ToolCallEvent, Usage
 from tarry.models._errors import body_message, provider_error
+from tarry.models._hosted import HostedModel
 from tarry.models._sdk import require
 from tarry.models._transcript import UNPARSED, is_error_result, new_call_id, parse_arguments, turns
 
@@ -20,7 +21,7 @@ _DROPPED = {"seed", "presence_penalty", "frequency_penalty"}
 """Common sampling settings Anthropic has no parameter for."""
 
 
-class Anthropic:
+class Anthropic(HostedModel["anthropic.AsyncAnthropic"]):
     """A Claude model behind Anthropic's messages API.
 
     >>> Anthropic("claude-sonnet-4-6", api_key="sk-ant-...").name
@@ -46,10 +47,8 @@ class Anthropic:
         default_headers: Mapping[str, str] | None = None,
         client: anthropic.AsyncAnthropic | None = None,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"Anthropic needs a model name, got {model!r}")
+        super().__init__(model, client)
         self._sdk = require("anthropic", "anthropic")
-        self.model = model
         self.max_tokens = max_tokens
         self._options: dict[str, Any] = {
             "api_key": api_key,
@@ -59,24 +58,15 @@ class Anthropic:
         }
         if timeout is not None:
             self._options["timeout"] = timeout
-        self._client = client
 
-    @property
-    def name(self) -> str:
-        """``"anthropic:<model>"``, as a persisted chat records it."""
-        return f"{self.provider}:{self.model}"
-
-    @property
-    def client(self) -> anthropic.AsyncAnthropic:
-        """The SDK client, made on first use."""
-        if self._client is None:
-            keys = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-            if self._options["api_key"] is None and not any(os.environ.get(key) for key in keys):
-                raise AuthenticationError(
-                    "anthropic: no API key; pass api_key= or set ANTHROPIC_API_KEY", provider=self.provider
-                )
-            self._client = self._sdk.AsyncAnthropic(**self._options)
-        return self._client
+    def _make_client(self) -> anthropic.AsyncAnthropic:
+        keys = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+        if self._options["api_key"] is None and not any(os.environ.get(key) for key in keys):
+            raise AuthenticationError(
+                "anthropic: no API key; pass api_key= or set ANTHROPIC_API_KEY", provider=self.provider
+            )
+        client: anthropic.AsyncAnthropic = self._sdk.AsyncAnthropic(**self._options)
+        return client
 
     async def complete(self, request: ModelRequest) -> Message:
         """Send one messages request and return the assistant's reply."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tarry.errors import AuthenticationError, ProviderError
 from tarry.messages import Message, MessageDone, ModelRequest, StreamEvent, TextDelta, ToolCall, ToolCallEvent, Usage
 from tarry.models._errors import provider_error
+from tarry.models._hosted import HostedModel
 from tarry.models._sdk import require
 from tarry.models._transcript import UNPARSED, is_error_result, new_call_id, turns
 
@@ -22,7 +23,7 @@ _RESERVED = {"system_instruction", "tools", "tool_config"}
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
-class Gemini:
+class Gemini(HostedModel["genai.Client"]):
     """A Gemini model behind Google's Gemini API.
 
     >>> Gemini("gemini-2.5-flash", api_key="...").name
@@ -45,32 +46,21 @@ class Gemini:
         timeout: float | None = None,
         client: genai.Client | None = None,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"Gemini needs a model name, got {model!r}")
+        super().__init__(model, client)
         self._genai = require("google.genai", "gemini")
-        self.model = model
         self._api_key = api_key
         self._http_options: dict[str, Any] = {"retry_options": {"attempts": max_retries + 1}}
         if base_url is not None:
             self._http_options["base_url"] = base_url
         if timeout is not None:
             self._http_options["timeout"] = int(timeout * 1000)
-        self._client = client
 
-    @property
-    def name(self) -> str:
-        """``"gemini:<model>"``, as a persisted chat records it."""
-        return f"{self.provider}:{self.model}"
-
-    @property
-    def client(self) -> genai.Client:
-        """The SDK client, made on first use."""
-        if self._client is None:
-            try:
-                self._client = self._genai.Client(api_key=self._api_key, http_options=self._http_options)
-            except ValueError as error:
-                raise AuthenticationError(f"{self.provider}: {error}", provider=self.provider) from error
-        return self._client
+    def _make_client(self) -> genai.Client:
+        try:
+            client: genai.Client = self._genai.Client(api_key=self._api_key, http_options=self._http_options)
+        except ValueError as error:
+            raise AuthenticationError(f"{self.provider}: {error}", provider=self.provider) from error
+        return client
 
     async def complete(self, request: ModelRequest) -> Message:
         """Send one generateContent request and return the assistant's reply."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from tarry.errors import ProviderError
 from tarry.messages import Message, MessageDone, ModelRequest, StreamEvent, TextDelta, ToolCall, ToolCallEvent, Usage
 from tarry.models._errors import body_message, provider_error
+from tarry.models._hosted import HostedModel
 from tarry.models._sdk import require
 from tarry.models._transcript import arguments_text, new_call_id, parse_arguments, turns
 
@@ -18,7 +19,7 @@ OLLAMA_URL = "http://127.0.0.1:11434/v1"
 _RESERVED = {"model", "messages", "tools", "tool_choice", "stream", "stream_options"}
 
 
-class OpenAI:
+class OpenAI(HostedModel["openai.AsyncOpenAI"]):
     """A model behind OpenAI's chat completions API.
 
     >>> OpenAI("gpt-4.1-mini", api_key="sk-...").name
@@ -45,10 +46,8 @@ class OpenAI:
         default_headers: Mapping[str, str] | None = None,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"OpenAI needs a model name, got {model!r}")
+        super().__init__(model, client)
         self._sdk = require("openai", "openai")
-        self.model = model
         self.base_url = base_url
         self._options: dict[str, Any] = {
             "api_key": api_key,
@@ -59,22 +58,13 @@ class OpenAI:
         }
         if timeout is not None:
             self._options["timeout"] = timeout
-        self._client = client
 
-    @property
-    def name(self) -> str:
-        """``"openai:<model>"``, as a persisted chat records it."""
-        return f"{self.provider}:{self.model}"
-
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        """The SDK client, made on first use (so a chat can be built before its key is known)."""
-        if self._client is None:
-            try:
-                self._client = self._sdk.AsyncOpenAI(**self._options)
-            except self._sdk.OpenAIError as error:
-                raise provider_error(self.provider, str(error), codes=("invalid_api_key",)) from error
-        return self._client
+    def _make_client(self) -> openai.AsyncOpenAI:
+        try:
+            client: openai.AsyncOpenAI = self._sdk.AsyncOpenAI(**self._options)
+        except self._sdk.OpenAIError as error:
+            raise provider_error(self.provider, str(error), codes=("invalid_api_key",)) from error
+        return client
 
     async def complete(self, request: ModelRequest) -> Message:
         """Send one chat completions request and return the assistant's reply."""
