@@ -27,9 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.jobs.tools import clerk  # noqa: E402
-
 from tarry.store import Store  # noqa: E402
+from tests.jobs.tools import clerk  # noqa: E402
 
 
 def model_times(markers: Path) -> list[float]:
@@ -168,9 +167,8 @@ async def main() -> None:
         extra = {"TARRY_TEST_CELERY_BROKER": broker, "TARRY_TEST_CELERY_DB": url,
                  "TARRY_TEST_CELERY_QUEUE": f"tarry-bench-{uuid.uuid4().hex[:6]}"}  # fmt: skip
         os.environ.update(extra)
-        from tests.jobs.celery_app import make_app
-
         from tarry.jobs.celery import enqueue_on_decisions
+        from tests.jobs.celery_app import make_app
 
         app = make_app(broker, url)
         worker = start([sys.executable, "-m", "celery", "-A", "tests.jobs.celery_app", "worker", "--pool", "threads",

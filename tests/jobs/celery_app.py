@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from tests.jobs.tools import clerk
 
 from tarry.jobs.celery import register
+from tests.jobs.tools import clerk
 
 
 def make_app(broker: str, url: str) -> Celery:

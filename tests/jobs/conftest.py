@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from tests.store.conftest import _postgres_schema_url, database_url, store
 
 __all__ = ["database_url", "postgres_url", "store"]

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import Connection, func, or_, select
-from tests.jobs.tools import clerk, order_calls
 
 from tarry.journal import utcnow
 from tarry.store import Store
 from tarry.store.tables import chats, messages, tool_calls
+from tests.jobs.tools import clerk, order_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 CHATS = int(os.environ.get("TARRY_TEST_JOBS_CHATS", "200"))

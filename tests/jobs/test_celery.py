@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from tests.jobs.helpers import (
     CHATS,
     check_exactly_once,
@@ -41,9 +42,8 @@ async def test_celery_workers_one_killed_carry_every_chat_on_exactly_once(
     monkeypatch.setenv("TARRY_TEST_CELERY_BROKER", broker_url)
     monkeypatch.setenv("TARRY_TEST_CELERY_DB", postgres_url)
     monkeypatch.setenv("TARRY_TEST_CELERY_QUEUE", f"tarry-test-{uuid.uuid4().hex[:8]}")
-    from tests.jobs.celery_app import make_app
-
     from tarry.jobs.celery import enqueue
+    from tests.jobs.celery_app import make_app
 
     markers = tmp_path / "markers"
     chat_ids = await create_orders(postgres_url, random_orders(CHATS, seed=7, longest=3.0), poll=0.5)

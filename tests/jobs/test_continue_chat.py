@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select, update
-from tests.jobs.tools import Quick, clerk, order_calls
 
 from tarry import Agent, Message
 from tarry.jobs import continue_chat
@@ -18,6 +17,7 @@ from tarry.journal import utcnow
 from tarry.store import Store
 from tarry.store.tables import chats, tool_calls
 from tarry.testing import ScriptedModel
+from tests.jobs.tools import Quick, clerk, order_calls
 
 
 async def chat_row(store: Store, chat_id: str) -> dict[str, object]:

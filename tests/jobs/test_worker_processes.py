@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tarry.store import Store
 from tests.jobs.helpers import (
     CHATS,
     check_exactly_once,
@@ -23,8 +25,6 @@ from tests.jobs.helpers import (
     wait_until,
 )
 from tests.jobs.tools import clerk, random_orders
-
-from tarry.store import Store
 
 
 async def test_four_workers_one_killed_carry_every_chat_on_exactly_once(postgres_url: str, tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from mcp_helpers import HERE, ROOT, SERVERS, booking_command, free_port, wait_for_port
-from tests.store.conftest import database_url  # noqa: F401  (the fixture: SQLite, then PostgreSQL)
 
 from tarry.store import Store
+from tests.store.conftest import database_url  # noqa: F401  (the fixture: SQLite, then PostgreSQL)
 
 BOOK = [{"name": "book", "arguments": {"restaurant": "Chez Nous"}}]
 

@@ -8,10 +8,9 @@ import random
 import sys
 from pathlib import Path
 
-from tests.store.tools import all_tools, reactive_model
-
 from tarry.errors import PendingToolCallsError
 from tarry.store import Store
+from tests.store.tools import all_tools, reactive_model
 
 TRANSFER = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
 

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.store.tools import TransferMoney, reactive_model
 
 from tarry.store import Store
+from tests.store.tools import TransferMoney, reactive_model
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSFER = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]

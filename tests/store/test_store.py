@@ -11,7 +11,6 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text, update
-from tests.store.tools import PickColour, SlowJob, TransferMoney, all_tools, reactive_model
 
 from tarry import Question, Task, Tool
 from tarry.errors import (
@@ -26,6 +25,7 @@ from tarry.store import Store, StoreUnavailableError
 from tarry.store.engine import database_url
 from tarry.store.tables import metadata, tool_calls
 from tarry.tools import ask
+from tests.store.tools import PickColour, SlowJob, TransferMoney, all_tools, reactive_model
 
 PAY_AND_PAINT = [
     {"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}},

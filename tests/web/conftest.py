@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tests.web.server import LiveServer
 from tests.web.tools import setup
 

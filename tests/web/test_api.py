@@ -11,11 +11,11 @@ import pytest
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.testclient import TestClient
-from tests.web.tools import call, park, pending, question, setup
 
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.web import create_app
+from tests.web.tools import call, park, pending, question, setup
 
 TOKEN = "api-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

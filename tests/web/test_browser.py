@@ -6,6 +6,7 @@ from typing import Any
 
 import httpx
 from playwright.sync_api import expect
+
 from tests.web.conftest import screenshot
 from tests.web.server import LiveServer
 from tests.web.tools import XSS, call, park, pending, question

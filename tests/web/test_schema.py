@@ -15,6 +15,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+
 from tests.web.server import LiveServer
 from tests.web.tools import call, park, pending, setup
 

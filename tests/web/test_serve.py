@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+
 from tests.web.tools import call, park, pending, setup
 
 
