@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from tarry.agents import Agent
 from tarry.chat import Chat
-from tarry.jobs.due import cancel_requested, live_claims, read_schedule, write_next_check
+from tarry.jobs.due import ChatSchedule, cancel_requested, read_schedule, write_next_check
 from tarry.journal import utcnow
 from tarry.store import Store
 
@@ -46,6 +46,7 @@ async def continue_chat(
     *,
     default_poll_interval: float = 5.0,
     cache: MutableMapping[str, Chat] | None = None,
+    schedule: ChatSchedule | None = None,
 ) -> datetime | None:
     """Carry the stored chat on as far as it can go now; return when it next needs a look, or ``None``.
 
@@ -62,9 +63,11 @@ async def continue_chat(
 
     ``cache`` keeps chat objects between calls (the :class:`Worker` passes one): a chat found
     there is brought up to date with one cheap query instead of being loaded again.
+    ``schedule`` is the chat's schedule when the caller just read it (a worker picking it).
     """
     known = agents_by_name(agents)
-    schedule = await read_schedule(store, chat_id)
+    if schedule is None:
+        schedule = await read_schedule(store, chat_id)
     if schedule is None:
         logger.warning("No chat has the id %s; nothing to carry on", chat_id)
         return None
@@ -79,10 +82,9 @@ async def continue_chat(
         chat = await store.load_chat(chat_id, agent.make_model(), agent.tools)
     if schedule.cancel_requested_at is not None or not await _step(store, chat):
         await chat.cancel()
-        await write_next_check(store, chat_id, None, schedule.version)
+        await write_next_check(store, chat_id, schedule.version, {}, turn_due=False, retry_at=utcnow())
         return None
-    next_check = await next_check_of(store, chat, default_poll_interval)
-    await write_next_check(store, chat_id, next_check, schedule.version)
+    next_check = await schedule_next_check(store, chat, default_poll_interval, schedule.version)
     if cache is not None and next_check is not None:
         cache[chat_id] = chat  # only after a step that went well: a failed one loads afresh next time
     return next_check
@@ -104,18 +106,22 @@ async def _step(store: Store, chat: Chat) -> bool:
             return False
 
 
-async def next_check_of(store: Store, chat: Chat, default_poll_interval: float) -> datetime | None:
-    """When the chat next needs a look, from its open calls, or ``None`` when nothing is pending."""
+async def schedule_next_check(
+    store: Store, chat: Chat, default_poll_interval: float, seen_version: int
+) -> datetime | None:
+    """Work out when the chat next needs a look and write it (unless a newer wake came), in one transaction.
+
+    The time is the earliest of: each open call's question or task expiry, a working task's
+    ``poll_interval`` (else ``default_poll_interval``), a retry for a call that could run but
+    did not, and, for a call or model turn another process holds, when its lease runs out.
+    ``None`` when nothing is pending.
+    """
     now = utcnow()
-    claims = await live_claims(store, chat.id)
-    candidates: list[datetime] = []
+    if_free: dict[str, list[datetime]] = {}
     for record in chat.records.values():
         if not record.open:
             continue
-        claimed_until = claims.get(record.call.id)
-        if claimed_until is not None:  # another process runs it; look again when its lease would run out
-            candidates.append(claimed_until)
-            continue
+        candidates = if_free[record.call.id] = []
         waiting = record.pending_questions(now)
         candidates.extend(question.expires_at for question in waiting if question.expires_at is not None)
         task = record.task
@@ -126,6 +132,6 @@ async def next_check_of(store: Store, chat: Chat, default_poll_interval: float) 
             candidates.append(now + timedelta(seconds=interval))
         elif not waiting and task is None:  # could run, but did not here: decided meanwhile, or a claim was lost
             candidates.append(now + timedelta(seconds=RETRY))
-    if not chat.waiting and chat.messages and chat.messages[-1].role != "assistant":
-        candidates.append(claims.get(None, now + timedelta(seconds=RETRY)))
-    return min(candidates, default=None)
+    turn_due = not chat.waiting and bool(chat.messages) and chat.messages[-1].role != "assistant"
+    retry_at = now + timedelta(seconds=RETRY)
+    return await write_next_check(store, chat.id, seen_version, if_free, turn_due=turn_due, retry_at=retry_at)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -35,48 +35,69 @@ async def cancel_requested(store: Store, chat_id: str) -> bool:
     return await store.db.run_read(lambda connection: connection.scalar(query)) is not None
 
 
-async def write_next_check(store: Store, chat_id: str, at: datetime | None, seen_version: int) -> bool:
-    """Set when the chat is next due, unless its schedule changed since ``seen_version`` (a newer wake wins)."""
-    statement = (
-        update(chats)
-        .where(chats.c.id == chat_id, chats.c.schedule_version == seen_version)
-        .values(next_check_at=at, schedule_version=chats.c.schedule_version + 1)
-    )
-    return await store.db.run_write(lambda connection: connection.execute(statement).rowcount == 1)
+async def write_next_check(
+    store: Store,
+    chat_id: str,
+    seen_version: int,
+    if_free: Mapping[str, Sequence[datetime]],
+    *,
+    turn_due: bool,
+    retry_at: datetime,
+) -> datetime | None:
+    """Set when the chat is next due, unless its schedule changed since ``seen_version`` (a newer wake wins).
+
+    ``if_free`` holds, for each open call, when it next needs a look if no other process holds it;
+    a call (or, with ``turn_due``, the model turn) another process holds is looked at again when
+    its lease runs out. Reads those claims and writes the time in one transaction; returns the time.
+    """
+
+    def write(connection: Connection) -> datetime | None:
+        claims = _live_claims(connection, chat_id, utcnow())
+        candidates: list[datetime] = []
+        for call_id, free in if_free.items():
+            held = claims.get(call_id)
+            candidates.extend([held] if held is not None else free)
+        if turn_due:
+            candidates.append(claims.get(None, retry_at))
+        at = min(candidates, default=None)
+        connection.execute(
+            update(chats)
+            .where(chats.c.id == chat_id, chats.c.schedule_version == seen_version)
+            .values(next_check_at=at, schedule_version=chats.c.schedule_version + 1)
+        )
+        return at
+
+    return await store.db.run_write(write)
 
 
-async def live_claims(store: Store, chat_id: str) -> dict[str | None, datetime]:
+def _live_claims(connection: Connection, chat_id: str, now: datetime) -> dict[str | None, datetime]:
     """Until when other processes hold the chat's open calls (by call id) and its model turn (key ``None``)."""
-    now = utcnow()
     found: dict[str | None, datetime] = {}
-
-    def read(connection: Connection) -> datetime | None:
-        rows = connection.execute(
-            select(tool_calls.c.call_id, tool_calls.c.claimed_until).where(
-                tool_calls.c.chat_id == chat_id,
-                tool_calls.c.result_message_id.is_(None),
-                tool_calls.c.claimed_until > now,
-            )
+    rows = connection.execute(
+        select(tool_calls.c.call_id, tool_calls.c.claimed_until).where(
+            tool_calls.c.chat_id == chat_id,
+            tool_calls.c.result_message_id.is_(None),
+            tool_calls.c.claimed_until > now,
         )
-        for row in rows:
-            found[row.call_id] = row.claimed_until
-        turn: datetime | None = connection.scalar(
-            select(chats.c.claimed_until).where(chats.c.id == chat_id, chats.c.claimed_until > now)
-        )
-        return turn
-
-    turn = await store.db.run_read(read)
+    )
+    for row in rows:
+        found[row.call_id] = row.claimed_until
+    turn: datetime | None = connection.scalar(
+        select(chats.c.claimed_until).where(chats.c.id == chat_id, chats.c.claimed_until > now)
+    )
     if turn is not None:
         found[None] = turn
     return found
 
 
-async def pick_due(store: Store, agents: Collection[str], skip: Collection[str], limit: int) -> list[str]:
-    """Take up to ``limit`` due chats of ``agents``: each is pushed a lease ahead, so a worker that dies
-    with it lets it fall due again. ``FOR UPDATE SKIP LOCKED`` on PostgreSQL; one writer at a time on SQLite.
+async def pick_due(store: Store, agents: Collection[str], skip: Collection[str], limit: int) -> dict[str, ChatSchedule]:
+    """Take up to ``limit`` due chats of ``agents``, with their schedules as taken.
+
+    Each is pushed a lease ahead, so a worker that dies with it lets it fall due again.
+    ``FOR UPDATE SKIP LOCKED`` on PostgreSQL; one writer at a time on SQLite.
     """
     if limit <= 0 or not agents:
-        return []
+        return {}
     now = utcnow()
     due = (
         select(chats.c.id)
@@ -92,9 +113,10 @@ async def pick_due(store: Store, agents: Collection[str], skip: Collection[str],
         update(chats)
         .where(chats.c.id.in_(due.scalar_subquery()))
         .values(next_check_at=now + timedelta(seconds=store.lease), schedule_version=chats.c.schedule_version + 1)
-        .returning(chats.c.id)
+        .returning(chats.c.id, chats.c.agent, chats.c.schedule_version, chats.c.cancel_requested_at)
     )
-    return await store.db.run_write(lambda connection: list(connection.execute(statement).scalars()))
+    rows = await store.db.run_write(lambda connection: connection.execute(statement).all())
+    return {row.id: ChatSchedule(row.agent, row.schedule_version, row.cancel_requested_at) for row in rows}
 
 
 async def earliest_due(store: Store, agents: Collection[str], skip: Collection[str]) -> datetime | None:

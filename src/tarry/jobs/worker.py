@@ -11,7 +11,7 @@ from collections import OrderedDict
 
 from tarry.chat import Chat
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
-from tarry.jobs.due import earliest_due, pick_due, wake_abandoned
+from tarry.jobs.due import ChatSchedule, earliest_due, pick_due, wake_abandoned
 from tarry.jobs.wakeups import Wakeups
 from tarry.journal import utcnow
 from tarry.store import Store
@@ -116,8 +116,8 @@ class Worker:
         """Start the due chats there is room for; return how long to wait before looking again."""
         free = self.concurrency - len(self._running)
         picked = await pick_due(self.store, self.agents, self._running, free)
-        for chat_id in picked:
-            self._running[chat_id] = asyncio.create_task(self._carry(chat_id))
+        for chat_id, schedule in picked.items():
+            self._running[chat_id] = asyncio.create_task(self._carry(chat_id, schedule))
         if free <= 0 or len(picked) == free:
             return self.poll_interval  # full: a finished step frees a slot and wakes the loop
         earliest = await earliest_due(self.store, self.agents, self._running)
@@ -125,7 +125,7 @@ class Worker:
             return self.poll_interval
         return min(self.poll_interval, max(0.0, (earliest - utcnow()).total_seconds()))
 
-    async def _carry(self, chat_id: str) -> None:
+    async def _carry(self, chat_id: str, schedule: ChatSchedule) -> None:
         try:
             await continue_chat(
                 self.store,
@@ -133,6 +133,7 @@ class Worker:
                 self.agents,
                 default_poll_interval=self.default_poll_interval,
                 cache=self._chats,
+                schedule=schedule,
             )
             self.steps += 1
         except Exception:
