@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from tarry import Agent, Message
+from tarry import Agent, Message, Task, Tool
 from tarry.jobs import continue_chat
+from tarry.jobs.due import take_if_due
 from tarry.journal import utcnow
 from tarry.store import Store
 from tarry.store.tables import chats, tool_calls
@@ -111,3 +112,38 @@ async def test_a_call_whose_process_died_is_looked_at_when_its_lease_runs_out_th
     done = await store.load_chat(chat.id)
     assert "interrupted" in done.messages[-2].content
     assert done.messages[-1].content == "Done after 1 results."
+
+
+async def test_a_task_without_a_poll_interval_is_checked_after_the_default_not_at_once(store: Store) -> None:
+    class Unhurried(Tool):
+        """Works on, naming no poll interval."""
+
+        def execute(self) -> Task:
+            return Task(status_message="started")
+
+        def resume(self, task: Task) -> Task:
+            return Task(status_message="still going")
+
+    agent = Agent("unhurried", model=lambda: ScriptedModel([lambda messages: [{"name": "unhurried"}]] * 3),
+                  tools=[Unhurried()])  # fmt: skip
+    chat = await store.create_chat(agent=agent)
+    await chat.ask("Start")
+    next_check = await continue_chat(store, chat.id, [agent], default_poll_interval=5.0)
+    assert next_check is not None and next_check - utcnow() > timedelta(seconds=4)
+    recorded = (await chat_row(store, chat.id))["next_check_at"]
+    assert recorded is not None and recorded - utcnow() > timedelta(seconds=4), (
+        "the worker would check it again at once"
+    )
+
+
+async def test_of_two_scheduled_runs_due_at_once_one_takes_the_chat(store: Store) -> None:
+    agent = clerk()
+    chat = await store.create_chat(agent=agent)
+    await chat.ask(json.dumps(order_calls("o2", seconds=30, poll=0.1)))
+    deadline = asyncio.get_running_loop().time() + 10
+    while (await chat_row(store, chat.id))["next_check_at"] > utcnow():
+        assert asyncio.get_running_loop().time() < deadline, "the chat never fell due"
+        await asyncio.sleep(0.02)
+    first, second = await asyncio.gather(take_if_due(store, chat.id), take_if_due(store, chat.id))
+    assert [first is None, second is None].count(True) == 1
+    assert await take_if_due(store, chat.id) is None  # taken: due again only after a lease

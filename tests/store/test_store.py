@@ -332,3 +332,14 @@ async def test_a_live_chat_answers_a_question_another_process_asked(database_url
         assert holder.messages == []  # the holder has not looked since
         assert await holder.answer(colour.id, colour="blue") is True
         assert (await other.question(colour.id)).answer == {"colour": "blue", "coats": 1}
+
+
+async def test_an_id_with_a_nul_byte_names_nothing(store: Store) -> None:
+    chat_id = await park(store)
+    with pytest.raises(UnknownQuestionError):
+        await store.question("a\x00b")
+    with pytest.raises(UnknownQuestionError):
+        await store.approve("\x00")
+    assert await store.pending_questions("\x00") == []
+    assert await store.pending_tasks(f"{chat_id}\x00") == []
+    assert len(await store.pending_questions(chat_id)) == 2

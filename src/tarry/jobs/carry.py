@@ -13,6 +13,7 @@ from tarry.chat import Chat
 from tarry.jobs.due import ChatSchedule, cancel_requested, read_schedule, write_next_check
 from tarry.journal import utcnow
 from tarry.store import Store
+from tarry.store.schedule import DEFAULT_POLL_INTERVAL
 
 logger = logging.getLogger("tarry.jobs")
 CANCEL_CHECK = 0.5
@@ -44,7 +45,7 @@ async def continue_chat(
     chat_id: str,
     agents: Agents,
     *,
-    default_poll_interval: float = 5.0,
+    default_poll_interval: float = DEFAULT_POLL_INTERVAL,
     cache: MutableMapping[str, Chat] | None = None,
     schedule: ChatSchedule | None = None,
 ) -> datetime | None:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 try:
@@ -22,11 +23,12 @@ except ImportError:  # pragma: no cover - depends on the installation
     raise ImportError("tarry.jobs.celery needs Celery: pip install 'tarry[celery]'") from None
 
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
-from tarry.jobs.due import overdue
+from tarry.jobs.due import overdue, take_if_due
 from tarry.journal import utcnow
 from tarry.questions import Question
 from tarry.running import run_sync
 from tarry.store import Store
+from tarry.store.schedule import DEFAULT_POLL_INTERVAL
 
 logger = logging.getLogger("tarry.jobs")
 TASK_NAME = "tarry.continue_chat"
@@ -39,7 +41,7 @@ def register(
     *,
     url: str | None = None,
     lease: float = 60.0,
-    default_poll_interval: float = 5.0,
+    default_poll_interval: float = DEFAULT_POLL_INTERVAL,
     sweep_interval: float | None = 10.0,
 ) -> Any:
     """Register the ``tarry.continue_chat`` task on ``app`` for ``agents``; returns the task.
@@ -59,15 +61,28 @@ def register(
         return opened
 
     @app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)  # type: ignore[untyped-decorator]
-    def continue_chat_task(self: Any, chat_id: str) -> str | None:
-        """Carry the chat on; send this task again at the chat's next check."""
-        next_check = run_sync(
-            continue_chat(store(), chat_id, served, default_poll_interval=default_poll_interval),
-            verb="tarry.jobs.continue_chat",
-        )
+    def continue_chat_task(self: Any, chat_id: str, *, scheduled: bool = False) -> str | None:
+        """Carry the chat on; send this task again, ``scheduled``, at the chat's next check.
+
+        A scheduled message runs only if the chat is still due then and this message takes it,
+        so each chat has one chain of scheduled checks however many enqueues started one.
+        """
+
+        async def run() -> datetime | None:
+            schedule = None
+            if scheduled:
+                schedule = await take_if_due(store(), chat_id)
+                if schedule is None:
+                    return None
+            return await continue_chat(
+                store(), chat_id, served, default_poll_interval=default_poll_interval, schedule=schedule
+            )
+
+        next_check = run_sync(run(), verb="tarry.jobs.continue_chat")
         if next_check is None:
             return None
-        self.apply_async((chat_id,), countdown=max(0.0, (next_check - utcnow()).total_seconds()))
+        countdown = max(0.0, (next_check - utcnow()).total_seconds())
+        self.apply_async((chat_id,), {"scheduled": True}, countdown=countdown)
         return next_check.isoformat()
 
     if sweep_interval is not None:

@@ -155,6 +155,23 @@ async def wake_abandoned(store: Store, agents: Collection[str]) -> int:
     return await store.db.run_write(lambda connection: int(connection.execute(statement).rowcount))
 
 
+async def take_if_due(store: Store, chat_id: str, tolerance: float = 1.0) -> ChatSchedule | None:
+    """Take the chat if its next check has come (within ``tolerance`` seconds): push it a lease ahead.
+
+    Returns its schedule as taken, or ``None`` when it is not due: another run scheduled a later
+    check, so that run's message carries it on. Of several messages due at once, one takes it.
+    """
+    now = utcnow()
+    statement = (
+        update(chats)
+        .where(chats.c.id == chat_id, chats.c.next_check_at <= now + timedelta(seconds=tolerance))
+        .values(next_check_at=now + timedelta(seconds=store.lease), schedule_version=chats.c.schedule_version + 1)
+        .returning(chats.c.agent, chats.c.schedule_version, chats.c.cancel_requested_at)
+    )
+    row = await store.db.run_write(lambda connection: connection.execute(statement).one_or_none())
+    return None if row is None else ChatSchedule(row.agent, row.schedule_version, row.cancel_requested_at)
+
+
 async def overdue(store: Store, agents: Collection[str], grace: float) -> list[str]:
     """Chats of ``agents`` whose next check passed more than ``grace`` seconds ago."""
     query = select(chats.c.id).where(

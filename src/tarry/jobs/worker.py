@@ -15,6 +15,7 @@ from tarry.jobs.due import ChatSchedule, earliest_due, pick_due, wake_abandoned
 from tarry.jobs.wakeups import Wakeups
 from tarry.journal import utcnow
 from tarry.store import Store
+from tarry.store.schedule import DEFAULT_POLL_INTERVAL
 
 logger = logging.getLogger("tarry.jobs")
 CACHED_CHATS = 1024
@@ -58,7 +59,7 @@ class Worker:
         *,
         concurrency: int = 16,
         poll_interval: float | None = None,
-        default_poll_interval: float = 5.0,
+        default_poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")

@@ -27,7 +27,7 @@ from tarry.journal import utcnow
 from tarry.messages import Message
 from tarry.questions import Decision, Question
 from tarry.store.rows import Row, apply_call_row, call_from_row, message_from_row, message_values, question_values
-from tarry.store.schedule import check_by
+from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
 from tarry.store.tables import chats, messages, questions, tool_calls
 from tarry.tasks import Task
 
@@ -352,7 +352,8 @@ def insert_questions(connection: Connection, chat_id: str, row_id: int, first: i
 def schedule_check(connection: Connection, chat_id: str, task: Task) -> None:
     """Make the chat due when its paused task should next be checked (or expires)."""
     if not task.waits_on_person():
-        check_by(connection, chat_id, utcnow() + timedelta(seconds=task.poll_interval or 0))
+        interval = task.poll_interval if task.poll_interval is not None else DEFAULT_POLL_INTERVAL
+        check_by(connection, chat_id, utcnow() + timedelta(seconds=interval))
     if task.expires_at is not None:
         check_by(connection, chat_id, task.expires_at)
 

@@ -14,6 +14,8 @@ from sqlalchemy import Connection, or_, select, text, update
 from tarry.journal import utcnow
 from tarry.store.tables import chats
 
+DEFAULT_POLL_INTERVAL = 5.0
+"""Seconds until a working task that names no ``poll_interval`` is checked again."""
 WAKE_CHANNEL = "tarry_chats"
 """The PostgreSQL ``NOTIFY`` channel on which a wake sends the chat's id."""
 

@@ -203,6 +203,8 @@ class Store:
             .order_by(tool_calls.c.id, questions.c.number)
         )
         if chat_id is not None:
+            if "\x00" in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
+                return []
             query = query.where(questions.c.chat_id == chat_id)
         rows = await self.db.run_read(lambda connection: connection.execute(query).mappings().all())
         return [question_from_row(row, call_from_row(row)) for row in rows]
@@ -213,6 +215,8 @@ class Store:
 
     async def waiting_tasks(self, chat_id: str | None = None) -> list[WaitingTask]:
         """:meth:`pending_tasks` with their chat and since when they wait, for screens that list them."""
+        if chat_id is not None and "\x00" in chat_id:  # no chat has such an id
+            return []
         return await self.db.run_read(lambda connection: waiting_tasks(connection, chat_id))
 
     async def question(self, question_id: str) -> Question:
@@ -358,6 +362,8 @@ def _question_id(question_id: object) -> str:
         return question_id.id
     if not isinstance(question_id, str):
         raise UnknownQuestionError(f"A question id is a str, got {question_id!r}")
+    if "\x00" in question_id:  # no id holds one, and PostgreSQL refuses it in a query
+        raise UnknownQuestionError(f"No question has the id {question_id!r}")
     return question_id
 
 
