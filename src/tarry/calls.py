@@ -79,10 +79,12 @@ def check_decision(question: Question, decision: Decision, *, running: bool, clo
     when the question lapsed, and :class:`ToolCallRunningError` for declining a question
     whose call runs right now.
     """
-    if question.decision is not None or closed:
+    if question.decision is not None:
         return False
     if question.expired(now):
         raise QuestionExpiredError(f"Question {question.id} expired at {question.expires_at:%Y-%m-%d %H:%M:%S} UTC")
+    if closed:
+        return False
     if decision == "decline" and running and not question.extra.get("awaited"):
         name = question.tool_call.name if question.tool_call else "its"
         raise ToolCallRunningError(f"Cannot decline question {question.id}: the {name} call is running right now")

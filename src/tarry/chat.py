@@ -174,10 +174,18 @@ class Chat:
 
     async def cancel(self) -> None:
         """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result."""
-        await self._journal.refresh(self)
+        for _attempt in range(3):
+            await self._journal.refresh(self)
+            if not await self._cancel_open_calls():
+                return
+
+    async def _cancel_open_calls(self) -> bool:
+        """Cancel what waits; True when a call had changed meanwhile and should be looked at again."""
+        stale = False
         for record in [record for record in self.records.values() if record.open]:
             async with self._journal.hold_call(self, record) as claim:
-                if claim is Claim.BUSY or not record.open:
+                stale = stale or claim is Claim.STALE
+                if claim in (Claim.BUSY, Claim.STALE) or not record.open:
                     continue
                 if record.task is not None:
                     try:
@@ -194,6 +202,7 @@ class Chat:
                 await self._save(
                     record, Outcome(result=_error(record.call, f"The {record.call.name} call was cancelled."))
                 )
+        return stale
 
     ask_sync = sync_twin(ask)
     complete_sync = sync_twin(complete)
@@ -311,10 +320,12 @@ class Chat:
             async with limit:
                 lost = not await self._carry(record, resumed) or lost
 
-        async with asyncio.TaskGroup() as group:
-            for record in list(self.records.values()):
-                if record.open and self._next_action(record, resumed) is not None:
-                    group.create_task(carry(record))
+        runnable = [record for record in self.records.values() if record.open and self._next_action(record, resumed)]
+        # Not a TaskGroup: one carry failing (a database error) must not cancel the others mid-tool.
+        outcomes = await asyncio.gather(*(carry(record) for record in runnable), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         return lost
 
     async def _carry(self, record: CallRecord, resumed: set[str]) -> bool:
@@ -396,7 +407,10 @@ class Chat:
         tool = self.tools.get(record.call.name)
         if tool is None:
             return Outcome(result=_error(record.call, f"The {record.call.name} tool is no longer available."))
-        arguments = tool.validate(record.call.arguments)
+        try:
+            arguments = tool.validate(record.call.arguments)
+        except InvalidArgumentsError as error:  # the tool's parameters changed since the call was made
+            return Outcome(result=_error(record.call, str(error)))
         return await self._invoke(record, tool.resume, arguments, task)
 
     async def _invoke(
@@ -406,13 +420,13 @@ class Chat:
         live = current_call.set(LiveCall(call, self.id, lambda question: self._ask_live(record, question)))
         try:
             returned = await call_maybe_async(method, *args, **arguments)
+            if not isinstance(returned, Task):
+                return Outcome(result=Message("tool", result_text(returned), tool_call_id=call.id))
         except Exception as error:
             logger.exception("The %s call raised", call.name)
             return Outcome(result=_error(call, f"The {call.name} call raised {type(error).__name__}: {error}"))
         finally:
             current_call.reset(live)
-        if not isinstance(returned, Task):
-            return Outcome(result=Message("tool", result_text(returned), tool_call_id=call.id))
         return self._paused(record, returned)
 
     def _paused(self, record: CallRecord, task: Task) -> Outcome:

@@ -92,6 +92,7 @@ class Database:
         self._threads: ThreadPoolExecutor | None = None
         self._postgres: AsyncEngine | None = None
         self._sqlite_folder: str | None = None
+        self._closed = False
         if self.is_sqlite:
             self._sqlite = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
             _configure_sqlite(self._sqlite)
@@ -123,6 +124,8 @@ class Database:
         return await self._run(work, write=False)
 
     async def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
+        if self._closed:
+            raise TarryError(f"The store of {self.url.render_as_string(hide_password=True)} is closed")
         async with self._reachable():
             if self._sqlite is not None and self._threads is not None:
                 engine = self._sqlite.execution_options(tarry_write=True) if write else self._sqlite
@@ -163,9 +166,10 @@ class Database:
         """Close every pooled connection (and, on SQLite, the worker threads)."""
         if self._postgres is not None:
             await self._postgres.dispose()
-        if self._sqlite is not None and self._threads is not None:
+        if self._sqlite is not None and self._threads is not None and not self._closed:
             await asyncio.get_running_loop().run_in_executor(self._threads, self._sqlite.dispose)
             self._threads.shutdown(wait=False)
+        self._closed = True
 
 
 def _is_connect_error(error: DBAPIError) -> bool:

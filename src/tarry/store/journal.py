@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Executable, insert, or_, select, update
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.chat import Chat
-from tarry.errors import ChatNotFoundError, ClaimLostError
+from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsError
 from tarry.journal import utcnow
 from tarry.messages import Message
 from tarry.questions import Decision, Question
@@ -88,11 +88,17 @@ class StoreJournal:
         if message.role == "user":  # a new question of the user ends an earlier cancellation
             changes["cancel_requested_at"] = None
         held = chat in self._holding_turn and message.role == "assistant"
+        open_call_query = select(tool_calls.c.id).where(
+            tool_calls.c.chat_id == chat.id, tool_calls.c.result_message_id.is_(None)
+        )
         if held:
             changes.update(claimed_by=None, claimed_until=None)
 
         def write(connection: Connection) -> tuple[int, list[int]]:
             version, position = bump_chat(connection, chat.id, new_messages=1, **changes)
+            if message.role == "user" and connection.scalar(open_call_query.limit(1)) is not None:
+                # Another process's reply with calls came in after this one looked: record nothing.
+                raise PendingToolCallsError("Tool calls of this chat still wait; answer them before asking again")
             connection.execute(
                 insert(messages).values(
                     chat_id=chat.id, position=position, created_at=utcnow(), **message_values(message)
@@ -126,6 +132,11 @@ class StoreJournal:
         renewal = asyncio.create_task(self._renew(tool_calls, row_id))
         try:
             yield claim
+        except BaseException:
+            # Tool code may have run (a sync tool's thread even goes on): keep the lease, unrenewed, so
+            # the call is closed as interrupted when it runs out (or run again if the tool is idempotent).
+            record.extra.pop("claimed", None)
+            raise
         finally:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -309,6 +309,11 @@ class Store:
             )
             if result.rowcount != 1:
                 return None
+            connection.execute(  # a process that read the call before this decision must read it again
+                update(tool_calls)
+                .where(tool_calls.c.id == row["tool_call_id"])
+                .values(version=tool_calls.c.version + 1)
+            )
             wake(connection, row["chat_id"], postgres=postgres)
             return now
 
