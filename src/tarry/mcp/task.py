@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,8 @@ from tarry.tasks import Task
 
 if TYPE_CHECKING:
     from tarry.mcp.server import MCPServer
+
+logger = logging.getLogger("tarry.mcp")
 
 
 class McpTask(Task):
@@ -73,7 +76,10 @@ class McpTask(Task):
     async def cancel(self) -> McpTask:
         """Send ``tasks/cancel`` for a server's task; the task is then cancelled."""
         if self.kind == "task" and self.server is not None and not self.done():
-            await self.server.cancel_task(self)
+            try:
+                await self.server.cancel_task(self)
+            except Exception as error:  # the server's words may quote the task id: keep them out of the logs
+                logger.warning("tasks/cancel failed for a %s task (%s)", self.data.get("tool"), type(error).__name__)
         if not self.done():
             self.status = "cancelled"
         return self
