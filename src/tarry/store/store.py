@@ -8,7 +8,6 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -236,14 +235,13 @@ class Store:
 
         Same validation and errors as :meth:`tarry.Chat.answer`.
         """
-        question = await self.question(question_id)
-        accepted = question.check_answer(value, values)
-        return await self.record_decision(question, "accept", accepted, None)
+        return (
+            await self._decide(question_id, "accept", lambda question: question.check_answer(value, values)) is not None
+        )
 
     async def approve(self, question_id: str) -> bool:
         """Approve a question by id; see :meth:`answer`."""
-        question = await self.question(question_id)
-        return await self.record_decision(question, "accept", question.check_answer(), None)
+        return await self._decide(question_id, "accept", lambda question: question.check_answer()) is not None
 
     async def decline(self, question_id: str, note: str | None = None) -> bool:
         """Decline a question by id; the note reaches the model.
@@ -252,29 +250,40 @@ class Store:
         """
         if note is not None and not isinstance(note, str):
             raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
-        question = await self.question(question_id)
-        return await self.record_decision(question, "decline", None, note)
+        return await self._decide(question_id, "decline", lambda question: None, note) is not None
 
     async def record_decision(
         self, question: Question, decision: Decision, answer: dict[str, Any] | None, note: str | None
     ) -> bool:
-        """Settle a checked decision on ``question``, update the object and run the decision hooks.
+        """Settle an already checked decision on ``question``, update the object and run the decision hooks.
 
-        Every decision made through this store, or through a chat it made, goes through here.
+        Every decision made through a chat of this store goes through here.
         """
-        decided_at = await self.settle(question.id, decision, answer, note)
-        if decided_at is None:
+        decided = await self._decide(question.id, decision, lambda _: answer, note)
+        if decided is None:
             return False
-        question.decision, question.answer, question.note, question.decided_at = decision, answer, note, decided_at
-        await self._run_hooks(question)
+        question.decision, question.answer, question.note, question.decided_at = (
+            decided.decision,
+            decided.answer,
+            decided.note,
+            decided.decided_at,
+        )
         return True
 
-    async def settle(
-        self, question_id: str, decision: Decision, answer: dict[str, Any] | None, note: str | None
-    ) -> datetime | None:
-        """Record a decision under the row lock, after DESIGN's order of checks.
+    async def _decide(
+        self,
+        question_id: str,
+        decision: Decision,
+        answer_of: Callable[[Question], dict[str, Any] | None],
+        note: str | None = None,
+    ) -> Question | None:
+        """Record a decision in one transaction under the row lock, in DESIGN's order of checks.
 
-        Returns when it was recorded, or ``None`` when another decision came first.
+        Unknown id (:class:`UnknownQuestionError`), then the answer (``answer_of`` validates it
+        against the question as stored), then decided already (``None``), then expired
+        (:class:`QuestionExpiredError`), then declining a running call (:class:`ToolCallRunningError`).
+        Returns the decided question, after running the decision hooks, or ``None`` when another
+        decision came first.
         """
         query = (
             select(
@@ -292,13 +301,14 @@ class Store:
         )
         postgres = not self.db.is_sqlite
 
-        def write(connection: Connection) -> datetime | None:
+        def write(connection: Connection) -> Question | None:
             row = connection.execute(query).mappings().one_or_none()
             if row is None:
                 raise UnknownQuestionError(f"No question has the id {question_id!r}")
+            question = question_from_row(row, call_from_row(row))
+            answer = answer_of(question)  # an invalid answer raises here and nothing is written
             now = utcnow()
             running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
-            question = question_from_row(row, call_from_row(row))
             closed = row["result_message_id"] is not None
             if not check_decision(question, decision, running=running, closed=closed, now=now):
                 return None
@@ -315,9 +325,13 @@ class Store:
                 .values(version=tool_calls.c.version + 1)
             )
             wake(connection, row["chat_id"], postgres=postgres)
-            return now
+            question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
+            return question
 
-        return await self.db.run_write(write)
+        decided = await self.db.run_write(write)
+        if decided is not None:
+            await self._run_hooks(decided)
+        return decided
 
     async def cancel(self, chat_id: str) -> bool:
         """Ask whichever process carries the chat on to cancel it; returns ``False`` when it was already asked.
