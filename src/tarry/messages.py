@@ -17,11 +17,17 @@ ToolChoice = str
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One call the model asked for: its provider id, the tool's name and the arguments as sent."""
+    """One call the model asked for: its provider id, the tool's name and the arguments as sent.
+
+    ``provider_data`` is opaque, JSON-safe state a provider needs back with this call on the next
+    request (Gemini's thought signature, for one), keyed by provider name. Each adapter owns its
+    key and ignores everyone else's, so a chat can switch providers.
+    """
 
     id: str
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    provider_data: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -30,6 +36,7 @@ class ToolCall:
             raise ValueError(f"A tool call needs a non-empty str name, got {self.name!r}")
         if not isinstance(self.arguments, Mapping):
             raise TypeError(f"Tool call {self.name!r}: arguments must be a dict, got {type(self.arguments).__name__}")
+        _check_provider_data(self.provider_data)
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,10 @@ class Message:
 
     ``role`` is ``"user"``, ``"assistant"`` or ``"tool"``. An assistant message may carry
     ``tool_calls``; a tool message answers exactly one of them through ``tool_call_id``.
+
+    ``provider_data`` is opaque, JSON-safe state a provider needs back with this message on the
+    next request (Anthropic's thinking blocks, for one), keyed by provider name: each adapter owns
+    its key and ignores everyone else's, so a chat can switch providers. A store keeps it as it is.
     """
 
     role: Role
@@ -53,6 +64,7 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     usage: Usage | None = None
+    provider_data: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -64,6 +76,7 @@ class Message:
             raise ValueError("Only assistant messages can call tools")
         if (self.role == "tool") != (self.tool_call_id is not None):
             raise ValueError("A tool message needs a tool_call_id, and only a tool message has one")
+        _check_provider_data(self.provider_data)
 
     def result(self) -> Any:
         """A tool message's content decoded from JSON, or the text itself when it is not JSON."""
@@ -71,6 +84,11 @@ class Message:
             return json.loads(self.content)
         except ValueError:
             return self.content
+
+
+def _check_provider_data(value: Any) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise TypeError(f"provider_data must be a dict keyed by provider name, got {type(value).__name__}")
 
 
 def result_text(value: Any) -> str:

@@ -12,7 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text, update
 
-from tarry import Question, Task, Tool
+from tarry import Message, Question, Task, Tool, ToolCall
 from tarry.errors import (
     ChatNotFoundError,
     CorruptStateError,
@@ -21,6 +21,7 @@ from tarry.errors import (
     ToolCallRunningError,
     UnknownQuestionError,
 )
+from tarry.messages import ModelRequest
 from tarry.store import Store, StoreUnavailableError
 from tarry.store.engine import database_url
 from tarry.store.tables import metadata, tool_calls
@@ -204,7 +205,7 @@ async def test_the_migrations_build_exactly_the_tables(store: Store) -> None:
         )
     )
     assert differences == []
-    assert version == "0003"
+    assert version == "0004"
     await store.setup()  # running it again changes nothing
 
 
@@ -343,3 +344,49 @@ async def test_an_id_with_a_nul_byte_names_nothing(store: Store) -> None:
     assert await store.pending_questions("\x00") == []
     assert await store.pending_tasks(f"{chat_id}\x00") == []
     assert len(await store.pending_questions(chat_id)) == 2
+
+
+class ReasoningModel:
+    """A model whose replies carry provider state, on the message and on its call, as adapters keep it."""
+
+    name = "reasoning:test"
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> Message:
+        self.requests.append(request)
+        if request.messages[-1].role == "tool":
+            return Message("assistant", "Paid.")
+        call = ToolCall("call_1", "transfer_money", {"to": "Bob", "amount": 5}, provider_data=CALL_STATE)
+        return Message("assistant", "", tool_calls=(call,), provider_data=MESSAGE_STATE)
+
+
+MESSAGE_STATE = {
+    "anthropic": {"thinking": [{"type": "thinking", "thinking": "Pay Bob — 5 €.", "signature": "EqQB+/=="}]},
+    "other": {"z": 1, "a": [True, None, 2.5]},
+}
+CALL_STATE = {"gemini": {"thought_signature": "c2lnbmF0dXJl"}}
+
+
+async def test_provider_data_round_trips_through_the_store(database_url: str) -> None:
+    async with Store(database_url) as store:
+        await store.setup()
+        chat = await store.create_chat(ReasoningModel(), all_tools())
+        await chat.ask("Pay Bob 5")
+        assert chat.waiting
+    async with Store(database_url) as other:
+        (question,) = await other.pending_questions(chat.id)
+        assert question.tool_call is not None and question.tool_call.arguments == {"to": "Bob", "amount": 5}
+        model = ReasoningModel()
+        loaded = await other.load_chat(chat.id, model, all_tools())
+        (stored,) = [message for message in loaded.messages if message.role == "assistant"]
+        assert stored.provider_data == MESSAGE_STATE
+        assert list(stored.provider_data["other"]) == ["z", "a"]
+        assert stored.tool_calls[0].provider_data == CALL_STATE
+        assert loaded.messages[0].provider_data is None
+        assert await other.approve(question.id)
+        loaded = await other.load_chat(chat.id, model, all_tools())
+        reply = await loaded.complete()
+    assert reply is not None and reply.content == "Paid."
+    assert model.requests[0].messages[1] == stored

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     import anthropic
 
 _RESERVED = {"model", "messages", "system", "tools", "tool_choice", "stream"}
+_THINKING = ("thinking", "redacted_thinking")
+"""Content blocks of extended thinking, kept in ``provider_data["anthropic"]["thinking"]`` and replayed."""
 _DROPPED = {"seed", "presence_penalty", "frequency_penalty"}
 """Common sampling settings Anthropic has no parameter for."""
 
@@ -81,13 +83,16 @@ class Anthropic(HostedModel["anthropic.AsyncAnthropic"]):
             for block in reply.content
             if block.type == "tool_use"
         )
-        return Message("assistant", text, tool_calls=calls, usage=_usage(reply.usage, reply.usage.output_tokens))
+        thinking = [_thinking_block(block) for block in reply.content if block.type in _THINKING]
+        usage = _usage(reply.usage, reply.usage.output_tokens)
+        return Message("assistant", text, tool_calls=calls, usage=usage, provider_data=_provider_data(thinking))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream one request: text deltas, each tool call once its block ends, then the whole message."""
         body = {**self.request_body(request), "stream": True}
         text: list[str] = []
         blocks: dict[int, dict[str, str]] = {}
+        thinking: dict[int, dict[str, Any]] = {}
         calls: list[ToolCall] = []
         started: Any = None
         output_tokens = 0
@@ -101,10 +106,16 @@ class Anthropic(HostedModel["anthropic.AsyncAnthropic"]):
                     elif event.type == "content_block_start" and event.content_block.type == "tool_use":
                         block = event.content_block
                         blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+                    elif event.type == "content_block_start" and event.content_block.type in _THINKING:
+                        thinking[event.index] = _thinking_block(event.content_block)
                     elif event.type == "content_block_delta":
                         if event.delta.type == "text_delta" and event.delta.text:
                             text.append(event.delta.text)
                             yield TextDelta(event.delta.text)
+                        elif event.delta.type == "thinking_delta" and event.index in thinking:
+                            thinking[event.index]["thinking"] += event.delta.thinking
+                        elif event.delta.type == "signature_delta" and event.index in thinking:
+                            thinking[event.index]["signature"] += event.delta.signature
                         elif event.delta.type == "input_json_delta" and event.index in blocks:
                             blocks[event.index]["json"] += event.delta.partial_json
                     elif event.type == "content_block_stop" and event.index in blocks:
@@ -117,7 +128,8 @@ class Anthropic(HostedModel["anthropic.AsyncAnthropic"]):
         except self._sdk.AnthropicError as error:
             raise self._error(error) from error
         usage = _usage(started, output_tokens) if started is not None else None
-        yield MessageDone(Message("assistant", "".join(text), tool_calls=tuple(calls), usage=usage))
+        kept = _provider_data([thinking[index] for index in sorted(thinking)])
+        yield MessageDone(Message("assistant", "".join(text), tool_calls=tuple(calls), usage=usage, provider_data=kept))
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request``."""
@@ -181,7 +193,9 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
         if message.role == "user":
             add("user", message.content)
             continue
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+        blocks = _replayed_thinking(message)
+        if message.content:
+            blocks.append({"type": "text", "text": message.content})
         blocks.extend(
             {"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call.arguments)}
             for call in message.tool_calls
@@ -191,6 +205,26 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
         if results:
             add("user", [_tool_result(result) for result in results])
     return out
+
+
+def _thinking_block(block: Any) -> dict[str, Any]:
+    """A thinking or redacted_thinking block as the wire format has it, to be sent back unchanged."""
+    if block.type == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block.data}
+    return {"type": "thinking", "thinking": block.thinking or "", "signature": block.signature or ""}
+
+
+def _provider_data(thinking: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return {"anthropic": {"thinking": thinking}} if thinking else None
+
+
+def _replayed_thinking(message: Message) -> list[dict[str, Any]]:
+    """The thinking blocks an assistant message kept, which Anthropic wants back first in that turn."""
+    kept = (message.provider_data or {}).get("anthropic")
+    blocks = kept.get("thinking") if isinstance(kept, Mapping) else None
+    if not isinstance(blocks, list):
+        return []
+    return [dict(block) for block in blocks if isinstance(block, Mapping)]
 
 
 def _input(arguments: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,11 @@ if TYPE_CHECKING:
     from google import genai
 
 SKIP_SIGNATURE = b"skip_thought_signature_validator"
-"""The thought signature Google documents for replaying calls whose own signature was not kept."""
+"""The thought signature Google documents for replaying calls whose own signature was not kept.
+
+A call's own signature is kept in ``call.provider_data["gemini"]["thought_signature"]`` (base64 text)
+and sent back with its part instead.
+"""
 _RENAMED = {"max_tokens": "max_output_tokens", "stop": "stop_sequences"}
 _RESERVED = {"system_instruction", "tools", "tool_config"}
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
@@ -167,7 +172,10 @@ def _contents(request: ModelRequest) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = [{"text": message.content}] if message.content else []
         for number, call in enumerate(message.tool_calls):
             part: dict[str, Any] = {"function_call": {"name": call.name, "args": _args(call.arguments)}}
-            if number == 0:
+            signature = _kept_signature(call)
+            if signature is not None:
+                part["thought_signature"] = signature
+            elif number == 0:
                 part["thought_signature"] = SKIP_SIGNATURE
             parts.append(part)
         if parts:
@@ -184,6 +192,18 @@ def _contents(request: ModelRequest) -> list[dict[str, Any]]:
                 }
             )
     return contents
+
+
+def _kept_signature(call: ToolCall) -> bytes | None:
+    """The thought signature Gemini sent with ``call`` (kept as base64 text), if it was kept."""
+    kept = (call.provider_data or {}).get("gemini")
+    signature = kept.get("thought_signature") if isinstance(kept, Mapping) else None
+    if not isinstance(signature, str) or not signature:
+        return None
+    try:
+        return base64.b64decode(signature, validate=True)
+    except ValueError:
+        return None
 
 
 def _args(arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -214,7 +234,10 @@ def _reply_parts(response: Any) -> tuple[list[str], list[ToolCall]]:
     for part in (content.parts or []) if content is not None else []:
         if part.function_call is not None:
             call = part.function_call
-            calls.append(ToolCall(call.id or new_call_id(), call.name or "", dict(call.args or {})))
+            kept = None
+            if part.thought_signature:
+                kept = {"gemini": {"thought_signature": base64.b64encode(part.thought_signature).decode("ascii")}}
+            calls.append(ToolCall(call.id or new_call_id(), call.name or "", dict(call.args or {}), provider_data=kept))
         elif part.text and not part.thought:
             text.append(part.text)
     return text, calls

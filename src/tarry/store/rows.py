@@ -18,7 +18,7 @@ Row = Mapping[Any, Any]
 
 def message_values(message: Message) -> dict[str, Any]:
     """The columns of a message row (without chat and position)."""
-    calls = [{"id": call.id, "name": call.name, "arguments": dict(call.arguments)} for call in message.tool_calls]
+    calls = [_call_value(call) for call in message.tool_calls]
     usage = message.usage
     return {
         "role": message.role,
@@ -26,12 +26,23 @@ def message_values(message: Message) -> dict[str, Any]:
         "tool_calls": calls or None,
         "tool_call_id": message.tool_call_id,
         "usage": None if usage is None else {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+        "provider_data": None if message.provider_data is None else dict(message.provider_data),
     }
+
+
+def _call_value(call: ToolCall) -> dict[str, Any]:
+    value: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}
+    if call.provider_data is not None:
+        value["provider_data"] = dict(call.provider_data)
+    return value
 
 
 def message_from_row(row: Row) -> Message:
     """The message a row holds."""
-    calls = tuple(ToolCall(item["id"], item["name"], item.get("arguments") or {}) for item in row["tool_calls"] or ())
+    calls = tuple(
+        ToolCall(item["id"], item["name"], item.get("arguments") or {}, provider_data=item.get("provider_data"))
+        for item in row["tool_calls"] or ()
+    )
     usage = row["usage"]
     return Message(
         role=row["role"],
@@ -39,6 +50,7 @@ def message_from_row(row: Row) -> Message:
         tool_calls=calls,
         tool_call_id=row["tool_call_id"],
         usage=None if usage is None else Usage(**usage),
+        provider_data=row["provider_data"],
     )
 
 

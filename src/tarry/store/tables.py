@@ -85,6 +85,9 @@ messages = Table(
     Column("tool_call_id", String(200)),
     Column("usage", Json),
     Column("created_at", UTCDateTime, nullable=False),
+    # Provider state (0004): what an adapter needs back with this message on the next request, keyed
+    # by provider (Anthropic's thinking blocks); a tool call's own sits in its entry of ``tool_calls``.
+    Column("provider_data", Json),
     UniqueConstraint("chat_id", "position", name="uq_tarry_messages_chat_position"),
 )
 
