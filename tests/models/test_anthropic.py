@@ -232,8 +232,9 @@ async def test_auto_and_none(http: respx.MockRouter, choice: str) -> None:
     assert sent(route)["tool_choice"] == {"type": choice}
 
 
-def streamed_weather_turns() -> list[httpx.Response]:
-    start = {
+def message_start(input_tokens: int = 40) -> dict[str, Any]:
+    """The ``message_start`` event of a streamed reply."""
+    return {
         "type": "message_start",
         "message": {
             "id": "msg_01",
@@ -243,28 +244,38 @@ def streamed_weather_turns() -> list[httpx.Response]:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": 40, "output_tokens": 1},
+            "usage": {"input_tokens": input_tokens, "output_tokens": 1},
         },
     }
 
-    def block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "content_block_start", "index": index, "content_block": block}
 
-    def delta(index: int, payload: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "content_block_delta", "index": index, "delta": payload}
+def block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:
+    """A ``content_block_start`` event."""
+    return {"type": "content_block_start", "index": index, "content_block": block}
 
-    def stop(index: int) -> dict[str, Any]:
-        return {"type": "content_block_stop", "index": index}
 
-    def message_delta(reason: str, output_tokens: int) -> dict[str, Any]:
-        return {
-            "type": "message_delta",
-            "delta": {"stop_reason": reason, "stop_sequence": None},
-            "usage": {"output_tokens": output_tokens},
-        }
+def delta(index: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """A ``content_block_delta`` event."""
+    return {"type": "content_block_delta", "index": index, "delta": payload}
 
+
+def stop(index: int) -> dict[str, Any]:
+    """A ``content_block_stop`` event."""
+    return {"type": "content_block_stop", "index": index}
+
+
+def message_delta(reason: str, output_tokens: int) -> dict[str, Any]:
+    """The ``message_delta`` event that ends a streamed reply."""
+    return {
+        "type": "message_delta",
+        "delta": {"stop_reason": reason, "stop_sequence": None},
+        "usage": {"output_tokens": output_tokens},
+    }
+
+
+def streamed_weather_turns() -> list[httpx.Response]:
     first = [
-        start,
+        message_start(),
         block_start(0, {"type": "text", "text": ""}),
         {"type": "ping"},
         delta(0, {"type": "text_delta", "text": "Let me "}),
@@ -281,10 +292,8 @@ def streamed_weather_turns() -> list[httpx.Response]:
         message_delta("tool_use", 12),
         {"type": "message_stop"},
     ]
-    second_start = json.loads(json.dumps(start))
-    second_start["message"]["usage"]["input_tokens"] = 80
     second = [
-        second_start,
+        message_start(input_tokens=80),
         block_start(0, {"type": "text", "text": ""}),
         delta(0, {"type": "text_delta", "text": "Paris is sunny, "}),
         delta(0, {"type": "text_delta", "text": "Rome is cloudy."}),

@@ -21,7 +21,7 @@ from tarry.store import Store
 
 from .conftest import TransferMoney, get_weather, sent, sse
 from .test_anthropic import URL as ANTHROPIC_URL
-from .test_anthropic import reply, text, tool_use
+from .test_anthropic import block_start, delta, message_delta, message_start, reply, stop, text, tool_use
 from .test_gemini import SIGNATURE as SKIP_SIGNATURE_BASE64
 from .test_gemini import response
 
@@ -93,58 +93,30 @@ async def test_anthropic_thinking_blocks_are_kept_and_sent_back_first_and_unchan
 
 
 async def test_anthropic_streamed_thinking_is_kept_like_the_plain_reply(http: respx.MockRouter) -> None:
-    start = {
-        "type": "message_start",
-        "message": {
-            "id": "msg_01",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-sonnet-4-6",
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": 40, "output_tokens": 1},
-        },
-    }
-
-    def block(index: int, content: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "content_block_start", "index": index, "content_block": content}
-
-    def delta(index: int, payload: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "content_block_delta", "index": index, "delta": payload}
-
-    def stop(index: int) -> dict[str, Any]:
-        return {"type": "content_block_stop", "index": index}
-
-    done = {
-        "type": "message_delta",
-        "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-        "usage": {"output_tokens": 30},
-    }
     first = [
-        start,
-        block(0, {"type": "thinking", "thinking": "", "signature": ""}),
+        message_start(),
+        block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
         delta(0, {"type": "thinking_delta", "thinking": THINKING["thinking"][:20]}),
         delta(0, {"type": "thinking_delta", "thinking": THINKING["thinking"][20:]}),
         delta(0, {"type": "signature_delta", "signature": THINKING["signature"]}),
         stop(0),
-        block(1, REDACTED),
+        block_start(1, REDACTED),
         stop(1),
-        block(2, {"type": "text", "text": ""}),
+        block_start(2, {"type": "text", "text": ""}),
         delta(2, {"type": "text_delta", "text": "Let me look."}),
         stop(2),
-        block(3, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}),
+        block_start(3, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}),
         delta(3, {"type": "input_json_delta", "partial_json": '{"city": "Paris"}'}),
         stop(3),
-        done,
+        message_delta("tool_use", 30),
         {"type": "message_stop"},
     ]
     second = [
-        start,
-        block(0, {"type": "text", "text": ""}),
+        message_start(),
+        block_start(0, {"type": "text", "text": ""}),
         delta(0, {"type": "text_delta", "text": "Paris is sunny."}),
         stop(0),
-        {**done, "delta": {"stop_reason": "end_turn", "stop_sequence": None}},
+        message_delta("end_turn", 30),
         {"type": "message_stop"},
     ]
     route = http.post(ANTHROPIC_URL).mock(side_effect=[sse(first, named=True), sse(second, named=True)])
