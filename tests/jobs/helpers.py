@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -152,3 +154,37 @@ def check_exactly_once(markers: Path, results: dict[str, dict[str, str]], answer
     assert all("built after" in found["build"] for found in results.values())
     cut = [order for order, found in results.items() if "interrupted" in found["pick_size"] + found["transfer"]]
     assert len(cut) <= 16, f"too many calls interrupted: {len(cut)}"
+
+
+async def kill_one_midway_then_check(
+    url: str,
+    markers: Path,
+    workers: list[subprocess.Popen[str]],
+    answerer: subprocess.Popen[str],
+    chat_ids: dict[str, str],
+    *,
+    first_answers_within: float,
+) -> None:
+    """SIGKILL the first worker once a third of the answers reached their tools; then every chat must
+    finish, every tool must have run exactly once, and nothing may stay claimed."""
+    chats = len(chat_ids)
+    try:
+        wait_until(
+            lambda: len(markers_of(markers, "size")) >= chats // 3,
+            first_answers_within,
+            "a third of the answers reaching tools",
+        )
+        workers[0].send_signal(signal.SIGKILL)
+        answers = json.loads(finish(answerer, timeout=180))
+        deadline = time.monotonic() + 180
+        while await finished_chats(url) < chats:
+            assert time.monotonic() < deadline, f"only {await finished_chats(url)} of {chats} chats finished"
+            await asyncio.sleep(0.2)
+    finally:
+        for worker in workers[1:]:
+            worker.send_signal(signal.SIGTERM)
+    for worker in workers[1:]:
+        finish(worker)
+    assert workers[0].wait() == -signal.SIGKILL
+    check_exactly_once(markers, await results_by_order(url, chat_ids), answers)
+    assert await claims_left(url) == []

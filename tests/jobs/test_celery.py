@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import signal
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -15,16 +11,10 @@ import pytest
 
 from tests.jobs.helpers import (
     CHATS,
-    check_exactly_once,
-    claims_left,
     create_orders,
-    finish,
-    finished_chats,
-    markers_of,
-    results_by_order,
+    kill_one_midway_then_check,
     start,
     start_proc,
-    wait_until,
 )
 from tests.jobs.tools import random_orders
 
@@ -55,19 +45,4 @@ async def test_celery_workers_one_killed_carry_every_chat_on_exactly_once(
                "--without-heartbeat"]  # fmt: skip
     workers = [start([*command, "-n", f"w{number}@%h"], markers) for number in range(4)]
     answerer = start_proc(markers, "answer", postgres_url, str(2 * CHATS), "2", "0.01", broker_url)
-    try:
-        wait_until(lambda: len(markers_of(markers, "size")) >= CHATS // 3, 150, "a third of the answers reaching tools")
-        workers[0].send_signal(signal.SIGKILL)
-        answers = json.loads(finish(answerer, timeout=180))
-        deadline = time.monotonic() + 180
-        while await finished_chats(postgres_url) < CHATS:
-            assert time.monotonic() < deadline, f"only {await finished_chats(postgres_url)} of {CHATS} chats finished"
-            await asyncio.sleep(0.2)
-    finally:
-        for worker in workers[1:]:
-            worker.send_signal(signal.SIGTERM)
-    for worker in workers[1:]:
-        finish(worker)
-    assert workers[0].wait() == -signal.SIGKILL
-    check_exactly_once(markers, await results_by_order(postgres_url, chat_ids), answers)
-    assert await claims_left(postgres_url) == []
+    await kill_one_midway_then_check(postgres_url, markers, workers, answerer, chat_ids, first_answers_within=150)

@@ -13,13 +13,11 @@ import pytest
 from tarry.store import Store
 from tests.jobs.helpers import (
     CHATS,
-    check_exactly_once,
     claims_left,
     create_orders,
     finish,
-    finished_chats,
+    kill_one_midway_then_check,
     markers_of,
-    results_by_order,
     start_proc,
     start_worker,
     wait_until,
@@ -32,22 +30,7 @@ async def test_four_workers_one_killed_carry_every_chat_on_exactly_once(postgres
     chat_ids = await create_orders(postgres_url, random_orders(CHATS, seed=6, longest=3.0))
     workers = [start_worker(postgres_url, markers) for _ in range(4)]
     answerer = start_proc(markers, "answer", postgres_url, str(2 * CHATS), "1", "0.01")
-    try:
-        wait_until(lambda: len(markers_of(markers, "size")) >= CHATS // 3, 120, "a third of the answers reaching tools")
-        workers[0].send_signal(signal.SIGKILL)
-        answers = json.loads(finish(answerer, timeout=180))
-        deadline = time.monotonic() + 180
-        while await finished_chats(postgres_url) < CHATS:
-            assert time.monotonic() < deadline, f"only {await finished_chats(postgres_url)} of {CHATS} chats finished"
-            await asyncio.sleep(0.2)
-    finally:
-        for worker in workers[1:]:
-            worker.send_signal(signal.SIGTERM)
-    for worker in workers[1:]:
-        finish(worker)
-    assert workers[0].wait() == -signal.SIGKILL
-    check_exactly_once(markers, await results_by_order(postgres_url, chat_ids), answers)
-    assert await claims_left(postgres_url) == []
+    await kill_one_midway_then_check(postgres_url, markers, workers, answerer, chat_ids, first_answers_within=120)
 
 
 def database(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
