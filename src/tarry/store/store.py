@@ -357,23 +357,22 @@ class Store:
 
         if not await self.db.run_write(write):
             return False
-        for hook in self.cancel_hooks:
-            try:
-                outcome = hook(chat_id)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:
-                logger.exception("A cancel hook failed for chat %s", chat_id)
+        await _call_hooks(self.cancel_hooks, chat_id, f"cancel hook for chat {chat_id}")
         return True
 
     async def _run_hooks(self, question: Question) -> None:
-        for hook in self.decision_hooks:
-            try:
-                outcome = hook(question)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:
-                logger.exception("A decision hook failed for question %s", question.id)
+        await _call_hooks(self.decision_hooks, question, f"decision hook for question {question.id}")
+
+
+async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], argument: Any, what: str) -> None:
+    """Call each hook with ``argument`` (awaiting those that are async); a failing one is logged, not raised."""
+    for hook in hooks:
+        try:
+            outcome = hook(argument)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            logger.exception("A %s failed", what)
 
 
 def _question_id(question_id: object) -> str:
