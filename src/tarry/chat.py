@@ -12,8 +12,9 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from tarry.calls import CallRecord, Claim, Outcome
+from tarry.clock import utcnow
 from tarry.errors import ClaimLostError, PendingToolCallsError, TarryError, UnknownQuestionError
-from tarry.journal import Journal, MemoryJournal, utcnow
+from tarry.journal import Journal, MemoryJournal
 from tarry.live import LiveCall, current_call
 from tarry.messages import (
     Message,

@@ -5,20 +5,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tarry.calls import CallRecord, Claim, Outcome, check_decision
+from tarry.clock import utcnow
 from tarry.messages import Message
 from tarry.questions import Decision, Question
 
 if TYPE_CHECKING:
     from tarry.chat import Chat
-
-
-def utcnow() -> datetime:
-    """The current time, aware, in UTC."""
-    return datetime.now(UTC)
 
 
 class Journal(Protocol):

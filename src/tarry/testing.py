@@ -6,8 +6,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tarry.clock import advance as advance_clock
+from tarry.clock import reset as reset_clock
 from tarry.errors import TarryError
 from tarry.messages import Message, ModelRequest, ToolCall
+
+__all__ = ["ScriptedModel", "ScriptedTurn", "Turn", "advance_clock", "reset_clock"]
 
 Turn = str | Sequence[Mapping[str, Any]]
 ScriptedTurn = Turn | Callable[[list[Message]], Turn]

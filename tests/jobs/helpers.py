@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, func, or_, select
 
-from tarry.journal import utcnow
+from tarry.clock import utcnow
 from tarry.store import Store
 from tarry.store.tables import chats, messages, tool_calls
 from tests.jobs.tools import clerk, order_calls

@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import select, update
 
 from tarry import Agent, Message, Task, Tool
+from tarry.clock import utcnow
 from tarry.jobs import continue_chat
 from tarry.jobs.due import take_if_due
-from tarry.journal import utcnow
 from tarry.store import Store
 from tarry.store.tables import chats, tool_calls
-from tarry.testing import ScriptedModel
+from tarry.testing import ScriptedModel, advance_clock
 from tests.jobs.tools import Quick, clerk, order_calls
 
 
@@ -81,7 +81,7 @@ async def test_a_chat_of_an_unknown_agent_is_left_untouched_and_logged(
 
 async def test_a_lapsed_question_is_closed_and_its_expiry_is_the_next_check(store: Store) -> None:
     def turn(messages: list[Message]) -> object:
-        return [{"name": "quick", "arguments": {}}] if messages[-1].role == "user" else "Lapsed, fine."
+        return [{"name": "quick", "arguments": {"ttl": 60}}] if messages[-1].role == "user" else "Lapsed, fine."
 
     agent = Agent("asker", model=lambda: ScriptedModel([turn] * 3), tools=[Quick()])
     chat = await store.create_chat(agent=agent)
@@ -89,7 +89,7 @@ async def test_a_lapsed_question_is_closed_and_its_expiry_is_the_next_check(stor
     (question,) = await store.pending_questions(chat.id)
     assert (await chat_row(store, chat.id))["next_check_at"] == question.expires_at
     assert await continue_chat(store, chat.id, [agent]) == question.expires_at
-    await asyncio.sleep((question.expires_at - utcnow()).total_seconds() + 0.05)
+    advance_clock((question.expires_at - utcnow()).total_seconds() + 0.05)
     assert await continue_chat(store, chat.id, [agent]) is None
     done = await store.load_chat(chat.id)
     assert "lapsed" in done.messages[-2].content and done.messages[-1].content == "Lapsed, fine."
@@ -103,11 +103,11 @@ async def test_a_call_whose_process_died_is_looked_at_when_its_lease_runs_out_th
     await chat.ask(json.dumps([{"name": "transfer", "arguments": {"to": "dead", "amount": 1}}]))
     (approval,) = await store.pending_questions(chat.id)
     assert await store.approve(approval.id)
-    until = utcnow() + timedelta(seconds=0.5)
+    until = utcnow() + timedelta(seconds=30)
     claimed = update(tool_calls).where(tool_calls.c.chat_id == chat.id).values(claimed_by="dead", claimed_until=until)
     await store.db.run_write(lambda connection: connection.execute(claimed))  # a process claimed the call, then died
     assert await continue_chat(store, chat.id, [agent]) == until
-    await asyncio.sleep((until - utcnow()).total_seconds() + 0.05)
+    advance_clock((until - utcnow()).total_seconds() + 0.05)
     assert await continue_chat(store, chat.id, [agent]) is None
     done = await store.load_chat(chat.id)
     assert "interrupted" in done.messages[-2].content

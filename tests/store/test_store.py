@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from datetime import UTC, datetime
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -25,6 +24,7 @@ from tarry.messages import ModelRequest
 from tarry.store import Store, StoreUnavailableError
 from tarry.store.engine import database_url
 from tarry.store.tables import metadata, tool_calls
+from tarry.testing import advance_clock
 from tarry.tools import ask
 from tests.store.tools import PickColour, SlowJob, TransferMoney, all_tools, reactive_model
 
@@ -124,15 +124,13 @@ async def test_bad_answers_record_nothing(store: Store) -> None:
 async def test_an_expired_question_is_not_listed_and_cannot_be_answered(store: Store) -> None:
     class QuickApproval(TransferMoney):
         name = "transfer_money"
-        approval_ttl = 0.2
+        approval_ttl = 60
 
     chat = await store.create_chat(reactive_model(PAY_AND_PAINT[:1]), [QuickApproval()])
     await chat.ask("Pay Bob")
     (approval,) = await store.pending_questions(chat.id)
     assert approval.expires_at is not None
-    deadline = time.monotonic() + 5
-    while datetime.now(UTC) <= approval.expires_at and time.monotonic() < deadline:
-        time.sleep(0.02)
+    advance_clock(61)
     assert await store.pending_questions(chat.id) == []
     with pytest.raises(QuestionExpiredError):
         await store.approve(approval.id)

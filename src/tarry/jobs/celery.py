@@ -22,9 +22,9 @@ try:
 except ImportError:  # pragma: no cover - depends on the installation
     raise ImportError("tarry.jobs.celery needs Celery: pip install 'tarry[celery]'") from None
 
+from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
 from tarry.jobs.due import overdue, take_if_due
-from tarry.journal import utcnow
 from tarry.questions import Question
 from tarry.running import run_sync
 from tarry.store import Store

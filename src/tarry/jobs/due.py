@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, and_, func, or_, select, update
 
-from tarry.journal import utcnow
+from tarry.clock import utcnow
 from tarry.store import Store
 from tarry.store.tables import chats, tool_calls
 

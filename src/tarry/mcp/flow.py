@@ -16,7 +16,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from tarry.journal import utcnow
+from tarry.clock import utcnow
 from tarry.mcp.convert import elicit_response, error_text, question_for, result_value
 from tarry.mcp.task import McpTask
 from tarry.mcp.task_extension import TaskCreated

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, or_, select, text, update
 
-from tarry.journal import utcnow
+from tarry.clock import utcnow
 from tarry.store.tables import chats
 
 DEFAULT_POLL_INTERVAL = 5.0

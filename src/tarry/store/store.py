@@ -17,8 +17,8 @@ from sqlalchemy import Connection, select, text, update
 from tarry.agents import Agent
 from tarry.calls import check_decision
 from tarry.chat import Chat
+from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, UnknownQuestionError
-from tarry.journal import utcnow
 from tarry.messages import Model, ToolChoice
 from tarry.questions import Decision, Question
 from tarry.store.engine import Database, database_url

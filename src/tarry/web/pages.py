@@ -13,7 +13,7 @@ from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from tarry.journal import utcnow
+from tarry.clock import utcnow
 from tarry.questions import Question
 from tarry.web import views
 from tarry.web.access import CSRF_FIELD, Forbidden, NotLoggedIn

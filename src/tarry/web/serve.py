@@ -33,6 +33,7 @@ async def serve(
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(128)  # connections queue from here on, so the link printed below works at once
     bound = sock.getsockname()[1]
     async with Store(url) as store:
         app = create_app(store, token=token)
