@@ -13,7 +13,7 @@ from typing import Any
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.clock import utcnow
-from tarry.errors import ClaimLostError, PendingToolCallsError, TarryError, UnknownQuestionError
+from tarry.errors import ClaimLostError, MissingToolsError, PendingToolCallsError, TarryError, UnknownQuestionError
 from tarry.journal import Journal, MemoryJournal
 from tarry.live import LiveCall, current_call
 from tarry.messages import (
@@ -299,6 +299,7 @@ class Chat:
         await self.load_tools()
         while True:
             await self._journal.refresh(self)
+            self._require_tools_of_paused_calls()
             if await self._carry_calls(resumed):
                 continue  # another process took a call over: look at what it recorded
             if self.waiting or not self._needs_model():
@@ -310,6 +311,26 @@ class Chat:
                 yield event
             if once or reply is None or not reply.tool_calls:
                 return
+
+    def _require_tools_of_paused_calls(self) -> None:
+        """Refuse to go on while a call that paused (so its tool was known) names a tool this chat lacks.
+
+        Carrying it on would close it as an unknown tool and use up its approval or answer.
+        """
+        missing = sorted(
+            {
+                record.call.name
+                for record in self.records.values()
+                if record.open and (record.questions or record.task is not None) and record.call.name not in self.tools
+            }
+        )
+        if missing:
+            names = ", ".join(missing)
+            raise MissingToolsError(
+                f"Calls of chat {self.id} wait on tools this chat was not given: {names}. "
+                "Load the chat with those tools (tools=[...]) to carry it on, or cancel it.",
+                missing,
+            )
 
     async def _carry_calls(self, resumed: set[str]) -> bool:
         """Carry every call on that can go on, a bounded number at once; True when a claim was lost."""

@@ -42,6 +42,17 @@ class ChatNotFoundError(TarryError, LookupError):
     """No chat has this id."""
 
 
+class MissingToolsError(TarryError):
+    """A waiting or decided call names a tool the chat was not given; ``names`` lists them.
+
+    Nothing is recorded: load the chat again with those tools (or cancel it) to carry it on.
+    """
+
+    def __init__(self, message: str, names: list[str]) -> None:
+        super().__init__(message)
+        self.names = names
+
+
 class CorruptStateError(TarryError):
     """A saved record cannot be read back; the message names the record."""
 

@@ -107,8 +107,13 @@ class Tool:
         """Carry a paused call on; return its result, or the task to stay paused.
 
         Called once on every ``complete()`` while the call is paused and waits on no one.
-        The default checks on the work with ``task.refresh()``.
+        The default suits tools that only ask: once the person answered the question the
+        task asked (``self.ask(...)``), the answer's values are the result the model gets
+        (a URL question's consent is ``"accepted"``). Otherwise it checks on the work with
+        ``task.refresh()``.
         """
+        if task.answer is not None:
+            return task.answer or "accepted"
         return task.refresh()
 
     def load_task(self, state: Mapping[str, Any], tool_call: ToolCall | None = None) -> Task:
