@@ -32,6 +32,7 @@ from sqlalchemy import Connection, event, insert, select, text
 
 from tarry import Message, Tool
 from tarry.store import Store
+from tarry.store.engine import Durability
 from tarry.store.tables import chats, messages, questions, tool_calls
 from tarry.testing import ScriptedModel
 
@@ -224,8 +225,8 @@ async def langgraph_postgres(stack: AsyncExitStack, url: str, durability: str | 
     return LangGraphSide(label, saver, durability)
 
 
-async def tarry_side(stack: AsyncExitStack, url: str, label: str) -> TarrySide:
-    store = await stack.enter_async_context(Store(url))
+async def tarry_side(stack: AsyncExitStack, url: str, label: str, durability: Durability = "full") -> TarrySide:
+    store = await stack.enter_async_context(Store(url, durability=durability))
     await store.setup()
     return TarrySide(label, store)
 
@@ -256,11 +257,17 @@ async def interleaved_latency(sides: list[Side], count: int) -> dict[str, dict[s
 
 
 async def latency_per_chat(
-    tarry_url: str, count: int, langgraph: list[tuple[str, str | Path, str | None]]
+    tarry_url: str, fast_url: str, count: int, langgraph: list[tuple[str, str | Path, str | None]]
 ) -> dict[str, dict[str, float]]:
-    """tarry on ``tarry_url`` beside each LangGraph set-up in ``langgraph``: (label, file or URL, durability)."""
+    """tarry on ``tarry_url`` (and with fast commits on ``fast_url``) beside each LangGraph set-up in ``langgraph``.
+
+    ``langgraph`` holds (label, file or URL, durability).
+    """
     async with AsyncExitStack() as stack:
-        sides: list[Side] = [await tarry_side(stack, tarry_url, "tarry")]
+        sides: list[Side] = [
+            await tarry_side(stack, tarry_url, 'tarry, `durability="full"` (the default)'),
+            await tarry_side(stack, fast_url, 'tarry, `durability="fast"`', "fast"),
+        ]
         for label, where, durability in langgraph:
             if isinstance(where, Path):
                 sides.append(await langgraph_sqlite(stack, where, durability, label))
@@ -452,13 +459,16 @@ def latency_section(count: int, folder: Path, postgres: str | None) -> list[str]
     sqlite_peers: list[tuple[str, str | Path, str | None]] = []
     if not missing:
         sqlite_peers = [(label, folder / f"langgraph-{mode}.db", mode) for label, mode in LANGGRAPH_MODES]
-    figures = asyncio.run(latency_per_chat(f"sqlite:///{folder / 'latency.db'}", count, sqlite_peers))
+    sqlite_urls = f"sqlite:///{folder / 'latency.db'}", f"sqlite:///{folder / 'latency-fast.db'}"
+    figures = asyncio.run(latency_per_chat(*sqlite_urls, count, sqlite_peers))
     rows += [("SQLite file", label, figures[label]) for label in figures]
     if postgres:
         postgres_peers: list[tuple[str, str | Path, str | None]] = []
         if not missing_postgres:
             postgres_peers = [(label, fresh_postgres(postgres), mode) for label, mode in LANGGRAPH_MODES]
-        figures = asyncio.run(latency_per_chat(fresh_postgres(postgres), count, postgres_peers))
+        figures = asyncio.run(
+            latency_per_chat(fresh_postgres(postgres), fresh_postgres(postgres), count, postgres_peers)
+        )
         rows += [("PostgreSQL", label, figures[label]) for label in figures]
     lines = [
         "## Latency per chat, beside LangGraph",
@@ -511,8 +521,10 @@ LATENCY_WORKLOAD = [
     '  interrupt (`aget_state`) and resumes with `Command(resume={"approved": True})` to the final reply.',
     "- Each library has its own database file (SQLite) or its own fresh schema (PostgreSQL), and keeps its",
     '  connection (tarry: a pool) open for the run: "fresh" means a fresh chat or graph object, not a new process.',
-    "- SQLite: both use WAL and `synchronous=NORMAL`. That is tarry's setting; LangGraph's saver leaves SQLite's",
-    "  default (`FULL`, a sync on every commit), which the benchmark overrides so both pay the same for a commit.",
+    '- SQLite: all use WAL. tarry\'s default (`durability="full"`) is `synchronous=FULL`, a disk sync at every',
+    '  commit, so a power cut loses no commit; `durability="fast"` is `synchronous=NORMAL` (PostgreSQL:',
+    "  `synchronous_commit=off`), the setting LangGraph's rows run with here, so those two rows pay the same",
+    "  for a commit. The difference between tarry's two rows is what surviving a power cut costs.",
     '- `durability="sync"` writes each step\'s checkpoint before the next step starts, as tarry writes each change',
     '  before going on. LangGraph\'s default, `"async"`, writes it while the next step runs; in both modes',
     "  `ainvoke` returns after the writes are done.",

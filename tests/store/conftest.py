@@ -50,3 +50,9 @@ async def store(database_url: str) -> AsyncIterator[Store]:
     async with Store(database_url) as opened:
         await opened.setup()
         yield opened
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema (skips without TARRY_TEST_POSTGRES_URL)."""
+    yield from _postgres_schema_url()

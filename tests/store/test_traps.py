@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from tarry import Task, Tool
 from tarry.errors import MissingToolsError
+from tarry.running import run_sync
 from tarry.store import Store
 from tests.store.tools import TransferMoney, reactive_model
 
@@ -73,3 +75,56 @@ async def test_a_tool_that_only_asks_gives_the_model_the_answer(
     assert reply is not None and reply.content == "All done."
     assert chat.messages[2].result() == result
     assert not chat.waiting
+
+
+def test_a_synchronous_script_uses_the_store_without_asyncio(database_url: str) -> None:
+    with Store(database_url) as store:
+        store.setup_sync()
+        chat = store.create_chat_sync(reactive_model([*PAY, {"name": "confirm", "arguments": {"order": "B2"}}]),
+                                      [TransferMoney(), Confirm()])  # fmt: skip
+        chat.ask_sync("Pay and confirm")
+        approval, code = store.pending_questions_sync(chat.id)
+        assert store.question_sync(code.id).fields[0].name == "code"
+        assert store.pending_tasks_sync(chat.id) == []
+        assert store.approve_sync(approval.id) is True
+        assert store.approve_sync(approval.id) is False
+        assert store.answer_sync(code.id, "k9") is True
+        loaded = store.load_chat_sync(chat.id, reactive_model(PAY), [TransferMoney(), Confirm()])
+        assert loaded.complete_sync() is not None
+        *results, final = [message.content for message in loaded.messages[2:]]
+        assert sorted(results) == ["Sent 5 to Bob", '{"code": "k9"}']  # the two calls run at once
+        assert final == "All done."
+        assert store.cancel_sync(chat.id) is True
+    with Store(database_url) as again:
+        declined = again.create_chat_sync(reactive_model(PAY), [TransferMoney()])
+        declined.ask_sync("Pay")
+        [approval] = again.pending_questions_sync(declined.id)
+        assert again.decline_sync(approval.id, "no") is True
+
+
+@pytest.mark.parametrize(("durability", "expected"), [("full", "2"), ("fast", "1")])
+def test_sqlite_syncs_every_commit_unless_told_to_be_fast(tmp_path: Path, durability: str, expected: str) -> None:
+    with Store(f"sqlite:///{tmp_path / 'chats.db'}", durability=durability) as store:  # type: ignore[arg-type]
+        store.setup_sync()
+        level = run_sync(
+            store.db.run_read(lambda connection: connection.exec_driver_sql("PRAGMA synchronous").scalar())
+        )
+        assert str(level) == expected  # SQLite's numbers: 2 is FULL, 1 is NORMAL
+
+
+@pytest.mark.parametrize(("durability", "expected"), [("full", "on"), ("fast", "off")])
+def test_postgresql_commits_synchronously_unless_told_to_be_fast(
+    postgres_url: str, durability: str, expected: str
+) -> None:
+    with Store(postgres_url, durability=durability) as store:  # type: ignore[arg-type]
+        store.setup_sync()
+        level = run_sync(
+            store.db.run_read(lambda connection: connection.exec_driver_sql("SHOW synchronous_commit").scalar())
+        )
+        assert level == expected
+        store.create_chat_sync()  # the schema is still found: the URL's own options are kept
+
+
+def test_durability_names_its_choices() -> None:
+    with pytest.raises(ValueError, match="durability must be 'full' or 'fast'"):
+        Store("sqlite:///x.db", durability="paranoid")  # type: ignore[arg-type]

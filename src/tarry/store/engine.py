@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
@@ -35,6 +35,8 @@ _DRIVERS = {
     "postgres": "postgresql+psycopg",
     "postgresql+psycopg": "postgresql+psycopg",
 }
+Durability = Literal["full", "fast"]
+"""``"full"``: a commit survives a power cut. ``"fast"``: the last commits may be lost to one (never corrupted)."""
 SQLITE_THREADS = 4
 """Worker threads per SQLite store; writers queue on the database's lock, not on the event loop."""
 
@@ -67,12 +69,15 @@ def _require(module: str, extra: str) -> None:
         raise ImportError(f"PostgreSQL needs the {extra} extra: pip install 'tarry[{extra}]'") from None
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(engine: Engine, durability: Durability) -> None:
+    # In WAL mode NORMAL skips the sync at each commit: a power cut can undo the last commits.
+    synchronous = "FULL" if durability == "full" else "NORMAL"
+
     @event.listens_for(engine, "connect")
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
-        for pragma in ("journal_mode=WAL", "busy_timeout=30000", "synchronous=NORMAL", "foreign_keys=ON"):
+        for pragma in ("journal_mode=WAL", "busy_timeout=30000", f"synchronous={synchronous}", "foreign_keys=ON"):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 
@@ -85,8 +90,11 @@ def _configure_sqlite(engine: Engine) -> None:
 class Database:
     """The two kinds of transaction tarry uses: one write, or one consistent read."""
 
-    def __init__(self, url: URL) -> None:
+    def __init__(self, url: URL, durability: Durability = "full") -> None:
+        if durability not in ("full", "fast"):
+            raise ValueError(f"durability must be 'full' or 'fast', got {durability!r}")
         self.url = url
+        self.durability = durability
         self.is_sqlite = url.get_backend_name() == "sqlite"
         self._sqlite: Engine | None = None
         self._threads: ThreadPoolExecutor | None = None
@@ -95,14 +103,17 @@ class Database:
         self._closed = False
         if self.is_sqlite:
             self._sqlite = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
-            _configure_sqlite(self._sqlite)
+            _configure_sqlite(self._sqlite, durability)
             self._threads = ThreadPoolExecutor(max_workers=SQLITE_THREADS, thread_name_prefix="tarry-sqlite")
             if url.database not in (None, "", ":memory:"):
                 self._sqlite_folder = str(Path(str(url.database)).absolute().parent)
         else:
-            self._postgres = create_async_engine(
-                url, pool_size=10, max_overflow=10, connect_args={"connect_timeout": 5}
-            )
+            connect_args: dict[str, Any] = {"connect_timeout": 5}
+            if durability == "fast":  # commits return before the WAL reaches the disk
+                given = url.query.get("options", "")
+                given = given if isinstance(given, str) else " ".join(given)
+                connect_args["options"] = f"{given} -c synchronous_commit=off".strip()
+            self._postgres = create_async_engine(url, pool_size=10, max_overflow=10, connect_args=connect_args)
 
     @property
     def sync_engine(self) -> Engine:

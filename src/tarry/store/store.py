@@ -21,7 +21,8 @@ from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, UnknownQuestionError
 from tarry.messages import Model, ToolChoice
 from tarry.questions import Decision, Question
-from tarry.store.engine import Database, database_url
+from tarry.running import sync_twin
+from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import StoreJournal, Tail, fetch_tail
 from tarry.store.rows import call_from_row, question_from_row
 from tarry.store.schedule import wake
@@ -42,17 +43,30 @@ class Store:
     ``url`` is ``sqlite:///path`` or ``postgresql://…`` (default: ``TARRY_DATABASE_URL``, else
     the SQLite file ``tarry.db`` in the working directory). ``lease`` is how many seconds a
     claim on a call or a chat lasts without renewal; ``poll_interval`` how often a running call
-    that waits for a person's answer looks for it. The store's engine belongs to the event
+    that waits for a person's answer looks for it. ``durability="full"`` (the default) makes
+    every commit survive a power cut; ``"fast"`` lets the database skip the disk sync at each
+    commit (SQLite ``synchronous=NORMAL``, PostgreSQL ``synchronous_commit=off``), so a power
+    cut can undo the last commits, a claim among them. The store's engine belongs to the event
     loop that first uses it; use it as ``async with Store() as store:`` or call :meth:`close`.
+
+    Synchronous code uses ``with Store() as store:`` and the ``_sync`` twin of each verb
+    (``store.setup_sync()``, ``store.approve_sync(id)``, …), which run on one event loop per thread.
     """
 
-    def __init__(self, url: str | None = None, *, lease: float = 60.0, poll_interval: float = 0.25) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        lease: float = 60.0,
+        poll_interval: float = 0.25,
+        durability: Durability = "full",
+    ) -> None:
         for name, value in (("lease", lease), ("poll_interval", poll_interval)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         self.poll_interval = float(poll_interval)
         """Seconds between two looks at the database while a running call waits for an answer."""
-        self.db = Database(database_url(url))
+        self.db = Database(database_url(url), durability)
         self.lease = float(lease)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         """Who this store claims work as."""
@@ -95,6 +109,14 @@ class Store:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         await self.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close_sync()
 
     # Chats
 
@@ -359,6 +381,18 @@ class Store:
             return False
         await _call_hooks(self.cancel_hooks, chat_id, f"cancel hook for chat {chat_id}")
         return True
+
+    setup_sync = sync_twin(setup)
+    close_sync = sync_twin(close)
+    create_chat_sync = sync_twin(create_chat)
+    load_chat_sync = sync_twin(load_chat)
+    pending_questions_sync = sync_twin(pending_questions)
+    pending_tasks_sync = sync_twin(pending_tasks)
+    question_sync = sync_twin(question)
+    answer_sync = sync_twin(answer)
+    approve_sync = sync_twin(approve)
+    decline_sync = sync_twin(decline)
+    cancel_sync = sync_twin(cancel)
 
     async def _run_hooks(self, question: Question) -> None:
         await _call_hooks(self.decision_hooks, question, f"decision hook for question {question.id}")
