@@ -362,7 +362,8 @@ class Chat:
             tool = self.tools.get(record.call.name)
             if runs_tool and claim is Claim.RECLAIMED and not (tool is not None and tool.idempotent):
                 message = (
-                    f"The {record.call.name} call was interrupted: the process running it stopped before it finished."
+                    f"The {record.call.name} call was interrupted: the process running it stopped before it "
+                    "recorded a result, so whether the tool finished is not known."
                 )
                 outcome = Outcome(result=_error(record.call, message))
             else:

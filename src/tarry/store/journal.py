@@ -11,12 +11,12 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Executable, insert, or_, select, update
 
@@ -26,6 +26,7 @@ from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsError
 from tarry.messages import Message
 from tarry.questions import Decision, Question
+from tarry.store.engine import StoreUnavailableError
 from tarry.store.rows import Row, apply_call_row, call_from_row, message_from_row, message_values, question_values
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
 from tarry.store.tables import chats, messages, questions, tool_calls
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from tarry.store.store import Store
 
 logger = logging.getLogger("tarry.store")
+T = TypeVar("T")
 
 
 class StoreJournal:
@@ -212,10 +214,42 @@ class StoreJournal:
                 raise ClaimLostError(f"The claim on the {record.call.name} call {record.call.id} was lost")
             return chat_version, version
 
-        chat_version, version = await self.db.run_write(write)
+        chat_version, version = await self._write_holding_claim(write, record)
         record.extra.pop("claimed", None)
         record.extra["version"] = version
         self._wrote(chat, chat_version)
+
+    async def _write_holding_claim(self, write: Callable[[Connection], T], record: CallRecord) -> T:
+        """Run ``write`` for a call this process holds, trying again while the database cannot be reached.
+
+        The tool has already run, so its result must not be lost to a dropped connection: the
+        write is tried again with backoff (the lease is renewed meanwhile, once the database is
+        back) for up to five leases. A write whose commit went through before the connection
+        dropped finds the claim released on its next try and raises :class:`ClaimLostError`;
+        the chat then reads the saved result back.
+        """
+        deadline = asyncio.get_running_loop().time() + 5 * self.store.lease
+        pause = 0.05
+        while True:
+            try:
+                return await self.db.run_write(write)
+            except StoreUnavailableError:
+                if asyncio.get_running_loop().time() + pause > deadline:
+                    logger.error(
+                        "Could not save what the %s call %s came to: the database stayed out of reach. "
+                        "Its tool ran; once the lease runs out the call is closed as interrupted.",
+                        record.call.name,
+                        record.call.id,
+                    )
+                    raise
+                logger.warning(
+                    "Lost the database while saving the %s call %s; trying again in %.2f s",
+                    record.call.name,
+                    record.call.id,
+                    pause,
+                )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
 
     async def decide(
         self,
