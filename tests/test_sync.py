@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -139,3 +141,27 @@ def test_errors_pass_through_the_sync_twin() -> None:
         chat.ask_sync("hello")
     with pytest.raises(ValueError, match="ask"):
         chat.ask_sync("")
+
+
+def test_a_program_that_exits_while_a_daemon_thread_runs_a_sync_verb_exits_quietly() -> None:
+    # A Celery worker stopped with SIGTERM ends this way: its sweeping thread may be mid-run.
+    script = """
+import asyncio, threading
+from tarry.running import run_sync
+
+ready = threading.Event()
+
+async def forever():
+    ready.set()
+    await asyncio.sleep(60)
+
+threading.Thread(target=lambda: run_sync(forever()), daemon=True).start()
+assert ready.wait(30)
+run_sync(asyncio.sleep(0))
+print("done")
+"""
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "done"
+    assert "Cannot close a running event loop" not in finished.stderr
+    assert "Exception ignored" not in finished.stderr

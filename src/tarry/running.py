@@ -21,11 +21,24 @@ class _Loop:
 
     def __init__(self) -> None:
         self.runner = asyncio.Runner()
+        self.running = False
         if threading.current_thread() is threading.main_thread():
-            atexit.register(self.runner.close)
+            atexit.register(self.close)
+
+    def run(self, coroutine: Coroutine[Any, Any, R]) -> R:
+        self.running = True
+        try:
+            return self.runner.run(coroutine)
+        finally:
+            self.running = False
+
+    def close(self) -> None:
+        """Close the loop, unless it still runs: a daemon thread (a Celery worker's) stopped mid-run at exit."""
+        if not self.running:
+            self.runner.close()
 
     def __del__(self) -> None:
-        self.runner.close()
+        self.close()
 
 
 class _ThreadLoop(threading.local):
@@ -50,7 +63,7 @@ def run_sync(coroutine: Coroutine[Any, Any, R], *, verb: str = "the async verb")
         raise TarryError(f"Called inside a running event loop: use `await {verb}(...)` instead")
     if _thread_loop.loop is None:
         _thread_loop.loop = _Loop()
-    return _thread_loop.loop.runner.run(coroutine)
+    return _thread_loop.loop.run(coroutine)
 
 
 def sync_twin(

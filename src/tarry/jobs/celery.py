@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from datetime import datetime
 from typing import Any
 
@@ -92,11 +91,12 @@ def register(
 
 def _sweep_in_workers(app: Celery, served: dict[str, Any], store: Any, interval: float, grace: float) -> None:
     """In each worker, every ``interval`` seconds, enqueue chats overdue by more than ``grace`` (a message lost)."""
-    from celery.signals import worker_ready
+    from celery.signals import worker_ready, worker_shutting_down
+
+    stopping = threading.Event()
 
     def sweep_forever() -> None:
-        while True:
-            time.sleep(interval)
+        while not stopping.wait(interval):
             try:
                 for chat_id in run_sync(overdue(store(), served, grace), verb="tarry.jobs.due.overdue"):
                     enqueue(app, chat_id)
@@ -106,7 +106,11 @@ def _sweep_in_workers(app: Celery, served: dict[str, Any], store: Any, interval:
     def start(**_: Any) -> None:
         threading.Thread(target=sweep_forever, name="tarry-sweep", daemon=True).start()
 
+    def stop(**_: Any) -> None:
+        stopping.set()
+
     worker_ready.connect(start, weak=False)
+    worker_shutting_down.connect(stop, weak=False)
 
 
 def enqueue(app: Celery, chat_id: str, countdown: float | None = None) -> None:
