@@ -283,7 +283,8 @@ def store_error(orig: BaseException | None, where: str, *, invalidated: bool = F
     reason = _reason(orig)
     if reason is not None:
         kind, what, advice = _KINDS[reason]
-        return kind(f"The database at {where} {what} ({orig}). {advice}")
+        said = getattr(getattr(orig, "diag", None), "message_primary", None) or orig  # psycopg's, without the SQL
+        return kind(f"The database at {where} {what} ({said}). {advice}")
     if invalidated or _is_connect_error(orig):
         return StoreUnavailableError(f"Cannot reach the database at {where}: {orig}")
     return None
