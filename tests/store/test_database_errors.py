@@ -152,6 +152,7 @@ async def test_a_full_sqlite_database_says_to_free_space_and_saves_nothing_of_th
         chat = await full.load_chat(chat_id, reactive_model([]), [TransferMoney()])
         with pytest.raises(StoreFullError, match=r"is full \(database or disk is full\)\. Free space on the disk"):
             await chat.ask("Pay Bob 5. " * 20_000)
+        assert await full.pending_questions() == []  # reading goes on
     async with Store(url) as store:
         assert (await store.load_chat(chat_id)).messages == []
 
