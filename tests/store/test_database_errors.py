@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Callable
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from alembic import command
 from alembic.config import Config
@@ -19,10 +22,12 @@ from tarry.errors import (
     StoreFullError,
     StoreReadOnlyError,
     StoreSchemaError,
+    StoreUnavailableError,
 )
 from tarry.store import Store
 from tarry.store.engine import database_url
 from tarry.store.schema import HEAD, MIGRATIONS, known_revisions
+from tests.store.conftest import POSTGRES_URL, _postgres_schema_url
 from tests.store.test_store import park
 from tests.store.tools import TransferMoney, reactive_model
 
@@ -182,3 +187,37 @@ async def test_a_damaged_sqlite_file_says_to_restore_a_backup(tmp_path: Path) ->
     async with Store(f"sqlite:///{path}") as store:
         with pytest.raises(StoreCorruptError, match=r"damaged or not a database \(.*malformed\)\. Restore it from"):
             await store.pending_questions()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL schema of its own, whose connections carry an application name only this test uses."""
+    for url in _postgres_schema_url():
+        yield f"{url}&application_name=tarry_test_{uuid.uuid4().hex[:12]}"
+
+
+def end_connections(url: str) -> None:
+    """End every server connection of ``url``'s application, as an administrator or a failover would."""
+    application = make_url(url).query["application_name"]
+    assert POSTGRES_URL is not None
+    activity = "FROM pg_stat_activity WHERE application_name = %s"
+    with psycopg.connect(POSTGRES_URL.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as connection:
+        ended = connection.execute(f"SELECT count(pg_terminate_backend(pid)) {activity}", (application,)).fetchone()
+        assert ended is not None and ended[0] >= 1
+        deadline = time.monotonic() + 10
+        while connection.execute(f"SELECT count(*) {activity}", (application,)).fetchone() != (0,):
+            assert time.monotonic() < deadline, "the server did not end the connections"
+            time.sleep(0.02)
+
+
+async def test_a_connection_the_server_ended_is_a_clear_error_and_the_next_call_reconnects(postgres_url: str) -> None:
+    async with Store(postgres_url) as store:
+        await store.setup()
+        chat_id = await park(store, [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}])
+        end_connections(postgres_url)
+        with pytest.raises(
+            StoreUnavailableError, match=r"The connection to the database at .* broke \(.*\)\. Try again"
+        ):
+            await store.pending_questions()
+        (approval,) = await store.pending_questions()
+        assert approval.chat_id == chat_id

@@ -285,8 +285,13 @@ def store_error(orig: BaseException | None, where: str, *, invalidated: bool = F
         kind, what, advice = _KINDS[reason]
         said = getattr(getattr(orig, "diag", None), "message_primary", None) or orig  # psycopg's, without the SQL
         return kind(f"The database at {where} {what} ({said}). {advice}")
-    if invalidated or _is_connect_error(orig):
+    if _is_connect_error(orig):
         return StoreUnavailableError(f"Cannot reach the database at {where}: {orig}")
+    if invalidated:
+        return StoreUnavailableError(
+            f"The connection to the database at {where} broke ({str(orig).strip()}). Try again: the next "
+            "transaction opens a new connection; if it fails too, check that the server is running."
+        )
     return None
 
 
