@@ -22,7 +22,7 @@ TAMPERINGS: dict[str, Tampering] = {
         "arguments",
         "transfer_money",
         '["Bob", 5]',
-        "its arguments are a JSON list, not an object",
+        "its arguments are a JSON array, not an object",
     ),
     "a question with a bad schema": (
         "tarry_questions",

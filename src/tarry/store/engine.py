@@ -208,11 +208,6 @@ class Database:
             if translated is None:
                 raise
             raise translated from error
-        except sqlite3.Error as error:  # raised before SQLAlchemy wraps it, by the pragmas of a new connection
-            translated = store_error(error, self.where)
-            if translated is None:
-                raise
-            raise translated from error
         except OSError as error:
             raise StoreUnavailableError(f"Cannot reach the database at {self.where}: {error}") from error
 

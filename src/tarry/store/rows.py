@@ -37,6 +37,11 @@ def _check_json(row: Row) -> None:
             raise ValueError(f"the {column} column holds text that is not JSON ({value.error}): {value.text[:80]!r}")
 
 
+def _json_type(value: object) -> str:
+    names = {list: "array", str: "string", bool: "boolean", int: "number", float: "number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
 def _corrupt_call(row: Row, error: Exception) -> CorruptStateError:
     return CorruptStateError(
         f"The {row['name']} call {row['call_id']} of chat {row['chat_id']} cannot be read: {error}",
@@ -115,7 +120,7 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
         _check_json(row)
         schema = row["requested_schema"]
         if schema is not None and not isinstance(schema, Mapping):
-            raise TypeError(f"its requested_schema is a JSON {type(schema).__name__}, not an object")
+            raise TypeError(f"its requested_schema is a JSON {_json_type(schema)}, not an object")
         fields = fields_from_schema(schema) if schema else ()
         return Question(
             id=row["id"],
@@ -154,7 +159,7 @@ def call_from_row(row: Row) -> ToolCall:
         _check_json(row)
         arguments = row["arguments"]
         if not isinstance(arguments, Mapping):
-            raise TypeError(f"its arguments are a JSON {type(arguments).__name__}, not an object")
+            raise TypeError(f"its arguments are a JSON {_json_type(arguments)}, not an object")
         return ToolCall(row["call_id"], row["name"], arguments)
     except _UNREADABLE as error:
         raise _corrupt_call(row, error) from error
