@@ -78,11 +78,11 @@ class Store:
         await self.db.migrate()
 
     async def check(self) -> None:
-        """Raise the :class:`~tarry.errors.StoreError` that using this store would: the database
-        cannot be reached, is damaged, or has no schema or one this tarry cannot use.
+        """Raise the :class:`~tarry.errors.StoreError` that using this store would raise, if any.
 
-        Every store does this once, before its first transaction; call it to fail early (as
-        ``tarry worker`` and ``tarry serve`` do before they start).
+        That is: the database cannot be reached, is damaged, or has no schema or one this tarry
+        cannot use. Every store checks once, before its first transaction; call this to fail
+        early, as ``tarry worker`` and ``tarry db check`` do before they start.
         """
         await self.db.check_schema()
 
