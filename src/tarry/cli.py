@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -18,7 +21,13 @@ def _demo(arguments: argparse.Namespace) -> int:
 
 def _worker(arguments: argparse.Namespace) -> int:
     from tarry.jobs.command import main
+    from tarry.store import Store
 
+    async def check() -> None:  # refuse to start on a database the worker cannot use
+        async with Store(arguments.url) as store:
+            await store.check()
+
+    _store_run(check())
     return main(arguments.url, arguments.agents, arguments.concurrency, arguments.lease)
 
 
@@ -30,8 +39,30 @@ def _db_upgrade(arguments: argparse.Namespace) -> int:
             await store.setup()
             return store.url
 
-    print(f"The database at {asyncio.run(upgrade())} has the current schema.")
+    where = _store_run(upgrade())
+    print(f"The database at {where} has the current schema.")
     return 0
+
+
+def _db_check(arguments: argparse.Namespace) -> int:
+    from tarry.store import Store
+    from tarry.store.problems import Problem
+
+    async def check() -> tuple[str, list[Problem]]:
+        async with Store(arguments.url) as store:
+            await store.check()
+            return store.url, await store.problems()
+
+    where, problems = _store_run(check())
+    print(f"The database at {where} has the current schema.")
+    for problem in problems:
+        print(f"Corrupt: chat {problem.chat_id}, call {problem.call_id}: {problem.detail}")
+    print(
+        f"{len(problems)} open call(s) cannot be read: listings leave them out, loading their chats fails."
+        if problems
+        else "Every open call can be read."
+    )
+    return 1 if problems else 0
 
 
 def _serve(arguments: argparse.Namespace) -> int:
@@ -40,9 +71,20 @@ def _serve(arguments: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(arguments.url, host=arguments.host, port=arguments.port, say=say))
+    with contextlib.suppress(KeyboardInterrupt):  # serve() sets the schema up, or refuses, before the login link
+        _store_run(serve(arguments.url, host=arguments.host, port=arguments.port, say=say))
     return 0
+
+
+def _store_run(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work``; a database error prints what to do, without a traceback, and exits with status 1."""
+    from tarry.errors import StoreError
+
+    try:
+        return asyncio.run(work)
+    except StoreError as error:
+        print(f"tarry: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,6 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     upgrade.add_argument("--url", help="database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)")
     upgrade.set_defaults(handler=_db_upgrade)
+    check = database_commands.add_parser(
+        "check",
+        help="check the schema and look for stored records that cannot be read",
+        description=(
+            "Check that the database has the schema this tarry uses, and list the open tool calls whose saved "
+            "records cannot be read (tampered JSON, a bad question schema, an unknown task status). "
+            "Exits 1 when it finds any, or when the database cannot be used."
+        ),
+    )
+    check.add_argument("--url", help="database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)")
+    check.set_defaults(handler=_db_check)
     serve = commands.add_parser(
         "serve",
         help="serve the web inbox and JSON API for what stored chats wait on",

@@ -54,7 +54,39 @@ class MissingToolsError(TarryError):
 
 
 class CorruptStateError(TarryError):
-    """A saved record cannot be read back; the message names the record."""
+    """A saved record cannot be read back; the message names the record.
+
+    ``chat_id`` and ``call_id`` (the provider's id of the tool call) name where it lies, when known.
+    """
+
+    def __init__(self, message: str, *, chat_id: str | None = None, call_id: str | None = None) -> None:
+        super().__init__(message)
+        self.chat_id = chat_id
+        self.call_id = call_id
+
+
+class StoreError(TarryError):
+    """The database underneath a store failed; the message says what happened and what to do."""
+
+
+class StoreUnavailableError(StoreError):
+    """The database cannot be reached or opened."""
+
+
+class StoreSchemaError(StoreError):
+    """The database has no tarry schema, or one older or newer than this tarry uses."""
+
+
+class StoreFullError(StoreError):
+    """The database (or the disk under it) is full; the failed write saved nothing."""
+
+
+class StoreReadOnlyError(StoreError):
+    """The database refuses writes: a read-only file, folder, connection or server."""
+
+
+class StoreCorruptError(StoreError):
+    """The database file is damaged or is not a database at all."""
 
 
 class ProviderError(TarryError):

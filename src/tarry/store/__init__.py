@@ -1,6 +1,7 @@
 """Persisted chats: SQLite by default, PostgreSQL at scale (``tarry[postgres]``)."""
 
-from tarry.store.engine import StoreUnavailableError
+from tarry.errors import StoreUnavailableError
+from tarry.store.problems import Problem
 from tarry.store.store import Store
 
-__all__ = ["Store", "StoreUnavailableError"]
+__all__ = ["Problem", "Store", "StoreUnavailableError"]

@@ -11,10 +11,13 @@ transaction). On PostgreSQL it runs on the event loop through psycopg's asyncio 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -23,7 +26,16 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from tarry.errors import TarryError
+from tarry.errors import (
+    StoreCorruptError,
+    StoreError,
+    StoreFullError,
+    StoreReadOnlyError,
+    StoreSchemaError,
+    StoreUnavailableError,
+    TarryError,
+)
+from tarry.store.schema import migrate, require_usable
 
 T = TypeVar("T")
 DEFAULT_URL = "sqlite:///tarry.db"
@@ -41,8 +53,26 @@ SQLITE_THREADS = 4
 """Worker threads per SQLite store; writers queue on the database's lock, not on the event loop."""
 
 
-class StoreUnavailableError(TarryError):
-    """The database cannot be reached or opened."""
+class UnreadableJson:
+    """What a JSON column holds when its text is not JSON: the text and the parser's complaint.
+
+    Reading a row never fails on one bad value; :mod:`tarry.store.rows` refuses the record it
+    belongs to, naming it, so one corrupt call cannot hide the others.
+    """
+
+    def __init__(self, text: str, error: str) -> None:
+        self.text = text
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"UnreadableJson({self.text!r}, {self.error!r})"
+
+
+def _load_json(text: str | bytes) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        return UnreadableJson(text if isinstance(text, str) else text.decode(errors="replace"), str(error))
 
 
 def database_url(url: str | None) -> URL:
@@ -102,10 +132,12 @@ class Database:
         self._sqlite_folder: str | None = None
         self._closed = False
         if self.is_sqlite:
-            self._sqlite = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+            self._sqlite = create_engine(
+                url, connect_args={"timeout": 30, "check_same_thread": False}, json_deserializer=_load_json
+            )
             _configure_sqlite(self._sqlite, durability)
             self._threads = ThreadPoolExecutor(max_workers=SQLITE_THREADS, thread_name_prefix="tarry-sqlite")
-            if url.database not in (None, "", ":memory:"):
+            if url.database not in (None, "", ":memory:") and url.query.get("uri") != "true":
                 self._sqlite_folder = str(Path(str(url.database)).absolute().parent)
         else:
             connect_args: dict[str, Any] = {"connect_timeout": 5}
@@ -113,7 +145,15 @@ class Database:
                 given = url.query.get("options", "")
                 given = given if isinstance(given, str) else " ".join(given)
                 connect_args["options"] = f"{given} -c synchronous_commit=off".strip()
-            self._postgres = create_async_engine(url, pool_size=10, max_overflow=10, connect_args=connect_args)
+            self._postgres = create_async_engine(
+                url, pool_size=10, max_overflow=10, connect_args=connect_args, json_deserializer=_load_json
+            )
+        self._schema_checked = False
+
+    @property
+    def where(self) -> str:
+        """The database URL as the user would write it, without its password, as messages name it."""
+        return self.url.set(drivername=self.url.get_backend_name()).render_as_string(hide_password=True)
 
     @property
     def sync_engine(self) -> Engine:
@@ -126,18 +166,36 @@ class Database:
     async def run_write(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one write transaction (``BEGIN IMMEDIATE`` on SQLite); commit, and return its result.
 
-        An exception raised by ``work`` rolls the whole transaction back.
+        An exception raised by ``work`` rolls the whole transaction back. The first transaction
+        of a database checks its schema first (:meth:`check_schema`); a database error becomes
+        a :class:`~tarry.errors.StoreError` that says what to do.
         """
+        await self.check_schema()
         return await self._run(work, write=True)
 
     async def run_read(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one read transaction that sees one snapshot (``REPEATABLE READ`` on PostgreSQL)."""
+        await self.check_schema()
         return await self._run(work, write=False)
+
+    async def check_schema(self) -> None:
+        """Raise :class:`~tarry.errors.StoreSchemaError` unless the schema is the one this tarry uses.
+
+        Asks the database until the answer is yes, then never again.
+        """
+        if not self._schema_checked:
+            await self._run(partial(require_usable, where=self.where), write=False)
+            self._schema_checked = True
+
+    async def migrate(self) -> None:
+        """Create the schema or migrate it to this tarry's revision, in one write transaction."""
+        await self._run(partial(migrate, where=self.where, postgres=not self.is_sqlite), write=True)
+        self._schema_checked = True
 
     async def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
         if self._closed:
-            raise TarryError(f"The store of {self.url.render_as_string(hide_password=True)} is closed")
-        async with self._reachable():
+            raise TarryError(f"The store of {self.where} is closed")
+        async with self._translated():
             if self._sqlite is not None and self._threads is not None:
                 engine = self._sqlite.execution_options(tarry_write=True) if write else self._sqlite
 
@@ -152,25 +210,26 @@ class Database:
                 return await connection.run_sync(work)
 
     @asynccontextmanager
-    async def _reachable(self) -> AsyncIterator[None]:
+    async def _translated(self) -> AsyncIterator[None]:
+        """Turn the driver's errors into :class:`~tarry.errors.StoreError` types that say what to do."""
         if self._sqlite_folder is not None:
             self._check_sqlite_folder(self._sqlite_folder)
         try:
             yield
         except DBAPIError as error:
-            if not error.connection_invalidated and not _is_connect_error(error):
+            translated = store_error(error.orig, self.where, invalidated=error.connection_invalidated)
+            if translated is None:
                 raise
-            where = self.url.render_as_string(hide_password=True)
-            raise StoreUnavailableError(f"Cannot reach the database at {where}: {error.orig}") from error
+            raise translated from error
         except OSError as error:
-            where = self.url.render_as_string(hide_password=True)
-            raise StoreUnavailableError(f"Cannot reach the database at {where}: {error}") from error
+            raise StoreUnavailableError(f"Cannot reach the database at {self.where}: {error}") from error
 
     def _check_sqlite_folder(self, folder: str) -> None:
         """Fail clearly, once, when the SQLite file's folder does not exist."""
         if not os.path.isdir(folder):
-            where = self.url.render_as_string(hide_password=True)
-            raise StoreUnavailableError(f"Cannot reach the database at {where}: the folder {folder} does not exist")
+            raise StoreUnavailableError(
+                f"Cannot reach the database at {self.where}: the folder {folder} does not exist"
+            )
         self._sqlite_folder = None
 
     async def dispose(self) -> None:
@@ -183,8 +242,81 @@ class Database:
         self._closed = True
 
 
-def _is_connect_error(error: DBAPIError) -> bool:
-    text = str(error.orig).lower()
+_SCHEMA_PHRASES = ("no such table", "no such column", "has no column named")
+_SQLSTATES = {
+    "53100": "full",
+    "25006": "read_only",
+    "XX001": "corrupt",
+    "XX002": "corrupt",
+    "42P01": "schema",
+    "42703": "schema",
+}
+_SQLITE_CODES = {
+    sqlite3.SQLITE_FULL: "full",
+    sqlite3.SQLITE_READONLY: "read_only",
+    sqlite3.SQLITE_CORRUPT: "corrupt",
+    sqlite3.SQLITE_NOTADB: "corrupt",
+}
+_KINDS: dict[str, tuple[type[StoreError], str, str]] = {
+    "full": (
+        StoreFullError,
+        "is full",
+        "Free space on the disk that holds it (or raise its size limit) and try again; the failed write saved nothing.",
+    ),
+    "read_only": (
+        StoreReadOnlyError,
+        "refuses to be written",
+        "Give this process write access (for SQLite: to the file and to its folder, which holds the journal), "
+        "or point tarry at a writable database.",
+    ),
+    "corrupt": (
+        StoreCorruptError,
+        "is damaged or not a database",
+        "Restore it from a backup; for SQLite, `sqlite3 FILE .recover` may rescue what is left.",
+    ),
+    "schema": (
+        StoreSchemaError,
+        "lacks a table or column this tarry uses",
+        "Migrate it with `tarry db upgrade` (with --url URL unless TARRY_DATABASE_URL names it); if that finds "
+        "nothing to do, the tables were changed by hand: restore them from a backup.",
+    ),
+}
+
+
+def store_error(orig: BaseException | None, where: str, *, invalidated: bool = False) -> StoreError | None:
+    """The :class:`~tarry.errors.StoreError` a driver's exception means, or ``None`` when it is none of them.
+
+    PostgreSQL's SQLSTATE and SQLite's result code decide; the driver's own words follow in parentheses.
+    """
+    reason = _reason(orig)
+    if reason is not None:
+        kind, what, advice = _KINDS[reason]
+        said = getattr(getattr(orig, "diag", None), "message_primary", None) or orig  # psycopg's, without the SQL
+        return kind(f"The database at {where} {what} ({said}). {advice}")
+    if _is_connect_error(orig):
+        return StoreUnavailableError(f"Cannot reach the database at {where}: {orig}")
+    if invalidated:
+        return StoreUnavailableError(
+            f"The connection to the database at {where} broke ({str(orig).strip()}). Try again: the next "
+            "transaction opens a new connection; if it fails too, check that the server is running."
+        )
+    return None
+
+
+def _reason(orig: BaseException | None) -> str | None:
+    state = getattr(orig, "sqlstate", None)
+    if state in _SQLSTATES:
+        return _SQLSTATES[state]
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _SQLITE_CODES:  # the primary code under an extended one
+        return _SQLITE_CODES[code & 0xFF]
+    if isinstance(orig, sqlite3.OperationalError) and any(phrase in str(orig) for phrase in _SCHEMA_PHRASES):
+        return "schema"
+    return None
+
+
+def _is_connect_error(orig: BaseException | None) -> bool:
+    text = str(orig).lower()
     phrases = (
         "connection refused",
         "could not connect",

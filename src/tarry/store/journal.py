@@ -23,10 +23,9 @@ from sqlalchemy import Connection, Executable, insert, or_, select, update
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.chat import Chat
 from tarry.clock import utcnow
-from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsError
+from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsError, StoreUnavailableError
 from tarry.messages import Message
 from tarry.questions import Decision, Question
-from tarry.store.engine import StoreUnavailableError
 from tarry.store.rows import Row, apply_call_row, call_from_row, message_from_row, message_values, question_values
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
 from tarry.store.tables import chats, messages, questions, tool_calls

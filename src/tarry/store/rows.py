@@ -2,18 +2,52 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from tarry.calls import CallRecord
 from tarry.errors import CorruptStateError
 from tarry.messages import Message, ToolCall, Usage
 from tarry.questions import Question, fields_from_schema
+from tarry.store.engine import UnreadableJson
 from tarry.tasks import Task
 from tarry.tools import Tool
 
 Row = Mapping[Any, Any]
 """A database row as a mapping of column names to values."""
+T = TypeVar("T")
+_UNREADABLE = (ValueError, TypeError, KeyError, AttributeError)
+"""What reading a tampered value raises; any of them makes the record corrupt."""
+
+
+def read_each(rows: Iterable[Row], read: Callable[[Row], T], skipped: list[CorruptStateError]) -> list[T]:
+    """``read`` of every row that can be read; the :class:`CorruptStateError` of each other one goes to ``skipped``."""
+    found = []
+    for row in rows:
+        try:
+            found.append(read(row))
+        except CorruptStateError as error:
+            skipped.append(error)
+    return found
+
+
+def _check_json(row: Row) -> None:
+    for column, value in row.items():
+        if isinstance(value, UnreadableJson):
+            raise ValueError(f"the {column} column holds text that is not JSON ({value.error}): {value.text[:80]!r}")
+
+
+def _json_type(value: object) -> str:
+    names = {list: "array", str: "string", bool: "boolean", int: "number", float: "number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _corrupt_call(row: Row, error: Exception) -> CorruptStateError:
+    return CorruptStateError(
+        f"The {row['name']} call {row['call_id']} of chat {row['chat_id']} cannot be read: {error}",
+        chat_id=row["chat_id"],
+        call_id=row["call_id"],
+    )
 
 
 def message_values(message: Message) -> dict[str, Any]:
@@ -38,20 +72,26 @@ def _call_value(call: ToolCall) -> dict[str, Any]:
 
 
 def message_from_row(row: Row) -> Message:
-    """The message a row holds."""
-    calls = tuple(
-        ToolCall(item["id"], item["name"], item.get("arguments") or {}, provider_data=item.get("provider_data"))
-        for item in row["tool_calls"] or ()
-    )
-    usage = row["usage"]
-    return Message(
-        role=row["role"],
-        content=row["content"],
-        tool_calls=calls,
-        tool_call_id=row["tool_call_id"],
-        usage=None if usage is None else Usage(**usage),
-        provider_data=row["provider_data"],
-    )
+    """The message a row holds; raises :class:`CorruptStateError` naming the message when it cannot be read."""
+    try:
+        _check_json(row)
+        calls = tuple(
+            ToolCall(item["id"], item["name"], item.get("arguments") or {}, provider_data=item.get("provider_data"))
+            for item in row["tool_calls"] or ()
+        )
+        usage = row["usage"]
+        return Message(
+            role=row["role"],
+            content=row["content"],
+            tool_calls=calls,
+            tool_call_id=row["tool_call_id"],
+            usage=None if usage is None else Usage(**usage),
+            provider_data=row["provider_data"],
+        )
+    except _UNREADABLE as error:
+        raise CorruptStateError(
+            f"Message {row['position']} of chat {row['chat_id']} cannot be read: {error}", chat_id=row["chat_id"]
+        ) from error
 
 
 def question_values(question: Question) -> dict[str, Any]:
@@ -75,9 +115,13 @@ def question_values(question: Question) -> dict[str, Any]:
 
 
 def question_from_row(row: Row, call: ToolCall | None) -> Question:
-    """The question a row holds, asked by ``call``."""
+    """The question a row holds, asked by ``call``; raises :class:`CorruptStateError` naming the question and call."""
     try:
-        fields = fields_from_schema(row["requested_schema"]) if row["requested_schema"] else ()
+        _check_json(row)
+        schema = row["requested_schema"]
+        if schema is not None and not isinstance(schema, Mapping):
+            raise TypeError(f"its requested_schema is a JSON {_json_type(schema)}, not an object")
+        fields = fields_from_schema(schema) if schema else ()
         return Question(
             id=row["id"],
             kind=row["kind"],
@@ -96,13 +140,37 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
             key=row["key"],
             extra=dict(row["extra"] or {}),
         )
-    except (ValueError, TypeError, KeyError) as error:
-        raise CorruptStateError(f"Question {row['id']} of chat {row['chat_id']} cannot be read: {error}") from error
+    except _UNREADABLE as error:
+        asker = "" if call is None else f" of the {call.name} call {call.id}"
+        raise CorruptStateError(
+            f"Question {row['id']}{asker} (chat {row['chat_id']}) cannot be read: {error}",
+            chat_id=row["chat_id"],
+            call_id=None if call is None else call.id,
+        ) from error
 
 
 def call_from_row(row: Row) -> ToolCall:
-    """The tool call a row holds, with the arguments as the model sent them."""
-    return ToolCall(row["call_id"], row["name"], row["arguments"] or {})
+    """The tool call a row holds, with the arguments as the model sent them.
+
+    Raises :class:`CorruptStateError` naming the call when any JSON column of ``row`` is not
+    JSON or the arguments are not an object.
+    """
+    try:
+        _check_json(row)
+        arguments = row["arguments"]
+        if not isinstance(arguments, Mapping):
+            raise TypeError(f"its arguments are a JSON {_json_type(arguments)}, not an object")
+        return ToolCall(row["call_id"], row["name"], arguments)
+    except _UNREADABLE as error:
+        raise _corrupt_call(row, error) from error
+
+
+def waiting_on(row: Row) -> set[str]:
+    """The ids of the questions a call row's paused task waits on; raises :class:`CorruptStateError` naming the call."""
+    ids = row["waiting_on"] or []
+    if not isinstance(ids, list) or not all(isinstance(question_id, str) for question_id in ids):
+        raise _corrupt_call(row, TypeError(f"its waiting_on is not a list of question ids: {ids!r}"))
+    return set(ids)
 
 
 def load_task(row: Row, call: ToolCall, tool: Tool | None) -> Task | None:
@@ -114,7 +182,10 @@ def load_task(row: Row, call: ToolCall, tool: Tool | None) -> Task | None:
         return tool.load_task(state, tool_call=call) if tool is not None else Task.load(state, tool_call=call)
     except Exception as error:
         raise CorruptStateError(
-            f"The saved pause state of the {call.name} call {call.id} (chat {row['chat_id']}) cannot be loaded: {error}"
+            f"The saved pause state of the {call.name} call {call.id} (chat {row['chat_id']}) "
+            f"cannot be loaded: {error}",
+            chat_id=row["chat_id"],
+            call_id=call.id,
         ) from error
 
 
@@ -141,5 +212,5 @@ def apply_call_row(record: CallRecord, row: Row, question_rows: list[Row], tool:
         record.task = load_task(row, record.call, tool)
         record.extra["version"] = row["version"]
     if record.task is not None:
-        waiting = set(row["waiting_on"] or ())
+        waiting = waiting_on(row)
         record.task.questions = [question for question in updated if question.id in waiting]

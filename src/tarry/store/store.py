@@ -8,23 +8,23 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, select, text, update
+from sqlalchemy import Connection, select, update
 
 from tarry.agents import Agent
 from tarry.calls import check_decision
 from tarry.chat import Chat
 from tarry.clock import utcnow
-from tarry.errors import ChatNotFoundError, UnknownQuestionError
+from tarry.errors import ChatNotFoundError, CorruptStateError, UnknownQuestionError
 from tarry.messages import Model, ToolChoice
 from tarry.questions import Decision, Question
 from tarry.running import sync_twin
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import StoreJournal, Tail, fetch_tail
-from tarry.store.rows import call_from_row, question_from_row
+from tarry.store.problems import Problem, find_problems
+from tarry.store.rows import Row, call_from_row, question_from_row, read_each
 from tarry.store.schedule import wake
 from tarry.store.tables import chats, questions, tool_calls
 from tarry.store.waiting import WaitingTask, waiting_tasks
@@ -34,7 +34,6 @@ from tarry.tools import Tool, ToolSource
 logger = logging.getLogger("tarry.store")
 DecisionHook = Callable[[Question], Awaitable[None] | None]
 CancelHook = Callable[[str], Awaitable[None] | None]
-MIGRATIONS = Path(__file__).parent / "migrations"
 
 
 class Store:
@@ -51,6 +50,9 @@ class Store:
 
     Synchronous code uses ``with Store() as store:`` and the ``_sync`` twin of each verb
     (``store.setup_sync()``, ``store.approve_sync(id)``, …), which run on one event loop per thread.
+
+    Its first use checks the database's schema revision (:meth:`check`); every database error
+    is a :class:`~tarry.errors.StoreError` that says what to do.
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class Store:
         self.cancel_hooks: list[CancelHook] = []
         """Called with a chat's id right after :meth:`cancel` recorded a cancellation request."""
         self.journal = StoreJournal(self)
+        self._reported: set[Problem] = set()
 
     @property
     def url(self) -> str:
@@ -82,21 +85,20 @@ class Store:
         return self.db.url.render_as_string(hide_password=True)
 
     async def setup(self) -> None:
-        """Create the schema, or migrate it to the current version (Alembic)."""
-        from alembic import command
-        from alembic.config import Config
+        """Create the schema, or migrate it to the current version (Alembic).
 
-        postgres = not self.db.is_sqlite
+        A schema that a newer tarry migrated raises :class:`~tarry.errors.StoreSchemaError`.
+        """
+        await self.db.migrate()
 
-        def upgrade(connection: Connection) -> None:
-            if postgres:  # one process migrates at a time
-                connection.execute(text("SELECT pg_advisory_xact_lock(7413265)"))
-            config = Config()
-            config.set_main_option("script_location", str(MIGRATIONS))
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+    async def check(self) -> None:
+        """Raise the :class:`~tarry.errors.StoreError` that using this store would raise, if any.
 
-        await self.db.run_write(upgrade)
+        That is: the database cannot be reached, is damaged, or has no schema or one this tarry
+        cannot use. Every store checks once, before its first transaction; call this to fail
+        early, as ``tarry worker`` and ``tarry db check`` do before they start.
+        """
+        await self.db.check_schema()
 
     async def close(self) -> None:
         """Close the database connections."""
@@ -228,7 +230,10 @@ class Store:
                 return []
             query = query.where(questions.c.chat_id == chat_id)
         rows = await self.db.run_read(lambda connection: connection.execute(query).mappings().all())
-        return [question_from_row(row, call_from_row(row)) for row in rows]
+        skipped: list[CorruptStateError] = []
+        found = read_each(rows, _question_of, skipped)
+        self._report(skipped)
+        return found
 
     async def pending_tasks(self, chat_id: str | None = None) -> list[Task]:
         """Paused tasks of open calls that wait on no undecided question (all chats by default)."""
@@ -238,7 +243,28 @@ class Store:
         """:meth:`pending_tasks` with their chat and since when they wait, for screens that list them."""
         if chat_id is not None and "\x00" in chat_id:  # no chat has such an id
             return []
-        return await self.db.run_read(lambda connection: waiting_tasks(connection, chat_id))
+        skipped: list[CorruptStateError] = []
+        found = await self.db.run_read(lambda connection: waiting_tasks(connection, chat_id, skipped))
+        self._report(skipped)
+        return found
+
+    async def problems(self) -> list[Problem]:
+        """The open tool calls whose saved records cannot be read, in every chat, oldest first.
+
+        :meth:`pending_questions` and :meth:`pending_tasks` leave such a call out (and log it
+        once, naming its chat and call) so every other call stays listed; loading its chat
+        raises :class:`~tarry.errors.CorruptStateError` naming the call. ``tarry db check``
+        prints them.
+        """
+        return await self.db.run_read(find_problems)
+
+    def _report(self, skipped: list[CorruptStateError]) -> None:
+        for problem in map(Problem.of, skipped):
+            if problem not in self._reported:
+                self._reported.add(problem)
+                logger.warning(
+                    "Left out of the listing: chat %s, call %s: %s", problem.chat_id, problem.call_id, problem.detail
+                )
 
     async def question(self, question_id: str) -> Question:
         """One question by id, decided or not; raises :class:`UnknownQuestionError`."""
@@ -250,7 +276,7 @@ class Store:
         row = await self.db.run_read(lambda connection: connection.execute(query).mappings().one_or_none())
         if row is None:
             raise UnknownQuestionError(f"No question has the id {question_id!r}")
-        return question_from_row(row, call_from_row(row))
+        return _question_of(row)
 
     async def answer(self, question_id: str, value: Any = None, /, **values: Any) -> bool:
         """Answer a question by id; ``True`` when this call recorded the decision, ``False`` when another came first.
@@ -327,7 +353,7 @@ class Store:
             row = connection.execute(query).mappings().one_or_none()
             if row is None:
                 raise UnknownQuestionError(f"No question has the id {question_id!r}")
-            question = question_from_row(row, call_from_row(row))
+            question = _question_of(row)
             answer = answer_of(question)  # an invalid answer raises here and nothing is written
             now = utcnow()
             running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
@@ -407,6 +433,11 @@ async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], 
                 await outcome
         except Exception:
             logger.exception("A %s failed", what)
+
+
+def _question_of(row: Row) -> Question:
+    """The question of a row of ``questions`` joined with its call's ``call_id``, ``name`` and ``arguments``."""
+    return question_from_row(row, call_from_row(row))
 
 
 def _question_id(question_id: object) -> str:

@@ -7,7 +7,8 @@ from datetime import datetime
 
 from sqlalchemy import Connection, select
 
-from tarry.store.rows import call_from_row, load_task
+from tarry.errors import CorruptStateError
+from tarry.store.rows import Row, call_from_row, load_task, read_each, waiting_on
 from tarry.store.tables import chats, questions, tool_calls
 from tarry.tasks import Task
 
@@ -29,8 +30,11 @@ class WaitingTask:
     next_check: datetime | None = None
 
 
-def waiting_tasks(connection: Connection, chat_id: str | None = None) -> list[WaitingTask]:
-    """Paused tasks of open calls that wait on no undecided question, oldest call first."""
+def waiting_tasks(connection: Connection, chat_id: str | None, skipped: list[CorruptStateError]) -> list[WaitingTask]:
+    """Paused tasks of open calls that wait on no undecided question, oldest call first.
+
+    A call whose row cannot be read is left out, its error added to ``skipped``.
+    """
     query = (
         select(tool_calls, chats.c.next_check_at)
         .join(chats, chats.c.id == tool_calls.c.chat_id)
@@ -39,8 +43,8 @@ def waiting_tasks(connection: Connection, chat_id: str | None = None) -> list[Wa
     )
     if chat_id is not None:
         query = query.where(tool_calls.c.chat_id == chat_id)
-    rows = connection.execute(query).mappings().all()
-    waiting = {question_id for row in rows for question_id in row["waiting_on"] or ()}
+    paused = read_each(connection.execute(query).mappings(), _read_paused, skipped)
+    waiting = {question_id for _, _, on in paused for question_id in on}
     undecided: set[str] = set()
     if waiting:
         undecided = set(
@@ -48,11 +52,14 @@ def waiting_tasks(connection: Connection, chat_id: str | None = None) -> list[Wa
                 select(questions.c.id).where(questions.c.id.in_(waiting), questions.c.decision.is_(None))
             ).scalars()
         )
-    found = []
-    for row in rows:
-        if undecided.intersection(row["waiting_on"] or ()):
-            continue
-        task = load_task(row, call_from_row(row), None)
-        assert task is not None
-        found.append(WaitingTask(task, row["chat_id"], row["created_at"], row["version"], row["next_check_at"]))
-    return found
+    return [
+        WaitingTask(task, row["chat_id"], row["created_at"], row["version"], row["next_check_at"])
+        for row, task, on in paused
+        if not undecided.intersection(on)
+    ]
+
+
+def _read_paused(row: Row) -> tuple[Row, Task, set[str]]:
+    task = load_task(row, call_from_row(row), None)
+    assert task is not None
+    return row, task, waiting_on(row)

@@ -1,0 +1,73 @@
+"""Which schema revision a database holds, whether this tarry can use it, and migrating it (Alembic)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from sqlalchemy import Connection, String, column, inspect, select, table, text
+
+from tarry.errors import StoreSchemaError
+
+HEAD = "0004"
+"""The revision the migrations end at, so opening a store needs no Alembic; a test keeps it equal to Alembic's head."""
+MIGRATIONS = Path(__file__).parent / "migrations"
+_VERSIONS = table("alembic_version", column("version_num", String))
+_UPGRADE = "`tarry db upgrade` (with --url URL unless TARRY_DATABASE_URL names it) or `await store.setup()`"
+
+
+def read_revision(connection: Connection) -> str | None:
+    """The schema revision the database records, or ``None`` when it has no tarry schema."""
+    if not inspect(connection).has_table(_VERSIONS.name):
+        return None
+    revision: str | None = connection.scalar(select(_VERSIONS.c.version_num))
+    return revision
+
+
+def require_usable(connection: Connection, where: str) -> None:
+    """Raise :class:`StoreSchemaError`, saying what to do, unless the schema is the one this tarry uses."""
+    found = read_revision(connection)
+    if found == HEAD:
+        return
+    known = known_revisions()
+    if found is not None and found == known[0]:  # HEAD lags a new migration: Alembic is the judge
+        return
+    if found is None:
+        raise StoreSchemaError(f"The database at {where} has no tarry tables: create them with {_UPGRADE}.")
+    if found in known:
+        raise StoreSchemaError(
+            f"The database at {where} has tarry's schema at revision {found}, and this tarry needs {known[0]}: "
+            f"migrate it with {_UPGRADE}."
+        )
+    raise _too_new(found, where)
+
+
+def migrate(connection: Connection, where: str, *, postgres: bool) -> None:
+    """Create the schema, or migrate it to this tarry's revision; a schema newer than this tarry is refused."""
+    from alembic import command
+    from alembic.config import Config
+
+    if postgres:  # one process migrates at a time
+        connection.execute(text("SELECT pg_advisory_xact_lock(7413265)"))
+    found = read_revision(connection)
+    if found is not None and found not in known_revisions():
+        raise _too_new(found, where)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+@cache
+def known_revisions() -> tuple[str, ...]:
+    """Every revision of the migrations, newest first (Alembic reads the scripts once per process)."""
+    from alembic.script import ScriptDirectory
+
+    return tuple(script.revision for script in ScriptDirectory(str(MIGRATIONS)).walk_revisions())
+
+
+def _too_new(found: str, where: str) -> StoreSchemaError:
+    return StoreSchemaError(
+        f"The database at {where} has schema revision {found!r}, which this tarry does not know: a newer tarry "
+        "migrated it. Upgrade tarry (pip install -U tarry) in every process that uses this database."
+    )
