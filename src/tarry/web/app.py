@@ -9,8 +9,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
@@ -18,30 +17,16 @@ from tarry.store import Store
 from tarry.web.access import Access, Authorize
 from tarry.web.api import api_router
 from tarry.web.decisions import Decider, OnAnswer
-from tarry.web.pages import page_router
+from tarry.web.guard import MAX_BODY, Guard
+from tarry.web.pages import Pages, Refused, page_router, root_of
 from tarry.web.problems import Problem, finish_openapi
 
 STATIC = Path(__file__).parent / "static"
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
+API_REFUSALS = {
+    "login": "Log in with the link tarry serve printed, or send Authorization: Bearer.",
+    "forbidden": "You may not use this inbox.",
+    "too-large": f"The request body is larger than {MAX_BODY} bytes.",
 }
-
-
-class SecurityHeaders(BaseHTTPMiddleware):
-    """Adds a strict Content-Security-Policy and friends to every response."""
-
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        """Pass the request on and add the headers to its response."""
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
 
 
 def create_app(
@@ -69,6 +54,14 @@ def create_app(
     """
     access = Access(authorize, token)
     decider = Decider(store, access, on_answer)
+    pages = Pages(access)
+
+    def refuse(connection: HTTPConnection, status: int, reason: str) -> Response:
+        path, root = connection.url.path, root_of(connection)
+        if path.removeprefix(root).startswith("/api/"):
+            return Problem(status, API_REFUSALS[reason]).response(connection)
+        return pages.refused(connection, status, reason)
+
     app = FastAPI(
         title="tarry inbox",
         summary="What tarry's chats wait on: questions to answer, calls to approve, tasks at work.",
@@ -84,6 +77,10 @@ def create_app(
     async def problem(request: Request, error: Problem) -> Response:
         return error.response(request)
 
+    @app.exception_handler(Refused)
+    async def refused(request: Request, error: Refused) -> Response:
+        return pages.refused(request, error.status, error.reason)
+
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> Response:
         errors = {".".join(str(part) for part in item["loc"]): str(item["msg"]) for item in error.errors()}
@@ -97,9 +94,9 @@ def create_app(
         return response
 
     app.include_router(api_router(decider), prefix="/api")
-    app.include_router(page_router(decider))
+    app.include_router(page_router(decider, pages))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(Guard, access=access, refuse=refuse)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
+
+import idna
 
 from tarry.questions import Field, Question
 from tarry.store.waiting import WaitingTask
@@ -55,6 +59,15 @@ class FieldView:
 
 
 @dataclass
+class LinkView:
+    """A URL question's link as the card shows it: hidden characters made visible, the host in ASCII, warnings."""
+
+    shown: str
+    host: str
+    warnings: list[str]
+
+
+@dataclass
 class QuestionView:
     """One question card."""
 
@@ -62,6 +75,7 @@ class QuestionView:
     fields: list[FieldView]
     arguments: str
     link_allowed: bool
+    link: LinkView | None = None
     errors: dict[str, str] = field(default_factory=dict)
     note: str = ""
 
@@ -196,9 +210,44 @@ def question_view(
         fields=field_views(question, typed, errors),
         arguments=pretty_json(dict(call.arguments)) if call is not None else "{}",
         link_allowed=question.kind == "url" and safe_url(question.url),
+        link=link_view(question.url) if question.kind == "url" and question.url else None,
         errors=dict(errors or {}),
         note=note,
     )
+
+
+def link_view(url: str) -> LinkView:
+    """What a person should see of ``url`` before opening it.
+
+    Characters that reorder or hide text are shown as their code points, the host is given
+    in ASCII (punycode) and each look-alike trick found is named in a warning.
+    """
+    warnings = []
+    hidden = sorted({character for character in url if unicodedata.category(character) in ("Cf", "Cc")})
+    if hidden:
+        names = ", ".join(f"U+{ord(character):04X}" for character in hidden)
+        warnings.append(f"The link holds invisible characters that can disguise it ({names}); they are shown as [U+…].")
+    shown = "".join(f"[U+{ord(c):04X}]" if unicodedata.category(c) in ("Cf", "Cc") else c for c in url)
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return LinkView(shown, "", [*warnings, "The link cannot be read as a URL."])
+    ascii_host = _ascii_host(host)
+    if parts.username is not None or parts.password is not None:
+        warnings.append(f"The part before “@” is not where the link goes: it goes to {ascii_host or 'no host'}.")
+    if not host.isascii():
+        warnings.append(f"The address uses letters that can look like others; it really goes to {ascii_host}.")
+    return LinkView(shown, ascii_host, warnings)
+
+
+def _ascii_host(host: str) -> str:
+    if host.isascii():
+        return host
+    try:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except idna.IDNAError:
+        return host.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def task_view(waiting: WaitingTask) -> TaskView:
