@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 import email_validator
 import regress
-from pydantic import AnyUrl, TypeAdapter, ValidationError
+from pydantic import AnyUrl, Strict, TypeAdapter, ValidationError
 from pydantic import Field as Constraint
 
 FieldType = Literal["string", "number", "integer", "boolean", "array"]
@@ -28,7 +28,7 @@ DEFAULT_MAX_LENGTH = 10_000
 _BOOLEAN_WORDS = ("true", "on", "yes", "1", "false", "off", "no", "0")
 
 _COERCERS: dict[FieldType, TypeAdapter[Any]] = {
-    "string": TypeAdapter(str),
+    "string": TypeAdapter(Annotated[str, Strict()]),  # bytes or numbers are not text
     "integer": TypeAdapter(int),
     "number": TypeAdapter(int | Annotated[float, Constraint(allow_inf_nan=False)]),
     "boolean": TypeAdapter(bool),
@@ -246,7 +246,7 @@ class Field:
             return value  # a bool is never a number, and never text
         if self.type == "boolean" and not (isinstance(value, bool) or _boolean_word(value)):
             return value
-        if self.type in ("integer", "number") and isinstance(value, str):
+        if self.type in ("integer", "number", "boolean") and isinstance(value, str):
             value = value.strip()
         try:
             return _COERCERS[self.type].validate_python(value)

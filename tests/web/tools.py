@@ -122,7 +122,17 @@ class Shout(Tool):
         return "shouted"
 
 
-TOOLS = [Refund(), BookTable(), Confirm(), Visit(), Link(), Render(), Shout()]
+class Code(Tool):
+    """Asks for a three-letter code (an ECMA-262 pattern) and a free text."""
+
+    def execute(self, order: str) -> Task:
+        return self.ask(f"Which code for {order}?", code=Field(pattern="^[a-z]{3}$"), remark=Field(required=False))
+
+    def resume(self, task: Task, order: str) -> str:
+        return "coded"
+
+
+TOOLS = [Refund(), BookTable(), Confirm(), Visit(), Link(), Render(), Shout(), Code()]
 
 
 async def park_async(url: str, calls: Sequence[dict[str, Any]]) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import idna
 
@@ -25,6 +25,8 @@ RADIO_LIMIT = 4
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
 FORMAT_HINTS = {"email": "an email address", "uri": "a URL", "date": "a date", "date-time": "a date and time"}
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+HIDDEN = ("Cf", "Cc")
+"""Unicode categories of characters that do not show, or that reorder the text around them."""
 
 
 @dataclass
@@ -63,6 +65,8 @@ class LinkView:
     """A URL question's link as the card shows it: hidden characters made visible, the host in ASCII, warnings."""
 
     shown: str
+    href: str
+    """The URL to open, its hidden characters percent-encoded (as a browser would send them)."""
     host: str
     warnings: list[str]
 
@@ -99,8 +103,13 @@ def oldest_first(questions: Iterable[Question]) -> list[Question]:
 
 
 def pretty_json(value: Any) -> str:
-    """``value`` as indented JSON for people to read."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    """``value`` as indented JSON for people to read.
+
+    Letters stay as they are; characters that are invisible or reorder text (a right-to-left
+    override, say) are written as ``\\uXXXX`` escapes, so nothing can disguise what is shown.
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    return "".join(f"\\u{ord(c):04x}" if c != "\n" and unicodedata.category(c) in HIDDEN else c for c in text)
 
 
 def field_views(
@@ -223,22 +232,23 @@ def link_view(url: str) -> LinkView:
     in ASCII (punycode) and each look-alike trick found is named in a warning.
     """
     warnings = []
-    hidden = sorted({character for character in url if unicodedata.category(character) in ("Cf", "Cc")})
+    hidden = sorted({character for character in url if unicodedata.category(character) in HIDDEN})
     if hidden:
         names = ", ".join(f"U+{ord(character):04X}" for character in hidden)
         warnings.append(f"The link holds invisible characters that can disguise it ({names}); they are shown as [U+…].")
-    shown = "".join(f"[U+{ord(c):04X}]" if unicodedata.category(c) in ("Cf", "Cc") else c for c in url)
+    shown = "".join(f"[U+{ord(c):04X}]" if unicodedata.category(c) in HIDDEN else c for c in url)
+    href = "".join(quote(c) if unicodedata.category(c) in HIDDEN else c for c in url)
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
     except ValueError:
-        return LinkView(shown, "", [*warnings, "The link cannot be read as a URL."])
+        return LinkView(shown, href, "", [*warnings, "The link cannot be read as a URL."])
     ascii_host = _ascii_host(host)
     if parts.username is not None or parts.password is not None:
         warnings.append(f"The part before “@” is not where the link goes: it goes to {ascii_host or 'no host'}.")
     if not host.isascii():
         warnings.append(f"The address uses letters that can look like others; it really goes to {ascii_host}.")
-    return LinkView(shown, ascii_host, warnings)
+    return LinkView(shown, href, ascii_host, warnings)
 
 
 def _ascii_host(host: str) -> str:
