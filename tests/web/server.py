@@ -48,7 +48,9 @@ class LiveServer:
             async with Store(self.url) as store:
                 store.decision_hooks.append(self.hooked.append)
                 app = create_app(store, token=self.token, on_answer=self.answered.append)
-                self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+                self._server = uvicorn.Server(
+                    uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
+                )
                 await self._server.serve(sockets=[self._socket])
 
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,14 +13,16 @@ import jinja2
 from fastapi import APIRouter, Depends, Request
 from starlette.datastructures import FormData
 from starlette.requests import HTTPConnection
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.templating import Jinja2Templates
 
 from tarry.journal import utcnow
 from tarry.questions import Question
 from tarry.web import views
 from tarry.web.access import CSRF_FIELD, Access, ChatRef, Forbidden, NotLoggedIn
+from tarry.web.conversation import chat_version, transcript, turns
 from tarry.web.decisions import Action, Decider
+from tarry.web.events import changes
 from tarry.web.views import FIELD_PREFIX, SHOWN_PREFIX
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -44,7 +48,9 @@ def templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.globals.update(ago=views.ago, until=views.until, clock=views.clock, iso=views.iso, span=views.span)
+    environment.globals.update(
+        visible=views.visible, ago=views.ago, until=views.until, clock=views.clock, iso=views.iso, span=views.span
+    )
     return Jinja2Templates(env=environment)
 
 
@@ -172,6 +178,40 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
             return await store.question(question_id)
         except ValueError:
             return None
+
+    async def chat_context(request: Request, chat_id: str) -> dict[str, Any]:
+        if not await access.allowed(request, ChatRef(chat_id)):
+            raise Refused(403, "forbidden")
+        messages = await transcript(store, chat_id)
+        if messages is None:
+            raise Refused(404, "no-chat")
+        questions = await access.shown(request, await store.pending_questions(chat_id))
+        tasks = await access.shown(request, await store.waiting_tasks(chat_id))
+        return {"chat_id": chat_id, "turns": turns(messages, questions, tasks)}
+
+    async def fingerprint(request: Request, chat: str | None) -> str:
+        questions = await access.shown(request, await store.pending_questions(chat))
+        tasks = await access.shown(request, await store.waiting_tasks(chat))
+        state = [
+            [question.id for question in questions],
+            [(task.chat_id, task.since.isoformat(), task.version) for task in tasks],
+            await chat_version(store, chat) if chat and await access.allowed(request, ChatRef(chat)) else None,
+        ]
+        return hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
+
+    @seen.get("/chats/{chat_id}")
+    async def conversation(request: Request, chat_id: str) -> Response:
+        return pages.render(request, "chat.html", await chat_context(request, chat_id))
+
+    @seen.get("/fragments/chats/{chat_id}")
+    async def conversation_fragment(request: Request, chat_id: str) -> Response:
+        return pages.render(request, "_conversation.html", await chat_context(request, chat_id))
+
+    @seen.get("/events")
+    async def events(request: Request, chat: str | None = None) -> Response:
+        return StreamingResponse(
+            changes(request, lambda: fingerprint(request, chat or None)), media_type="text/event-stream"
+        )
 
     @seen.get("/fragments/inbox")
     async def fragment(request: Request, chat: str | None = None) -> Response:

@@ -58,5 +58,6 @@ async def serve(
         say(
             f"Open this link to log in (it holds the token; keep it private): {login_url(host, bound, app.state.token)}"
         )
-        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        # Open event streams end by themselves within 30 s; a shutdown need not wait that long.
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=3)
         await uvicorn.Server(config).serve(sockets=[sock])

@@ -102,14 +102,15 @@ def oldest_first(questions: Iterable[Question]) -> list[Question]:
     return sorted(questions, key=lambda question: question.asked_at or EPOCH)
 
 
-def pretty_json(value: Any) -> str:
-    """``value`` as indented JSON for people to read.
+def visible(text: str) -> str:
+    """``text`` with characters that are invisible or reorder text (a right-to-left override, say)
+    written as ``\\uXXXX``, so nothing can disguise what is shown; newlines and tabs stay."""
+    return "".join(f"\\u{ord(c):04x}" if c not in "\n\t" and unicodedata.category(c) in HIDDEN else c for c in text)
 
-    Letters stay as they are; characters that are invisible or reorder text (a right-to-left
-    override, say) are written as ``\\uXXXX`` escapes, so nothing can disguise what is shown.
-    """
-    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
-    return "".join(f"\\u{ord(c):04x}" if c != "\n" and unicodedata.category(c) in HIDDEN else c for c in text)
+
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON for people to read, letters as they are, hidden characters escaped."""
+    return visible(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str))
 
 
 def field_views(
