@@ -146,6 +146,24 @@ class Access:
         if not await self.allowed(connection, item):
             raise Forbidden("You may not see or answer this.")
 
+    def who(self, connection: HTTPConnection) -> str | None:
+        """Who is asking, as far as the inbox can tell: the session, the bearer token, else the browser.
+
+        Used to tell people that a decision they try again was their own; ``None`` when unknown.
+        """
+        session = self.session(connection)
+        if session is not None:
+            return f"session:{session}"
+        header = connection.headers.get("authorization")
+        if header:
+            return f"authorization:{hashlib.sha256(header.encode()).hexdigest()}"
+        user = connection.scope.get("user")
+        identity = getattr(user, "identity", None) or getattr(user, "display_name", None)
+        if identity:
+            return f"user:{identity}"
+        cookie = self.csrf_cookie(connection)
+        return f"browser:{cookie}" if cookie else None
+
     # CSRF
 
     def _csrf_binding(self, connection: HTTPConnection) -> str:

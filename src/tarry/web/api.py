@@ -15,6 +15,7 @@ from tarry.web.views import oldest_first
 PROBLEM_DETAILS = {
     "unknown": (404, "No question has this id."),
     "taken": (409, "Someone else already decided this question; nothing was changed."),
+    "yours": (409, "You already decided this question; nothing was changed."),
     "running": (409, "The call is running right now and can no longer be declined."),
     "expired": (410, "The question's time to live passed before anyone decided it."),
 }

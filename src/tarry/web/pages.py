@@ -32,6 +32,7 @@ NOTICES = {
     "approved": ("ok", "Approved. The chat carries on."),
     "declined": ("ok", "Declined. Your note goes to the model."),
     "taken": ("warn", "Someone else already answered this question. Your answer was not recorded."),
+    "yours": ("warn", "You already decided this question. Nothing was changed."),
     "expired": ("warn", "This question expired before your answer arrived. Nothing was recorded."),
     "running": ("warn", "The call is running right now; it can no longer be declined."),
     "unknown": ("warn", "There is no such question."),
