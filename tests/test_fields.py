@@ -54,7 +54,11 @@ def test_a_pattern_that_is_not_ecma_262_is_refused_when_the_field_is_made(patter
 @pytest.mark.parametrize(
     ("format", "good", "bad"),
     [
-        ("email", ["ada@example.com", "a.b+c@sub.example.org"], ["a@b", "ada@", "@example.com", "a b@example.com"]),
+        (
+            "email",
+            ["ada@example.com", "a.b+c@sub.example.org"],
+            ["a@b", "ada@", "@example.com", "a b@example.com", "a" * 250 + "@example.com"],
+        ),
         ("uri", ["https://example.com/x?y=1", "urn:isbn:0451450523"], ["no scheme", "http://exa mple.com", "http:"]),
         ("date", ["2026-01-31", "2024-02-29"], ["2026-02-30", "31/01/2026", "2026-1-31", "1700000000"]),
         ("date-time", ["2026-01-31T10:00:00Z", "2026-01-31T10:00:00+02:00", "2026-01-31T10:00"], ["2026-01-31", "x"]),

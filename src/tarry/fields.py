@@ -59,6 +59,8 @@ def ecma_pattern(pattern: str) -> regress.Regex:
 
 
 def _valid_email(text: str) -> bool:
+    if len(text) > 254:  # the longest address SMTP can carry (RFC 5321); longer is not worth parsing
+        return False
     try:
         email_validator.validate_email(text, check_deliverability=False)
     except email_validator.EmailNotValidError:
