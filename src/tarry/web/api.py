@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 
 from tarry.web.access import Forbidden, NotLoggedIn
 from tarry.web.decisions import Action, Decider, Result
+from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
 from tarry.web.schemas import DecisionOut, DeclineIn, QuestionOut, TaskOut
 from tarry.web.views import oldest_first
@@ -19,6 +20,12 @@ PROBLEM_DETAILS = {
     "running": (409, "The call is running right now and can no longer be declined."),
     "expired": (410, "The question's time to live passed before anyone decided it."),
 }
+API_REFUSALS = {
+    "login": "Log in with the link tarry serve printed, or send Authorization: Bearer.",
+    "forbidden": "You may not use this inbox.",
+    "too-large": f"The request body is larger than {MAX_BODY} bytes.",
+}
+"""What the API says when a request is refused before it reaches a route, by reason."""
 CHAT = Query(default=None, description="Only this chat's.", max_length=200)
 
 
@@ -30,7 +37,7 @@ def api_router(decider: Decider) -> APIRouter:
         try:
             await access.require(request, None)
         except NotLoggedIn:
-            raise Problem(401, "Log in with the link tarry serve printed, or send Authorization: Bearer.") from None
+            raise Problem(401, API_REFUSALS["login"]) from None
         except Forbidden as error:
             raise Problem(403, error.reason) from None
 

@@ -15,18 +15,13 @@ from starlette.staticfiles import StaticFiles
 
 from tarry.store import Store
 from tarry.web.access import Access, Authorize
-from tarry.web.api import api_router
+from tarry.web.api import API_REFUSALS, api_router
 from tarry.web.decisions import Decider, OnAnswer
-from tarry.web.guard import MAX_BODY, Guard
+from tarry.web.guard import Guard
 from tarry.web.pages import Pages, Refused, page_router, root_of
 from tarry.web.problems import Problem, finish_openapi
 
 STATIC = Path(__file__).parent / "static"
-API_REFUSALS = {
-    "login": "Log in with the link tarry serve printed, or send Authorization: Bearer.",
-    "forbidden": "You may not use this inbox.",
-    "too-large": f"The request body is larger than {MAX_BODY} bytes.",
-}
 
 
 def create_app(
@@ -41,11 +36,13 @@ def create_app(
     Mount it into an existing FastAPI or Starlette app (``app.mount("/inbox", create_app(store))``)
     or run it with ``tarry serve``.
 
-    ``authorize(request, question)`` decides who may see and answer each question (``None``
-    stands for the inbox as a whole: the page and the task list); it may be a coroutine.
-    Without it the app requires a login token: ``token``, else a random one, kept as
-    ``app.state.token``. A browser exchanges it once at ``/login?token=…`` for a session
-    cookie; scripts send ``Authorization: Bearer <token>``.
+    ``authorize(request, item)`` decides, item by item, who may see each question (and answer
+    it), each working task and each chat (a :class:`~tarry.web.access.ChatRef`); with ``None``
+    it is asked about the inbox as a whole, which only gates the pages, the API and request
+    bodies. It may be a coroutine. Without it the app requires a login token: ``token``, else
+    a random one, kept as ``app.state.token``. A browser exchanges it once at
+    ``/login?token=…`` for a session cookie; scripts send ``Authorization: Bearer <token>``.
+    Passing both ``authorize`` and ``token`` raises ``ValueError``.
 
     ``on_answer(question)`` runs after each decision recorded through the app, with the
     decided question (sync or async). The store's ``decision_hooks`` run in any case, before

@@ -121,16 +121,13 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
         except Forbidden:
             raise Refused(403, "forbidden") from None
 
-    async def form_from_here(request: Request) -> FormData:
-        form = await request.form()
-        if not access.csrf_valid(request, _text(form, CSRF_FIELD)):
+    async def form_from_here(request: Request) -> None:
+        if not access.csrf_valid(request, _text(await request.form(), CSRF_FIELD)):
             raise Refused(403, "csrf")
-        return form
 
     router = APIRouter(include_in_schema=False)
     seen = APIRouter(dependencies=[Depends(logged_in)])
-    posts = APIRouter(dependencies=[Depends(logged_in)])
-    checked_form = Depends(form_from_here)
+    posts = APIRouter(dependencies=[Depends(logged_in), Depends(form_from_here)])
 
     async def inbox_context(request: Request, chat: str | None, invalid: Invalid | None = None) -> dict[str, Any]:
         shown = await access.shown(request, views.oldest_first(await store.pending_questions(chat)))
@@ -218,7 +215,8 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
     async def fragment(request: Request, chat: str | None = None) -> Response:
         return pages.render(request, "_live.html", await inbox_context(request, chat or None))
 
-    async def posted(request: Request, form: FormData, question_id: str, action: Action) -> Response:
+    async def posted(request: Request, question_id: str, action: Action) -> Response:
+        form = await request.form()  # read once, by the CSRF check; kept by the request
         chat = _text(form, "chat") or None
         note = (_text(form, "note") or "").strip()[:NOTE_LIMIT].replace("\x00", "")
         typed = _typed(form)
@@ -238,16 +236,16 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
         return RedirectResponse(f"{root_of(request)}/?{urlencode(query)}", status_code=303)
 
     @posts.post("/questions/{question_id}/answer")
-    async def answer(request: Request, question_id: str, form: FormData = checked_form) -> Response:
-        return await posted(request, form, question_id, "answer")
+    async def answer(request: Request, question_id: str) -> Response:
+        return await posted(request, question_id, "answer")
 
     @posts.post("/questions/{question_id}/approve")
-    async def approve(request: Request, question_id: str, form: FormData = checked_form) -> Response:
-        return await posted(request, form, question_id, "approve")
+    async def approve(request: Request, question_id: str) -> Response:
+        return await posted(request, question_id, "approve")
 
     @posts.post("/questions/{question_id}/decline")
-    async def decline(request: Request, question_id: str, form: FormData = checked_form) -> Response:
-        return await posted(request, form, question_id, "decline")
+    async def decline(request: Request, question_id: str) -> Response:
+        return await posted(request, question_id, "decline")
 
     router.include_router(seen)
     router.include_router(posts)
