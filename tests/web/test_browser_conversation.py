@@ -130,3 +130,18 @@ def test_a_user_sees_nothing_of_another_users_chats(browser: Any, guarded: tuple
         screenshot(page, "authorize-own-chat-only")
     finally:
         context.close()
+
+
+def test_look_alike_links_name_their_real_host_and_cookies_name_their_port(page: Any, live: LiveServer) -> None:
+    chat = park(live.url, call("link", url="https://\u0430pple.com@evil.example/\u202egnp.exe"))
+    [asked] = pending(live.url, chat)
+    page.reload()
+    link = page.locator(f'[data-question="{asked.id}"]')
+    expect(link.locator(".host")).to_have_text("Goes to evil.example")
+    expect(link.locator(".url")).to_contain_text("[U+202E]")
+    expect(link.locator(".link-warning")).to_have_count(2)  # the user@host part, the hidden character
+    href = link.get_by_role("link", name="Open the page in a new tab").get_attribute("href")
+    assert href is not None and "%E2%80%AE" in href and "\u202e" not in href
+    screenshot(page, "look-alike-link")
+    names = {cookie["name"] for cookie in page.context.cookies()}
+    assert names == {f"tarry_session_{live.port}", f"tarry_csrf_{live.port}"}

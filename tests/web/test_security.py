@@ -13,7 +13,7 @@ from starlette.requests import HTTPConnection
 from tarry.store import Store
 from tarry.web import ChatRef, create_app
 from tarry.web.guard import MAX_BODY
-from tarry.web.serve import loopback
+from tarry.web.serve import exposure_warning, loopback
 from tests.web.client import AUTH, TOKEN, Inbox, problem
 from tests.web.tools import call, park, pending, question, setup
 
@@ -205,9 +205,12 @@ def test_look_alike_links_show_their_real_host_and_a_warning(inbox: Inbox, url: 
     assert "\u202e" not in page
 
 
-def test_only_loopback_hosts_count_as_private() -> None:
+def test_serving_beyond_loopback_warns_of_plain_http() -> None:
     assert all(loopback(host) for host in ("127.0.0.1", "::1", "[::1]", "localhost", "127.0.0.2"))
     assert not any(loopback(host) for host in ("0.0.0.0", "::", "192.168.1.4", "example.com"))
+    assert exposure_warning("127.0.0.1") is None
+    said = exposure_warning("0.0.0.0")
+    assert said is not None and "plain HTTP on 0.0.0.0" in said and "HTTPS" in said
 
 
 def test_the_login_cookie_of_a_mounted_inbox_stays_under_its_path(tmp_path: Path) -> None:

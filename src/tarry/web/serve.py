@@ -22,6 +22,16 @@ def loopback(host: str) -> bool:
         return False
 
 
+def exposure_warning(host: str) -> str | None:
+    """What ``tarry serve`` says when ``host`` lets other machines in over plain HTTP (``None``: it does not)."""
+    if loopback(host):
+        return None
+    return (
+        f"Warning: serving plain HTTP on {host}, reachable from the network: the login token and every "
+        "answer travel unencrypted. Serve it behind an HTTPS reverse proxy, or on 127.0.0.1."
+    )
+
+
 def login_url(host: str, port: int, token: str, root: str = "") -> str:
     """The link that logs a browser in."""
     shown = f"[{host}]" if ":" in host else host
@@ -50,11 +60,9 @@ async def serve(
         app = create_app(store, token=token)
         await store.setup()
         say(f"tarry inbox for {store.url}")
-        if not loopback(host):
-            say(
-                f"Warning: serving plain HTTP on {host}, reachable from the network: the login token and every "
-                "answer travel unencrypted. Serve it behind an HTTPS reverse proxy, or on 127.0.0.1."
-            )
+        warning = exposure_warning(host)
+        if warning:
+            say(warning)
         say(
             f"Open this link to log in (it holds the token; keep it private): {login_url(host, bound, app.state.token)}"
         )
