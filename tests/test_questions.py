@@ -310,7 +310,8 @@ def valid_values(draw: st.DrawFn, field: Field) -> Any:
     low = max(1, field.min_length or 0)
     high = field.max_length
     assume(high is None or low <= high)
-    return draw(st.text(min_size=low, max_size=high).filter(lambda text: text != ""))
+    text = st.text(alphabet=st.characters(exclude_characters="\x00"), min_size=low, max_size=high)
+    return draw(text.filter(lambda text: text != ""))  # text never holds NUL
 
 
 @st.composite
