@@ -227,3 +227,32 @@ def test_the_login_cookie_of_a_mounted_inbox_stays_under_its_path(tmp_path: Path
         assert "Path=/inbox" in login.headers["set-cookie"]
         assert client.post("/inbox/api/questions/x/approve", content=b"x" * 10).status_code == 403
         client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def test_with_authorize_a_csrf_token_is_bound_to_the_host_apps_user(database_url: str) -> None:
+    from fastapi import FastAPI
+    from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
+    from starlette.middleware.authentication import AuthenticationMiddleware
+    from starlette.testclient import TestClient
+
+    class ByHeader(AuthenticationBackend):
+        async def authenticate(self, connection: HTTPConnection) -> tuple[AuthCredentials, SimpleUser] | None:
+            user = connection.headers.get("x-user")
+            return None if user is None else (AuthCredentials(["inbox"]), SimpleUser(user))
+
+    setup(database_url)
+    chat = park(database_url, call("refund", order="A1", amount=1))
+    [asked] = pending(database_url, chat)
+    inbox = Inbox(database_url, authorize=lambda connection, item: "x-user" in connection.headers)
+    host = FastAPI()
+    host.add_middleware(AuthenticationMiddleware, backend=ByHeader())
+    host.mount("/inbox", inbox.app)
+    with TestClient(host, base_url="http://127.0.0.1") as client:
+        token = csrf_of(client.get("/inbox/", headers={"x-user": "ada"}).text)
+        action = f"/inbox/questions/{asked.id}/approve"
+        # Eve, in Ada's browser (same CSRF cookie), cannot use the token the page gave Ada.
+        forged = client.post(action, data={"csrf_token": token}, headers={"x-user": "eve"}, follow_redirects=False)
+        assert forged.status_code == 403 and question(database_url, asked.id).decision is None
+        done = client.post(action, data={"csrf_token": token}, headers={"x-user": "ada"}, follow_redirects=False)
+        assert done.status_code == 303 and question(database_url, asked.id).decision == "accept"
+        client.portal.call(inbox.store.close)  # type: ignore[union-attr]

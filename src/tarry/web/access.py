@@ -157,8 +157,7 @@ class Access:
         header = connection.headers.get("authorization")
         if header:
             return f"authorization:{hashlib.sha256(header.encode()).hexdigest()}"
-        user = connection.scope.get("user")
-        identity = getattr(user, "identity", None) or getattr(user, "display_name", None)
+        identity = user_identity(connection)
         if identity:
             return f"user:{identity}"
         cookie = self.csrf_cookie(connection)
@@ -170,9 +169,7 @@ class Access:
         """Who the CSRF token belongs to: the session, else the host app's authenticated user."""
         if self.token is not None:
             return f"session:{self.session(connection) or ''}"
-        user = connection.scope.get("user")
-        identity = getattr(user, "identity", None) or getattr(user, "display_name", None)
-        return f"user:{identity or ''}:{connection.headers.get('authorization', '')}"
+        return f"user:{user_identity(connection) or ''}:{connection.headers.get('authorization', '')}"
 
     def csrf_cookie(self, connection: HTTPConnection) -> str | None:
         """The browser's CSRF cookie, if it sent one."""
@@ -212,6 +209,19 @@ class Access:
         if media_type == "application/json":
             return True
         return self.csrf_valid(connection, connection.headers.get(CSRF_HEADER))
+
+
+def user_identity(connection: HTTPConnection) -> str | None:
+    """The user the host app authenticated (Starlette's authentication middleware), if any."""
+    user = connection.scope.get("user")
+    for attribute in ("identity", "display_name"):
+        try:
+            value = getattr(user, attribute, None)
+        except NotImplementedError:  # a BaseUser subclass that leaves it out
+            continue
+        if value:
+            return str(value)
+    return None
 
 
 def same_origin(connection: HTTPConnection) -> bool:
