@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from starlette.requests import HTTPConnection
 
@@ -15,6 +18,7 @@ from tarry.web import ChatRef, create_app
 from tarry.web.guard import MAX_BODY
 from tarry.web.serve import exposure_warning, loopback
 from tests.web.client import AUTH, TOKEN, Inbox, problem
+from tests.web.server import LiveServer
 from tests.web.tools import call, park, pending, question, setup
 
 
@@ -256,3 +260,20 @@ def test_with_authorize_a_csrf_token_is_bound_to_the_host_apps_user(database_url
         done = client.post(action, data={"csrf_token": token}, headers={"x-user": "ada"}, follow_redirects=False)
         assert done.status_code == 303 and question(database_url, asked.id).decision == "accept"
         client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def test_ten_concurrent_answers_record_one_and_the_rest_are_409(live: LiveServer) -> None:
+    chat = park(live.url, call("refund", order="R1", amount=1))
+    [asked] = pending(live.url, chat)
+    start = threading.Barrier(10)
+
+    def approve(_: int) -> int:
+        with httpx.Client(base_url=live.base, headers=live.auth, timeout=60) as client:
+            start.wait()
+            return client.post(f"/api/questions/{asked.id}/approve").status_code
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        statuses = sorted(pool.map(approve, range(10)))
+    assert statuses == [200] + [409] * 9
+    assert question(live.url, asked.id).decision == "accept"
+    assert [decided.id for decided in live.answered] == [asked.id]
