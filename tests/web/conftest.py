@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.web.client import Inbox
 from tests.web.server import LiveServer
 from tests.web.tools import setup
 
@@ -39,6 +40,16 @@ def live(database_url: str) -> Iterator[LiveServer]:
     setup(database_url)
     with LiveServer(database_url) as server:
         yield server
+
+
+@pytest.fixture
+def inbox(database_url: str) -> Iterator[Inbox]:
+    """A TestClient on the inbox of the test's database, logged out, with the token ``TOKEN``."""
+    setup(database_url)
+    made = Inbox(database_url)
+    with made.client:
+        yield made
+        made.client.portal.call(made.store.close)  # type: ignore[union-attr]
 
 
 @pytest.fixture(scope="module")

@@ -12,17 +12,21 @@ import uvicorn
 
 from tarry.questions import Question
 from tarry.store import Store
-from tarry.web import create_app
+from tarry.web import Authorize, create_app
 
 TOKEN = "test-login-token-0123456789"
 
 
 class LiveServer:
-    """A real uvicorn server for the inbox of the database at ``url``; records ``on_answer`` calls."""
+    """A real uvicorn server for the inbox of the database at ``url``; records ``on_answer`` calls.
 
-    def __init__(self, url: str, token: str = TOKEN) -> None:
+    With ``authorize`` the app uses it instead of the login token.
+    """
+
+    def __init__(self, url: str, token: str = TOKEN, authorize: Authorize | None = None) -> None:
         self.url = url
         self.token = token
+        self.authorize = authorize
         self.answered: list[Question] = []
         self.hooked: list[Question] = []
         self._server: uvicorn.Server | None = None
@@ -47,8 +51,13 @@ class LiveServer:
         async def main() -> None:
             async with Store(self.url) as store:
                 store.decision_hooks.append(self.hooked.append)
-                app = create_app(store, token=self.token, on_answer=self.answered.append)
-                self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+                if self.authorize is not None:
+                    app = create_app(store, authorize=self.authorize, on_answer=self.answered.append)
+                else:
+                    app = create_app(store, token=self.token, on_answer=self.answered.append)
+                self._server = uvicorn.Server(
+                    uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
+                )
                 await self._server.serve(sockets=[self._socket])
 
         try:

@@ -3,57 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
-import pytest
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from tarry.questions import Question
-from tarry.store import Store
-from tarry.web import create_app
+from tests.web.client import AUTH, PROBLEM, TOKEN, Inbox, problem
 from tests.web.tools import call, park, pending, question, setup
-
-TOKEN = "api-test-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-PROBLEM = "application/problem+json"
-
-
-class Inbox:
-    """A TestClient on the inbox of one database, holding one event loop for the store."""
-
-    def __init__(self, url: str, **options: Any) -> None:
-        self.url = url
-        self.store = Store(url)
-        self.answered: list[Question] = []
-        self.hooked: list[str] = []
-        self.store.decision_hooks.append(lambda decided: self.hooked.append(decided.id))
-        options.setdefault("on_answer", self.answered.append)
-        if "authorize" not in options:
-            options.setdefault("token", TOKEN)
-        self.app = create_app(self.store, **options)
-        self.client = TestClient(self.app, base_url="http://127.0.0.1")
-
-
-@pytest.fixture
-def inbox(database_url: str) -> Iterator[Inbox]:
-    setup(database_url)
-    made = Inbox(database_url)
-    with made.client:
-        yield made
-        made.client.portal.call(made.store.close)  # type: ignore[union-attr]
-
-
-def problem(response: Any, status: int) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == PROBLEM
-    body = response.json()
-    assert body["status"] == status
-    assert body["title"] and body["detail"]
-    return body
 
 
 def test_questions_are_listed_oldest_first_and_filtered_by_chat(inbox: Inbox) -> None:
@@ -167,7 +125,7 @@ def test_without_the_token_everything_is_401_and_cookie_posts_need_json_or_a_csr
 
     login = inbox.client.get(f"/login?token={TOKEN}", follow_redirects=False)
     assert login.status_code == 303
-    assert "tarry_session" in login.cookies
+    assert "tarry_session_80" in login.cookies  # the port is in the name: cookies ignore ports
     # Logged in by cookie, a plain form post to the API could be forged: refused.
     forged = inbox.client.post(f"/api/questions/{asked.id}/approve", data={"x": "y"})
     problem(forged, 403)

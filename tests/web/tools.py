@@ -122,7 +122,24 @@ class Shout(Tool):
         return "shouted"
 
 
-TOOLS = [Refund(), BookTable(), Confirm(), Visit(), Link(), Render(), Shout()]
+class Code(Tool):
+    """Asks for a three-letter code (an ECMA-262 pattern) and a free text."""
+
+    def execute(self, order: str) -> Task:
+        return self.ask(f"Which code for {order}?", code=Field(pattern="^[a-z]{3}$"), remark=Field(required=False))
+
+    def resume(self, task: Task, order: str) -> str:
+        return "coded"
+
+
+class Lookup(Tool):
+    """Looks an order up at once; its result repeats the order (for the hostile payload tests)."""
+
+    def execute(self, order: str) -> str:
+        return f"Order {order} was paid twice."
+
+
+TOOLS = [Refund(), BookTable(), Confirm(), Visit(), Link(), Render(), Shout(), Code(), Lookup()]
 
 
 async def park_async(url: str, calls: Sequence[dict[str, Any]]) -> str:
@@ -133,6 +150,22 @@ async def park_async(url: str, calls: Sequence[dict[str, Any]]) -> str:
         await chat.ask("Please do it.")
         assert chat.waiting
         return chat.id
+
+
+async def converse_async(url: str, says: str, order: str) -> str:
+    """A stored chat: the user ``says``, the model looks ``order`` up, then asks to refund it; returns its id."""
+    async with Store(url) as store:
+        await store.setup()
+        turns: list[Any] = [[call("lookup", order=order)], [call("refund", order=order, amount=5)], "Refunded."]
+        chat = await store.create_chat(ScriptedModel(turns), TOOLS)
+        await chat.ask(says)
+        assert chat.waiting
+        return chat.id
+
+
+def converse(url: str, says: str, order: str) -> str:
+    """:func:`converse_async` from synchronous code."""
+    return run(lambda: converse_async(url, says, order))
 
 
 def park(url: str, *calls: dict[str, Any]) -> str:

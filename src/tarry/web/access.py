@@ -6,18 +6,31 @@ import hashlib
 import hmac
 import inspect
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+from urllib.parse import urlsplit
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
 from tarry.questions import Question
+from tarry.store.waiting import WaitingTask
 
-Authorize = Callable[[Request, Question | None], bool | Awaitable[bool]]
-"""Decides whether a request may see and answer a question (``None``: the inbox as a whole)."""
 
-SESSION_COOKIE = "tarry_session"
-CSRF_COOKIE = "tarry_csrf"
+@dataclass(frozen=True)
+class ChatRef:
+    """A chat as ``authorize`` is asked about it: the chat filter and the chat's page."""
+
+    chat_id: str
+
+
+Shown = Question | WaitingTask | ChatRef
+"""What ``authorize`` is asked about, item by item; each has a ``chat_id``."""
+Authorize = Callable[[HTTPConnection, Shown | None], bool | Awaitable[bool]]
+"""Decides whether a request may see (and answer) a question, a task or a chat; ``None``: the inbox as a whole."""
+T = TypeVar("T", bound=Shown)
+
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 
@@ -34,16 +47,45 @@ class Forbidden(Exception):
         self.reason = reason
 
 
+def cookie_name(connection: HTTPConnection, base: str) -> str:
+    """The name of one of the inbox's cookies for this origin.
+
+    Browsers send cookies to every port of a host, so on plain HTTP the name carries the
+    port (two inboxes on 127.0.0.1 never share or overwrite a cookie); on HTTPS the
+    ``__Host-`` prefix makes the browser refuse the cookie from any other origin.
+    """
+    if connection.url.scheme == "https":
+        return f"__Host-{base}"
+    return f"{base}_{connection.url.port or 80}"
+
+
+def _set_cookie(response: Response, connection: HTTPConnection, base: str, value: str, path: str) -> None:
+    secure = connection.url.scheme == "https"
+    response.set_cookie(
+        cookie_name(connection, base),
+        value,
+        httponly=True,
+        samesite="strict",
+        secure=secure,
+        path="/" if secure else path,
+    )
+
+
 class Access:
     """The inbox's checks of who is asking.
 
-    With ``authorize``, every question is shown to and answered by whoever it returns
-    ``True`` for; the host app authenticates people its own way. Without it, the inbox
-    requires ``token``: a browser exchanges it once at ``/login?token=…`` for a session
+    With ``authorize``, every question, task and chat is shown to (and answered by) whoever
+    it returns ``True`` for; the host app authenticates people its own way. Without it, the
+    inbox requires ``token``: a browser exchanges it once at ``/login?token=…`` for a session
     cookie, and scripts send it as ``Authorization: Bearer …``.
     """
 
     def __init__(self, authorize: Authorize | None, token: str | None) -> None:
+        if authorize is not None and token is not None:
+            raise ValueError(
+                "create_app takes authorize or token, not both: with authorize your app authenticates "
+                "people and no login token is used"
+            )
         self.authorize = authorize
         self.token = token if authorize is None else None
         if authorize is None and not self.token:
@@ -53,84 +95,154 @@ class Access:
     def _sign(self, purpose: str, value: str) -> str:
         return hmac.new(self._secret, f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()
 
+    def _signed(self, purpose: str, value: str, signature: str) -> bool:
+        return hmac.compare_digest(signature.encode(), self._sign(purpose, value).encode())
+
     # Login
 
     def token_matches(self, given: str | None) -> bool:
         """True when ``given`` is the login token."""
         return self.token is not None and given is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
-    def log_in(self, response: Response, path: str) -> None:
-        """Give the browser the session cookie."""
-        assert self.token is not None
-        response.set_cookie(
-            SESSION_COOKIE, self._sign("session", self.token), httponly=True, samesite="strict", path=path
-        )
+    def log_in(self, response: Response, connection: HTTPConnection, path: str) -> None:
+        """Give the browser a session cookie of its own (a random id, signed)."""
+        session = secrets.token_urlsafe(18)
+        _set_cookie(response, connection, "tarry_session", f"{session}.{self._sign('session', session)}", path)
 
-    def logged_in(self, request: Request) -> bool:
+    def session(self, connection: HTTPConnection) -> str | None:
+        """The id of the browser's valid session cookie, if it sent one."""
+        cookie = connection.cookies.get(cookie_name(connection, "tarry_session"), "")
+        session, _, signature = cookie.partition(".")
+        return session if session and self._signed("session", session, signature) else None
+
+    def logged_in(self, connection: HTTPConnection) -> bool:
         """True when the request may use the inbox at all (always, when ``authorize`` decides)."""
         if self.token is None:
             return True
-        header = request.headers.get("authorization", "")
+        header = connection.headers.get("authorization", "")
         if header[:7].lower() == "bearer " and self.token_matches(header[7:].strip()):
             return True
-        cookie = request.cookies.get(SESSION_COOKIE)
-        return cookie is not None and hmac.compare_digest(cookie.encode(), self._sign("session", self.token).encode())
+        return self.session(connection) is not None
 
-    async def allowed(self, request: Request, question: Question | None) -> bool:
-        """True when the request may see and answer ``question`` (``None``: the inbox as a whole)."""
-        if not self.logged_in(request):
+    async def allowed(self, connection: HTTPConnection, item: Shown | None) -> bool:
+        """True when the request may see (and answer) ``item`` (``None``: the inbox as a whole)."""
+        if not self.logged_in(connection):
             return False
         if self.authorize is None:
             return True
-        verdict = self.authorize(request, question)
+        verdict = self.authorize(connection, item)
         if inspect.isawaitable(verdict):
             verdict = await verdict
         return verdict is True
 
-    async def require(self, request: Request, question: Question | None) -> None:
+    async def shown(self, connection: HTTPConnection, items: Iterable[T]) -> list[T]:
+        """The items the request may see, in their order."""
+        return [item for item in items if await self.allowed(connection, item)]
+
+    async def require(self, connection: HTTPConnection, item: Shown | None) -> None:
         """Raise :class:`NotLoggedIn` or :class:`Forbidden` unless :meth:`allowed`."""
-        if not self.logged_in(request):
+        if not self.logged_in(connection):
             raise NotLoggedIn()
-        if not await self.allowed(request, question):
+        if not await self.allowed(connection, item):
             raise Forbidden("You may not see or answer this.")
+
+    def who(self, connection: HTTPConnection) -> str | None:
+        """Who is asking, as far as the inbox can tell: the session, the bearer token, else the browser.
+
+        Used to tell people that a decision they try again was their own; ``None`` when unknown.
+        """
+        session = self.session(connection)
+        if session is not None:
+            return f"session:{session}"
+        header = connection.headers.get("authorization")
+        if header:
+            return f"authorization:{hashlib.sha256(header.encode()).hexdigest()}"
+        identity = user_identity(connection)
+        if identity:
+            return f"user:{identity}"
+        cookie = self.csrf_cookie(connection)
+        return f"browser:{cookie}" if cookie else None
 
     # CSRF
 
-    def csrf_cookie(self, request: Request) -> str | None:
+    def _csrf_binding(self, connection: HTTPConnection) -> str:
+        """Who the CSRF token belongs to: the session, else the host app's authenticated user."""
+        if self.token is not None:
+            return f"session:{self.session(connection) or ''}"
+        return f"user:{user_identity(connection) or ''}:{connection.headers.get('authorization', '')}"
+
+    def csrf_cookie(self, connection: HTTPConnection) -> str | None:
         """The browser's CSRF cookie, if it sent one."""
-        return request.cookies.get(CSRF_COOKIE)
+        return connection.cookies.get(cookie_name(connection, "tarry_csrf"))
 
     def new_csrf_cookie(self) -> str:
         """A fresh random value for the CSRF cookie."""
         return secrets.token_urlsafe(24)
 
-    def set_csrf_cookie(self, response: Response, value: str, path: str) -> None:
+    def set_csrf_cookie(self, response: Response, connection: HTTPConnection, value: str, path: str) -> None:
         """Give the browser its CSRF cookie."""
-        response.set_cookie(CSRF_COOKIE, value, httponly=True, samesite="strict", path=path)
+        _set_cookie(response, connection, "tarry_csrf", value, path)
 
-    def csrf_token(self, cookie: str) -> str:
-        """The token forms carry for the browser holding ``cookie``."""
-        return self._sign("csrf", cookie)
+    def csrf_token(self, connection: HTTPConnection, cookie: str) -> str:
+        """The token forms carry for the browser holding ``cookie``, in this session."""
+        return self._sign("csrf", f"{cookie}|{self._csrf_binding(connection)}")
 
-    def csrf_valid(self, request: Request, token: str | None) -> bool:
-        """True when ``token`` belongs to the request's CSRF cookie."""
-        cookie = self.csrf_cookie(request)
-        if not cookie or not token:
+    def csrf_valid(self, connection: HTTPConnection, token: str | None) -> bool:
+        """True when ``token`` belongs to the request's CSRF cookie and session, sent from this origin."""
+        cookie = self.csrf_cookie(connection)
+        if not cookie or not token or not same_origin(connection):
             return False
-        return hmac.compare_digest(token.encode(), self.csrf_token(cookie).encode())
+        return hmac.compare_digest(token.encode(), self.csrf_token(connection, cookie).encode())
 
-    def api_write_allowed(self, request: Request) -> bool:
+    def api_write_allowed(self, connection: HTTPConnection) -> bool:
         """True when an API write cannot be a cross-site forgery.
 
         Browsers send neither an ``Authorization`` header, nor a JSON body, nor a custom
         header to another site without a CORS preflight, which this app never grants; a
-        ``Sec-Fetch-Site: cross-site`` request is refused outright.
+        request the browser marks as coming from another origin is refused outright.
         """
-        if request.headers.get("sec-fetch-site") == "cross-site":
+        if not same_origin(connection):
             return False
-        if request.headers.get("authorization"):
+        if connection.headers.get("authorization"):
             return True
-        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        media_type = connection.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type == "application/json":
             return True
-        return self.csrf_valid(request, request.headers.get(CSRF_HEADER))
+        return self.csrf_valid(connection, connection.headers.get(CSRF_HEADER))
+
+
+def user_identity(connection: HTTPConnection) -> str | None:
+    """The user the host app authenticated (Starlette's authentication middleware), if any."""
+    user = connection.scope.get("user")
+    for attribute in ("identity", "display_name"):
+        try:
+            value = getattr(user, attribute, None)
+        except NotImplementedError:  # a BaseUser subclass that leaves it out
+            continue
+        if value:
+            return str(value)
+    return None
+
+
+def same_origin(connection: HTTPConnection) -> bool:
+    """False when the browser says the request came from another origin (another port of this host included).
+
+    ``Sec-Fetch-Site`` tells it where browsers send it; else an ``Origin`` header other than
+    ``null`` (what a page under ``Referrer-Policy: no-referrer`` sends) must be this origin.
+    """
+    if connection.headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+        return False
+    origin = connection.headers.get("origin")
+    if origin is None or origin == "null":
+        return True  # the CSRF token, or the API's header and media type checks, decide
+    parts = urlsplit(origin)
+    here = connection.url
+    return (parts.scheme, parts.hostname, parts.port or _default_port(parts.scheme)) == (
+        here.scheme,
+        here.hostname,
+        here.port or _default_port(here.scheme),
+    )
+
+
+def _default_port(scheme: str) -> int:
+    return 443 if scheme in ("https", "wss") else 80

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 
 from tarry.web.access import Forbidden, NotLoggedIn
 from tarry.web.decisions import Action, Decider, Result
+from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
 from tarry.web.schemas import DecisionOut, DeclineIn, QuestionOut, TaskOut
 from tarry.web.views import oldest_first
@@ -15,30 +16,44 @@ from tarry.web.views import oldest_first
 PROBLEM_DETAILS = {
     "unknown": (404, "No question has this id."),
     "taken": (409, "Someone else already decided this question; nothing was changed."),
+    "yours": (409, "You already decided this question; nothing was changed."),
     "running": (409, "The call is running right now and can no longer be declined."),
     "expired": (410, "The question's time to live passed before anyone decided it."),
 }
+API_REFUSALS = {
+    "login": "Log in with the link tarry serve printed, or send Authorization: Bearer.",
+    "forbidden": "You may not use this inbox.",
+    "too-large": f"The request body is larger than {MAX_BODY} bytes.",
+}
+"""What the API says when a request is refused before it reaches a route, by reason."""
 CHAT = Query(default=None, description="Only this chat's.", max_length=200)
 
 
 def api_router(decider: Decider) -> APIRouter:
-    """The API's routes, to be included under ``/api``."""
+    """The API's routes, to be included under ``/api``: all behind the login, writes behind the CSRF checks."""
     store, access = decider.store, decider.access
-    router = APIRouter(tags=["inbox"], responses=problem_responses(400, 401, 403))
 
-    async def checked(request: Request) -> None:
+    async def logged_in(request: Request) -> None:
         try:
             await access.require(request, None)
         except NotLoggedIn:
-            raise Problem(401, "Log in with the link tarry serve printed, or send Authorization: Bearer.") from None
+            raise Problem(401, API_REFUSALS["login"]) from None
         except Forbidden as error:
             raise Problem(403, error.reason) from None
 
+    async def not_forged(request: Request) -> None:
+        if not access.api_write_allowed(request):
+            raise Problem(
+                403, "Send the decision as JSON, with an Authorization header, or with the X-CSRF-Token header."
+            )
+
+    router = APIRouter(tags=["inbox"], responses=problem_responses(400, 401, 403), dependencies=[Depends(logged_in)])
+    writes = APIRouter(dependencies=[Depends(not_forged)], responses=problem_responses(404, 409, 410, 413))
+
     @router.get("/questions", response_model=list[QuestionOut], summary="Pending questions, oldest first")
     async def list_questions(request: Request, chat_id: str | None = CHAT) -> list[QuestionOut]:
-        await checked(request)
-        pending = oldest_first(await store.pending_questions(chat_id))
-        return [QuestionOut.of(question) for question in pending if await access.allowed(request, question)]
+        shown = await access.shown(request, oldest_first(await store.pending_questions(chat_id)))
+        return [QuestionOut.of(question) for question in shown]
 
     @router.get(
         "/questions/{question_id}",
@@ -47,7 +62,6 @@ def api_router(decider: Decider) -> APIRouter:
         responses=problem_responses(404),
     )
     async def get_question(request: Request, question_id: str) -> QuestionOut:
-        await checked(request)
         try:
             question = await store.question(question_id)
         except ValueError:
@@ -59,11 +73,6 @@ def api_router(decider: Decider) -> APIRouter:
     async def decided(
         request: Request, question_id: str, action: Action, values: dict[str, Any] | None, note: str | None
     ) -> DecisionOut:
-        await checked(request)
-        if not access.api_write_allowed(request):
-            raise Problem(
-                403, "Send the decision as JSON, with an Authorization header, or with the X-CSRF-Token header."
-            )
         try:
             result: Result = await decider.decide(request, question_id, action, values, note)
         except NotLoggedIn:
@@ -78,13 +87,10 @@ def api_router(decider: Decider) -> APIRouter:
         assert result.question is not None
         return DecisionOut(question=QuestionOut.of(result.question))
 
-    decision_errors = problem_responses(404, 409, 410)
-
-    @router.post(
+    @writes.post(
         "/questions/{question_id}/answer",
         response_model=DecisionOut,
         summary="Answer a question with its fields' values",
-        responses=decision_errors,
     )
     async def answer(
         request: Request,
@@ -95,20 +101,18 @@ def api_router(decider: Decider) -> APIRouter:
     ) -> DecisionOut:
         return await decided(request, question_id, "answer", values, None)
 
-    @router.post(
+    @writes.post(
         "/questions/{question_id}/approve",
         response_model=DecisionOut,
         summary="Approve a tool call (or accept a question that needs no values)",
-        responses=decision_errors,
     )
     async def approve(request: Request, question_id: str) -> DecisionOut:
         return await decided(request, question_id, "approve", None, None)
 
-    @router.post(
+    @writes.post(
         "/questions/{question_id}/decline",
         response_model=DecisionOut,
         summary="Decline a question; the note reaches the model",
-        responses=decision_errors,
     )
     async def decline(request: Request, question_id: str, body: DeclineIn | None = None) -> DecisionOut:
         note = body.note if body is not None else None
@@ -118,7 +122,7 @@ def api_router(decider: Decider) -> APIRouter:
 
     @router.get("/tasks", response_model=list[TaskOut], summary="Paused tasks: work that finishes later")
     async def list_tasks(request: Request, chat_id: str | None = CHAT) -> list[TaskOut]:
-        await checked(request)
-        return [TaskOut.of(waiting) for waiting in await store.waiting_tasks(chat_id)]
+        return [TaskOut.of(waiting) for waiting in await access.shown(request, await store.waiting_tasks(chat_id))]
 
+    router.include_router(writes)
     return router

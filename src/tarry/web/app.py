@@ -9,39 +9,19 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
 from tarry.store import Store
 from tarry.web.access import Access, Authorize
-from tarry.web.api import api_router
+from tarry.web.api import API_REFUSALS, api_router
 from tarry.web.decisions import Decider, OnAnswer
-from tarry.web.pages import page_router
+from tarry.web.guard import Guard
+from tarry.web.pages import Pages, Refused, page_router, root_of
 from tarry.web.problems import Problem, finish_openapi
 
 STATIC = Path(__file__).parent / "static"
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-}
-
-
-class SecurityHeaders(BaseHTTPMiddleware):
-    """Adds a strict Content-Security-Policy and friends to every response."""
-
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        """Pass the request on and add the headers to its response."""
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
 
 
 def create_app(
@@ -56,11 +36,13 @@ def create_app(
     Mount it into an existing FastAPI or Starlette app (``app.mount("/inbox", create_app(store))``)
     or run it with ``tarry serve``.
 
-    ``authorize(request, question)`` decides who may see and answer each question (``None``
-    stands for the inbox as a whole: the page and the task list); it may be a coroutine.
-    Without it the app requires a login token: ``token``, else a random one, kept as
-    ``app.state.token``. A browser exchanges it once at ``/login?token=…`` for a session
-    cookie; scripts send ``Authorization: Bearer <token>``.
+    ``authorize(request, item)`` decides, item by item, who may see each question (and answer
+    it), each working task and each chat (a :class:`~tarry.web.access.ChatRef`); with ``None``
+    it is asked about the inbox as a whole, which only gates the pages, the API and request
+    bodies. It may be a coroutine. Without it the app requires a login token: ``token``, else
+    a random one, kept as ``app.state.token``. A browser exchanges it once at
+    ``/login?token=…`` for a session cookie; scripts send ``Authorization: Bearer <token>``.
+    Passing both ``authorize`` and ``token`` raises ``ValueError``.
 
     ``on_answer(question)`` runs after each decision recorded through the app, with the
     decided question (sync or async). The store's ``decision_hooks`` run in any case, before
@@ -69,6 +51,14 @@ def create_app(
     """
     access = Access(authorize, token)
     decider = Decider(store, access, on_answer)
+    pages = Pages(access)
+
+    def refuse(connection: HTTPConnection, status: int, reason: str) -> Response:
+        path, root = connection.url.path, root_of(connection)
+        if path.removeprefix(root).startswith("/api/"):
+            return Problem(status, API_REFUSALS[reason]).response(connection)
+        return pages.refused(connection, status, reason)
+
     app = FastAPI(
         title="tarry inbox",
         summary="What tarry's chats wait on: questions to answer, calls to approve, tasks at work.",
@@ -84,6 +74,10 @@ def create_app(
     async def problem(request: Request, error: Problem) -> Response:
         return error.response(request)
 
+    @app.exception_handler(Refused)
+    async def refused(request: Request, error: Refused) -> Response:
+        return pages.refused(request, error.status, error.reason)
+
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> Response:
         errors = {".".join(str(part) for part in item["loc"]): str(item["msg"]) for item in error.errors()}
@@ -97,9 +91,9 @@ def create_app(
         return response
 
     app.include_router(api_router(decider), prefix="/api")
-    app.include_router(page_router(decider))
+    app.include_router(page_router(decider, pages))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(Guard, access=access, refuse=refuse)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

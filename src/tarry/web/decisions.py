@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,7 +21,10 @@ logger = logging.getLogger("tarry.web")
 OnAnswer = Callable[[Question], Awaitable[None] | None]
 """Runs after a decision was recorded through the inbox, with the decided question."""
 Action = Literal["answer", "approve", "decline"]
-Outcome = Literal["answered", "approved", "declined", "taken", "expired", "unknown", "invalid", "running"]
+Outcome = Literal["answered", "approved", "declined", "taken", "yours", "expired", "unknown", "invalid", "running"]
+"""``taken``: someone else decided first; ``yours``: the same person already decided it through this app."""
+REMEMBERED = 10_000
+"""How many recent decisions the app remembers the deciders of."""
 
 
 @dataclass
@@ -55,6 +59,7 @@ class Decider:
         self.store = store
         self.access = access
         self.on_answer = on_answer
+        self._deciders: OrderedDict[str, str] = OrderedDict()
 
     async def decide(
         self,
@@ -88,8 +93,14 @@ class Decider:
             return Result("running", question)
         except UnknownQuestionError:
             return Result("unknown")
+        who = self.access.who(request)
         if not recorded:
-            return Result("taken", await self.store.question(question.id))
+            mine = who is not None and self._deciders.get(question.id) == who
+            return Result("yours" if mine else "taken", await self.store.question(question.id))
+        if who is not None:
+            self._deciders[question.id] = who
+            while len(self._deciders) > REMEMBERED:
+                self._deciders.popitem(last=False)
         decided = await self.store.question(question.id)
         await self._after(decided)
         outcome: Outcome = {"answer": "answered", "approve": "approved", "decline": "declined"}[action]  # type: ignore[assignment]

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import jinja2
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.datastructures import FormData
-from starlette.responses import RedirectResponse, Response
+from starlette.requests import HTTPConnection
+from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.templating import Jinja2Templates
 
 from tarry.clock import utcnow
 from tarry.questions import Question
 from tarry.web import views
-from tarry.web.access import CSRF_FIELD, Forbidden, NotLoggedIn
+from tarry.web.access import CSRF_FIELD, Access, ChatRef, Forbidden, NotLoggedIn
+from tarry.web.conversation import chat_version, transcript, turns
 from tarry.web.decisions import Action, Decider
+from tarry.web.events import changes
 from tarry.web.views import FIELD_PREFIX, SHOWN_PREFIX
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -27,6 +32,7 @@ NOTICES = {
     "approved": ("ok", "Approved. The chat carries on."),
     "declined": ("ok", "Declined. Your note goes to the model."),
     "taken": ("warn", "Someone else already answered this question. Your answer was not recorded."),
+    "yours": ("warn", "You already decided this question. Nothing was changed."),
     "expired": ("warn", "This question expired before your answer arrived. Nothing was recorded."),
     "running": ("warn", "The call is running right now; it can no longer be declined."),
     "unknown": ("warn", "There is no such question."),
@@ -43,13 +49,54 @@ def templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.globals.update(ago=views.ago, until=views.until, clock=views.clock, iso=views.iso, span=views.span)
+    environment.globals.update(
+        visible=views.visible, ago=views.ago, until=views.until, clock=views.clock, iso=views.iso, span=views.span
+    )
     return Jinja2Templates(env=environment)
 
 
-def root_of(request: Request) -> str:
+def root_of(connection: HTTPConnection) -> str:
     """The path the app is mounted at (empty at the root)."""
-    return str(request.scope.get("root_path", "")).rstrip("/")
+    return str(connection.scope.get("root_path", "")).rstrip("/")
+
+
+class Refused(Exception):
+    """A page request that is refused: the status and the reason the refusal page explains."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class Pages:
+    """Renders the page templates, giving every browser its CSRF cookie and forms their token."""
+
+    def __init__(self, access: Access) -> None:
+        self.access = access
+        self.templates = templates()
+
+    def render(self, connection: HTTPConnection, name: str, context: dict[str, Any], status: int = 200) -> Response:
+        """The template ``name`` with ``context``, the root path, the CSRF token and the time."""
+        request = connection if isinstance(connection, Request) else Request(connection.scope)
+        cookie = self.access.csrf_cookie(request)
+        fresh = cookie is None
+        if cookie is None:
+            cookie = self.access.new_csrf_cookie()
+        context = {
+            "root": root_of(request),
+            "csrf": self.access.csrf_token(request, cookie),
+            "now": utcnow(),
+            **context,
+        }
+        response = self.templates.TemplateResponse(request, name, context, status_code=status)
+        if fresh:
+            self.access.set_csrf_cookie(response, request, cookie, root_of(request) or "/")
+        return response
+
+    def refused(self, connection: HTTPConnection, status: int, reason: str) -> Response:
+        """The page that says why a request was refused."""
+        return self.render(connection, "refused.html", {"status": status, "reason": reason}, status)
 
 
 class Invalid:
@@ -62,71 +109,57 @@ class Invalid:
         self.note = note
 
 
-def page_router(decider: Decider) -> APIRouter:
-    """The page's routes."""
+def page_router(decider: Decider, pages: Pages) -> APIRouter:
+    """The page's routes: ``/login`` open to all, the rest behind the login (and forms behind CSRF)."""
     store, access = decider.store, decider.access
-    pages = templates()
+
+    async def logged_in(request: Request) -> None:
+        try:
+            await access.require(request, None)
+        except NotLoggedIn:
+            raise Refused(401, "login") from None
+        except Forbidden:
+            raise Refused(403, "forbidden") from None
+
+    async def form_from_here(request: Request) -> None:
+        if not access.csrf_valid(request, _text(await request.form(), CSRF_FIELD)):
+            raise Refused(403, "csrf")
+
     router = APIRouter(include_in_schema=False)
-
-    def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
-        cookie = access.csrf_cookie(request)
-        fresh = cookie is None
-        if cookie is None:
-            cookie = access.new_csrf_cookie()
-        context = {"root": root_of(request), "csrf": access.csrf_token(cookie), "now": utcnow(), **context}
-        response = pages.TemplateResponse(request, name, context, status_code=status)
-        if fresh:
-            access.set_csrf_cookie(response, cookie, root_of(request) or "/")
-        response.headers["Cache-Control"] = "no-store"
-        return response
-
-    def refused(request: Request, status: int, reason: str) -> Response:
-        return render(request, "refused.html", {"status": status, "reason": reason}, status)
+    seen = APIRouter(dependencies=[Depends(logged_in)])
+    posts = APIRouter(dependencies=[Depends(logged_in), Depends(form_from_here)])
 
     async def inbox_context(request: Request, chat: str | None, invalid: Invalid | None = None) -> dict[str, Any]:
-        pending = views.oldest_first(await store.pending_questions(chat))
-        shown = [question for question in pending if await access.allowed(request, question)]
+        shown = await access.shown(request, views.oldest_first(await store.pending_questions(chat)))
         cards = []
         for question in shown:
             if invalid is not None and invalid.question_id == question.id:
                 cards.append(views.question_view(question, invalid.typed, invalid.errors, invalid.note))
             else:
                 cards.append(views.question_view(question))
-        tasks = [views.task_view(waiting) for waiting in await store.waiting_tasks(chat)]
+        tasks = [views.task_view(waiting) for waiting in await access.shown(request, await store.waiting_tasks(chat))]
         chats = sorted(
             {question.chat_id for question in shown if question.chat_id} | {task.waiting.chat_id for task in tasks}
         )
-        if chat and chat not in chats:
+        if chat and chat not in chats and await access.allowed(request, ChatRef(chat)):
             chats.append(chat)
         query = f"?{urlencode({'chat': chat})}" if chat else ""
         return {"cards": cards, "tasks": tasks, "chat": chat, "chats": chats, "query": query}
-
-    async def gate(request: Request) -> Response | None:
-        try:
-            await access.require(request, None)
-        except NotLoggedIn:
-            return refused(request, 401, "login")
-        except Forbidden:
-            return refused(request, 403, "forbidden")
-        return None
 
     @router.get("/login")
     async def login(request: Request, token: str | None = None) -> Response:
         if access.token is None:
             return RedirectResponse(f"{root_of(request)}/", status_code=303)
         if not access.token_matches(token):
-            return refused(request, 401, "bad-token")
+            return pages.refused(request, 401, "bad-token")
         response = RedirectResponse(f"{root_of(request)}/", status_code=303)
-        access.log_in(response, root_of(request) or "/")
+        access.log_in(response, request, root_of(request) or "/")
         return response
 
-    @router.get("/")
+    @seen.get("/")
     async def inbox(
         request: Request, chat: str | None = None, outcome: str | None = None, question: str | None = None
     ) -> Response:
-        refusal = await gate(request)
-        if refusal is not None:
-            return refusal
         notice = None
         if outcome in NOTICES:
             tone, text = NOTICES[outcome]
@@ -134,7 +167,7 @@ def page_router(decider: Decider) -> APIRouter:
             if about is not None and not await access.allowed(request, about):
                 about = None
             notice = {"tone": tone, "text": text, "about": about, "outcome": outcome}
-        return render(request, "inbox.html", {**await inbox_context(request, chat or None), "notice": notice})
+        return pages.render(request, "inbox.html", {**await inbox_context(request, chat or None), "notice": notice})
 
     async def _known(question_id: str | None) -> Question | None:
         if not question_id:
@@ -144,20 +177,46 @@ def page_router(decider: Decider) -> APIRouter:
         except ValueError:
             return None
 
-    @router.get("/fragments/inbox")
+    async def chat_context(request: Request, chat_id: str) -> dict[str, Any]:
+        if not await access.allowed(request, ChatRef(chat_id)):
+            raise Refused(403, "forbidden")
+        messages = await transcript(store, chat_id)
+        if messages is None:
+            raise Refused(404, "no-chat")
+        questions = await access.shown(request, await store.pending_questions(chat_id))
+        tasks = await access.shown(request, await store.waiting_tasks(chat_id))
+        return {"chat_id": chat_id, "turns": turns(messages, questions, tasks)}
+
+    async def fingerprint(request: Request, chat: str | None) -> str:
+        questions = await access.shown(request, await store.pending_questions(chat))
+        tasks = await access.shown(request, await store.waiting_tasks(chat))
+        state = [
+            [question.id for question in questions],
+            [(task.chat_id, task.since.isoformat(), task.version) for task in tasks],
+            await chat_version(store, chat) if chat and await access.allowed(request, ChatRef(chat)) else None,
+        ]
+        return hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
+
+    @seen.get("/chats/{chat_id}")
+    async def conversation(request: Request, chat_id: str) -> Response:
+        return pages.render(request, "chat.html", await chat_context(request, chat_id))
+
+    @seen.get("/fragments/chats/{chat_id}")
+    async def conversation_fragment(request: Request, chat_id: str) -> Response:
+        return pages.render(request, "_conversation.html", await chat_context(request, chat_id))
+
+    @seen.get("/events")
+    async def events(request: Request, chat: str | None = None) -> Response:
+        return StreamingResponse(
+            changes(request, lambda: fingerprint(request, chat or None)), media_type="text/event-stream"
+        )
+
+    @seen.get("/fragments/inbox")
     async def fragment(request: Request, chat: str | None = None) -> Response:
-        refusal = await gate(request)
-        if refusal is not None:
-            return refusal
-        return render(request, "_live.html", await inbox_context(request, chat or None))
+        return pages.render(request, "_live.html", await inbox_context(request, chat or None))
 
     async def posted(request: Request, question_id: str, action: Action) -> Response:
-        refusal = await gate(request)
-        if refusal is not None:
-            return refusal
-        form = await request.form()
-        if not access.csrf_valid(request, _text(form, CSRF_FIELD)):
-            return refused(request, 403, "csrf")
+        form = await request.form()  # read once, by the CSRF check; kept by the request
         chat = _text(form, "chat") or None
         note = (_text(form, "note") or "").strip()[:NOTE_LIMIT].replace("\x00", "")
         typed = _typed(form)
@@ -165,29 +224,31 @@ def page_router(decider: Decider) -> APIRouter:
         try:
             result = await decider.decide(request, question_id, action, values, note or None)
         except (NotLoggedIn, Forbidden):
-            return refused(request, 403, "forbidden")
+            raise Refused(403, "forbidden") from None
         if result.outcome == "invalid":
             invalid = Invalid(question_id, result.errors, typed, note)
             context = await inbox_context(request, chat, invalid)
             notice = {"tone": "error", "text": "Some answers need another look.", "about": result.question}
-            return render(request, "inbox.html", {**context, "notice": {**notice, "outcome": "invalid"}}, 400)
+            return pages.render(request, "inbox.html", {**context, "notice": {**notice, "outcome": "invalid"}}, 400)
         query = {"outcome": result.outcome, "question": question_id}
         if chat:
             query["chat"] = chat
         return RedirectResponse(f"{root_of(request)}/?{urlencode(query)}", status_code=303)
 
-    @router.post("/questions/{question_id}/answer")
+    @posts.post("/questions/{question_id}/answer")
     async def answer(request: Request, question_id: str) -> Response:
         return await posted(request, question_id, "answer")
 
-    @router.post("/questions/{question_id}/approve")
+    @posts.post("/questions/{question_id}/approve")
     async def approve(request: Request, question_id: str) -> Response:
         return await posted(request, question_id, "approve")
 
-    @router.post("/questions/{question_id}/decline")
+    @posts.post("/questions/{question_id}/decline")
     async def decline(request: Request, question_id: str) -> Response:
         return await posted(request, question_id, "decline")
 
+    router.include_router(seen)
+    router.include_router(posts)
     return router
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
 PROBLEM_TYPE = "application/problem+json"
@@ -16,6 +16,7 @@ TITLES = {
     405: "Method not allowed",
     409: "Already decided",
     410: "Expired",
+    413: "Request too large",
     415: "Unsupported media type",
     500: "Internal error",
 }
@@ -31,7 +32,7 @@ class Problem(Exception):
         self.detail = detail
         self.extra = extra
 
-    def response(self, request: Request) -> Response:
+    def response(self, request: HTTPConnection) -> Response:
         """The problem as a response."""
         body = {"type": "about:blank", "title": self.title, "status": self.status, "detail": self.detail}
         body["instance"] = request.url.path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Callable
 
@@ -9,6 +10,26 @@ import uvicorn
 
 from tarry.store import Store
 from tarry.web.app import create_app
+
+
+def loopback(host: str) -> bool:
+    """True when ``host`` is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure_warning(host: str) -> str | None:
+    """What ``tarry serve`` says when ``host`` lets other machines in over plain HTTP (``None``: it does not)."""
+    if loopback(host):
+        return None
+    return (
+        f"Warning: serving plain HTTP on {host}, reachable from the network: the login token and every "
+        "answer travel unencrypted. Serve it behind an HTTPS reverse proxy, or on 127.0.0.1."
+    )
 
 
 def login_url(host: str, port: int, token: str, root: str = "") -> str:
@@ -33,14 +54,18 @@ async def serve(
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    sock.listen(128)  # connections queue from here on, so the link printed below works at once
+    sock.listen(2048)  # before the link is printed, so a client that follows it at once is not refused
     bound = sock.getsockname()[1]
     async with Store(url) as store:
         app = create_app(store, token=token)
         await store.setup()
         say(f"tarry inbox for {store.url}")
+        warning = exposure_warning(host)
+        if warning:
+            say(warning)
         say(
             f"Open this link to log in (it holds the token; keep it private): {login_url(host, bound, app.state.token)}"
         )
-        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        # Open event streams end by themselves within 30 s; a shutdown need not wait that long.
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=3)
         await uvicorn.Server(config).serve(sockets=[sock])

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote, urlsplit
+
+import idna
 
 from tarry.questions import Field, Question
 from tarry.store.waiting import WaitingTask
@@ -21,6 +25,8 @@ RADIO_LIMIT = 4
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
 FORMAT_HINTS = {"email": "an email address", "uri": "a URL", "date": "a date", "date-time": "a date and time"}
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+HIDDEN = ("Cf", "Cc")
+"""Unicode categories of characters that do not show, or that reorder the text around them."""
 
 
 @dataclass
@@ -55,6 +61,17 @@ class FieldView:
 
 
 @dataclass
+class LinkView:
+    """A URL question's link as the card shows it: hidden characters made visible, the host in ASCII, warnings."""
+
+    shown: str
+    href: str
+    """The URL to open, its hidden characters percent-encoded (as a browser would send them)."""
+    host: str
+    warnings: list[str]
+
+
+@dataclass
 class QuestionView:
     """One question card."""
 
@@ -62,6 +79,7 @@ class QuestionView:
     fields: list[FieldView]
     arguments: str
     link_allowed: bool
+    link: LinkView | None = None
     errors: dict[str, str] = field(default_factory=dict)
     note: str = ""
 
@@ -84,9 +102,15 @@ def oldest_first(questions: Iterable[Question]) -> list[Question]:
     return sorted(questions, key=lambda question: question.asked_at or EPOCH)
 
 
+def visible(text: str) -> str:
+    """``text`` with characters that are invisible or reorder text (a right-to-left override, say)
+    written as ``\\uXXXX``, so nothing can disguise what is shown; newlines and tabs stay."""
+    return "".join(f"\\u{ord(c):04x}" if c not in "\n\t" and unicodedata.category(c) in HIDDEN else c for c in text)
+
+
 def pretty_json(value: Any) -> str:
-    """``value`` as indented JSON for people to read."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    """``value`` as indented JSON for people to read, letters as they are, hidden characters escaped."""
+    return visible(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str))
 
 
 def field_views(
@@ -196,9 +220,45 @@ def question_view(
         fields=field_views(question, typed, errors),
         arguments=pretty_json(dict(call.arguments)) if call is not None else "{}",
         link_allowed=question.kind == "url" and safe_url(question.url),
+        link=link_view(question.url) if question.kind == "url" and question.url else None,
         errors=dict(errors or {}),
         note=note,
     )
+
+
+def link_view(url: str) -> LinkView:
+    """What a person should see of ``url`` before opening it.
+
+    Characters that reorder or hide text are shown as their code points, the host is given
+    in ASCII (punycode) and each look-alike trick found is named in a warning.
+    """
+    warnings = []
+    hidden = sorted({character for character in url if unicodedata.category(character) in HIDDEN})
+    if hidden:
+        names = ", ".join(f"U+{ord(character):04X}" for character in hidden)
+        warnings.append(f"The link holds invisible characters that can disguise it ({names}); they are shown as [U+…].")
+    shown = "".join(f"[U+{ord(c):04X}]" if unicodedata.category(c) in HIDDEN else c for c in url)
+    href = "".join(quote(c) if unicodedata.category(c) in HIDDEN else c for c in url)
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return LinkView(shown, href, "", [*warnings, "The link cannot be read as a URL."])
+    ascii_host = _ascii_host(host)
+    if parts.username is not None or parts.password is not None:
+        warnings.append(f"The part before “@” is not where the link goes: it goes to {ascii_host or 'no host'}.")
+    if not host.isascii():
+        warnings.append(f"The address uses letters that can look like others; it really goes to {ascii_host}.")
+    return LinkView(shown, href, ascii_host, warnings)
+
+
+def _ascii_host(host: str) -> str:
+    if host.isascii():
+        return host
+    try:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except idna.IDNAError:
+        return host.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def task_view(waiting: WaitingTask) -> TaskView:

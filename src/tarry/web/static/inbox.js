@@ -1,7 +1,8 @@
-// tarry inbox: new questions appear without a reload, and a card being typed in is never touched.
+// tarry inbox: the server says when something changed (Server-Sent Events); new questions then appear
+// without a reload, a card being typed in is never touched, and a conversation shows its new turns.
 (function () {
   "use strict";
-  var INTERVAL = 2000;
+  var PAUSED_AFTER = 3000;
 
   function cardOf(element) {
     return element && element.closest ? element.closest("[data-question]") : null;
@@ -40,6 +41,10 @@
     });
   }
 
+  function status(text) {
+    document.getElementById("live-status").textContent = text;
+  }
+
   function merge(html) {
     var fresh = new DOMParser().parseFromString(html, "text/html");
     var freshCards = fresh.getElementById("cards");
@@ -68,11 +73,14 @@
     var open = cards.querySelectorAll("[data-question]:not(.gone)").length;
     document.getElementById("question-count").textContent = String(open);
     document.getElementById("no-questions").hidden = cards.children.length > 0;
-    if (added) {
-      document.getElementById("live-status").textContent =
-        added === 1 ? "1 new question arrived." : added + " new questions arrived.";
-    }
+    if (added) status(added === 1 ? "1 new question arrived." : added + " new questions arrived.");
     checkLapses();
+  }
+
+  function replace(html) {
+    var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("conversation");
+    var shown = document.getElementById("conversation");
+    if (fresh && shown) shown.replaceWith(document.importNode(fresh, true));
   }
 
   function refresh() {
@@ -83,16 +91,36 @@
         if (!response.ok) throw new Error(String(response.status));
         return response.text();
       })
-      .then(function (html) { merge(html); document.body.setAttribute("data-refreshed", String(Date.now())); })
-      .catch(function () {
-        document.getElementById("live-status").textContent = "Live updates paused: the inbox did not answer. Retrying.";
+      .then(function (html) {
+        if (live.hasAttribute("data-replace")) replace(html); else merge(html);
+        document.body.setAttribute("data-refreshed", String(Date.now()));
       })
-      .then(function () { window.setTimeout(refresh, INTERVAL); });
+      .catch(function () { status("Live updates paused: the inbox did not answer. Retrying."); });
+  }
+
+  function listen() {
+    var live = document.getElementById("live");
+    if (!live || !window.EventSource) return;
+    var source = new EventSource(live.getAttribute("data-events"));
+    var paused = null;
+    source.addEventListener("change", refresh);
+    source.addEventListener("open", function () {
+      if (paused) window.clearTimeout(paused);
+      paused = null;
+      document.body.setAttribute("data-listening", "true");
+    });
+    source.addEventListener("error", function () {
+      // Each stream ends after a while and the browser reconnects: say nothing unless that fails.
+      if (paused) return;
+      paused = window.setTimeout(function () {
+        status("Live updates paused: the inbox did not answer. Retrying.");
+      }, PAUSED_AFTER);
+    });
   }
 
   var notice = document.getElementById("notice");
   if (notice) notice.focus();
   checkLapses();
   window.setInterval(checkLapses, 1000);
-  window.setTimeout(refresh, INTERVAL);
+  listen();
 })();

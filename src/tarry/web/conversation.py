@@ -1,0 +1,99 @@
+"""A chat's conversation as an approver reads it: the messages, each tool call with its result, what waits now."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, select
+
+from tarry.messages import Message, ToolCall
+from tarry.questions import Question
+from tarry.store import Store
+from tarry.store.journal import fetch_tail
+from tarry.store.rows import message_from_row
+from tarry.store.tables import chats
+from tarry.store.waiting import WaitingTask
+from tarry.web.views import pretty_json, visible
+
+WAITS = {"approval": "waits for approval", "form": "waits for an answer", "url": "waits for a visit to a link"}
+
+
+@dataclass
+class CallView:
+    """One tool call: its arguments, and its result or what it waits on."""
+
+    call: ToolCall
+    arguments: str
+    result: str | None = None
+    waits: str | None = None
+    question: Question | None = None
+
+
+@dataclass
+class Turn:
+    """One user or assistant message, with the assistant's tool calls."""
+
+    message: Message
+    calls: list[CallView] = field(default_factory=list)
+
+    @property
+    def role(self) -> str:
+        """``user`` or ``assistant``."""
+        return self.message.role
+
+
+async def transcript(store: Store, chat_id: str) -> list[Message] | None:
+    """The chat's messages in order, read from the database alone; ``None`` for an unknown chat."""
+
+    def read(connection: Connection) -> list[Message] | None:
+        if connection.scalar(select(chats.c.id).where(chats.c.id == chat_id)) is None:
+            return None
+        return [message_from_row(row) for row in fetch_tail(connection, chat_id, 0).messages]
+
+    if "\x00" in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
+        return None
+    return await store.db.run_read(read)
+
+
+async def chat_version(store: Store, chat_id: str) -> int | None:
+    """A number that changes whenever the chat's messages or calls change (``None``: no such chat)."""
+    if "\x00" in chat_id:
+        return None
+    query = select(chats.c.version).where(chats.c.id == chat_id)
+    return await store.db.run_read(lambda connection: connection.scalar(query))
+
+
+def _result_text(message: Message) -> str:
+    try:
+        return pretty_json(json.loads(message.content))
+    except ValueError:
+        return visible(message.content)
+
+
+def turns(messages: Sequence[Message], questions: Sequence[Question], tasks: Sequence[WaitingTask]) -> list[Turn]:
+    """The conversation as turns: tool results sit with their calls, and open calls say what they wait on."""
+    results = {message.tool_call_id: message for message in messages if message.role == "tool"}
+    asked = {question.tool_call.id: question for question in questions if question.tool_call is not None}
+    working = {waiting.task.tool_call.id: waiting for waiting in tasks if waiting.task.tool_call is not None}
+    shown = []
+    for message in messages:
+        if message.role == "tool":
+            continue
+        turn = Turn(message)
+        for call in message.tool_calls:
+            view = CallView(call, pretty_json(dict(call.arguments)))
+            if call.id in results:
+                view.result = _result_text(results[call.id])
+            elif call.id in asked:
+                view.question = asked[call.id]
+                view.waits = WAITS[view.question.kind]
+            elif call.id in working:
+                task = working[call.id].task
+                view.waits = f"works: {task.status_message}" if task.status_message else "works on a task"
+            else:
+                view.waits = "not run yet"
+            turn.calls.append(view)
+        shown.append(turn)
+    return shown
