@@ -1,0 +1,346 @@
+"""A stateful property test of the store: random interleavings across three real processes, on SQLite and PostgreSQL.
+
+Hypothesis picks a sequence of steps: ask (the model then makes calls that need an approval, ask
+a question, or run until released), approve, decline or answer a pending question (sometimes two
+processes racing on it, one approving, one declining), cancel, complete, release a running tool,
+``kill -9`` a process (a new one takes its place), and pause a process until its leases run out.
+Commands overlap: a process runs each as its own task, and a step does not wait for the last.
+After every step, and after each run once everything is settled, the invariants are checked:
+
+- one decision per question: at most one process is told it recorded it, and the database holds that one;
+- at most one run of each non-idempotent call (the tools leave a marker as they start), and a transfer
+  runs only once approved;
+- every call ends with exactly one result, and no result belongs to no call;
+- the transcript makes a valid request for every provider adapter;
+- no chat stays stuck past its lease: once the processes are idle and every lease has run out,
+  one ``complete()`` with the remaining questions decided ends every chat with the model's reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from sqlalchemy import Connection, select
+
+from tarry import Chat, Question
+from tarry.calls import CallRecord
+from tarry.journal import utcnow
+from tarry.store import Store
+from tarry.store.tables import chats, tool_calls
+from tests.store.machine_worker import KINDS, hang_files, planned_text
+from tests.store.tools import all_tools
+from tests.store.wire import check_for_every_provider
+from tests.store.workers import Worker
+
+T = TypeVar("T")
+LEASE = 1.0
+WORKERS = 3
+CHATS = 2
+REPLY_TIMEOUT = 60.0
+STEP_WAIT = 2.0
+EXPECTED = {"ask": {"PendingToolCallsError"}, "decline": {"ToolCallRunningError"}}
+"""The errors a command may raise in a correct store: asking while calls wait, declining a call being carried on."""
+WHO = st.integers(0, WORKERS - 1)
+CHAT = st.integers(0, CHATS - 1)
+PLAN = st.lists(st.sampled_from(KINDS), min_size=1, max_size=3)
+DECIDES = {"approve": "accept", "answer": "accept", "decline": "decline"}
+MACHINE_SETTINGS = settings(
+    max_examples=6,
+    stateful_step_count=20,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # real processes and timing: shrinking would not replay
+    suppress_health_check=list(HealthCheck),
+)
+
+
+class Lab:
+    """The processes, the folder they share, and a store in this process that watches the database."""
+
+    def __init__(self, url: str, folder: Path) -> None:
+        self.url, self.folder = url, folder
+        self.markers = folder / "markers"
+        self.runner = asyncio.Runner()
+        self.store = Store(url)
+        self.run(self.store.setup())
+        self.logs = [(folder / f"worker-{number}.log").open("a") for number in range(WORKERS)]
+        self.workers = [self._start(number) for number in range(WORKERS)]
+        self.retired: list[Worker] = []
+        self._refs = 0
+        self.outcomes: Counter[str] = Counter()
+        """How the calls of every run ended."""
+
+    def _start(self, number: int) -> Worker:
+        return Worker(self.url, LEASE, self.folder, self.markers, self.logs[number])
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on this process's event loop (the watching store lives there)."""
+        return self.runner.run(work)
+
+    def replace(self, number: int) -> None:
+        """Kill worker ``number`` with SIGKILL and start a new one in its place."""
+        self.workers[number].kill()
+        self.retired.append(self.workers[number])
+        self.workers[number] = self._start(number)
+
+    def new_ref(self) -> str:
+        self._refs += 1
+        return f"r{self._refs}"
+
+    def marked(self, kind: str) -> Counter[str]:
+        """How often each tool of ``kind`` started, by its marker."""
+        if not self.markers.exists():
+            return Counter()
+        lines = self.markers.read_text().splitlines()
+        return Counter(line.split(" ", 1)[1] for line in lines if line.startswith(kind + " "))
+
+    def live_claims(self, chat_ids: list[str], owner: str | None = None) -> list[Any]:
+        """Unexpired claims on these chats' calls and model turns (of ``owner``, when given)."""
+
+        def read(connection: Connection) -> list[Any]:
+            now = utcnow()
+            found: list[Any] = []
+            for table, chat_column in ((tool_calls, tool_calls.c.chat_id), (chats, chats.c.id)):
+                query = select(table.c.claimed_by, table.c.claimed_until).where(
+                    chat_column.in_(chat_ids), table.c.claimed_until >= now
+                )
+                if owner is not None:
+                    query = query.where(table.c.claimed_by == owner)
+                found.extend(connection.execute(query).all())
+            return found
+
+        return self.run(self.store.db.run_read(read))
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        self.run(self.store.close())
+        self.runner.close()
+        for log in self.logs:
+            log.close()
+
+
+@contextmanager
+def lab_on(url: str, folder: Path) -> Iterator[Lab]:
+    lab = Lab(url, folder)
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
+def poll(condition: Callable[[], bool], timeout: float, what: str) -> float:
+    """Wait until ``condition()`` holds (polling), failing with ``what`` after ``timeout`` seconds; returns the wait."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout, what
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """Random interleavings of the store's verbs, kills and lapsed leases, checked against the invariants."""
+
+    def __init__(self, lab: Lab) -> None:
+        super().__init__()
+        self.lab = lab
+        self.chat_ids: list[str] = []
+        self.releases: list[Path] = []
+        """The release file of every hanging call the model was asked to make."""
+
+    def pending(self) -> list[Question]:
+        return [
+            question
+            for chat_id in self.chat_ids
+            for question in self.lab.run(self.lab.store.pending_questions(chat_id))
+        ]
+
+    # Steps (with ``pause``, a step gives its commands up to STEP_WAIT seconds to finish before the next)
+
+    def command(self, who: int, pause: bool, op: str, **fields: Any) -> None:
+        worker = self.lab.workers[who]
+        number = worker.send(op, **fields)
+        if pause:
+            worker.answered(number, STEP_WAIT)
+
+    @initialize(plans=st.lists(PLAN, min_size=CHATS, max_size=CHATS), who=WHO)
+    def open_chats(self, plans: list[list[str]], who: int) -> None:
+        """Open the chats and ask in each, so calls are in flight whichever steps follow."""
+        self.chat_ids = [self.lab.run(self.lab.store.create_chat()).id for _ in range(CHATS)]
+        for chat, kinds in enumerate(plans):
+            self.ask(chat, kinds, (who + chat) % WORKERS, pause=False)
+
+    @rule(chat=CHAT, kinds=PLAN, who=WHO, pause=st.booleans())
+    def ask(self, chat: int, kinds: list[str], who: int, pause: bool) -> None:
+        ref = self.lab.new_ref()
+        for number, kind in enumerate(kinds):
+            if kind in ("hang", "idem"):
+                _, release = hang_files(str(self.lab.folder), f"{ref}.{number}", kind)
+                self.releases.append(Path(release))
+        self.command(who, pause, "ask", chat=self.chat_ids[chat], text=planned_text(ref, kinds))
+
+    @rule(chat=CHAT, who=WHO, pause=st.booleans())
+    def complete(self, chat: int, who: int, pause: bool) -> None:
+        self.command(who, pause, "complete", chat=self.chat_ids[chat])
+
+    @rule(chat=CHAT, who=WHO, pause=st.booleans())
+    def cancel(self, chat: int, who: int, pause: bool) -> None:
+        self.command(who, pause, "cancel", chat=self.chat_ids[chat])
+
+    @rule(pick=st.integers(0, 99), accept=st.booleans(), pause=st.booleans(),
+          racers=st.lists(WHO, min_size=1, max_size=2, unique=True))  # fmt: skip
+    def decide(self, pick: int, accept: bool, racers: list[int], pause: bool) -> None:
+        """Decide a pending question; with two racers, one accepts and the other declines at once."""
+        pending = self.pending()
+        if not pending:
+            return
+        question = pending[pick % len(pending)]
+        sent = []
+        for number, who in enumerate(racers):
+            worker = self.lab.workers[who]
+            if accept != (number == 0):
+                sent.append((worker, worker.send("decline", question=question.id, note=f"no from {who}")))
+            elif question.kind == "approval":
+                sent.append((worker, worker.send("approve", question=question.id)))
+            else:
+                values = {"colour": ("red", "blue")[pick % 2], "coats": 1 + pick % 3}
+                sent.append((worker, worker.send("answer", question=question.id, values=values)))
+        for worker, number in sent if pause else ():
+            worker.answered(number, STEP_WAIT)
+
+    @rule(pick=st.integers(0, 99))
+    def release(self, pick: int) -> None:
+        """Let one hanging call (running or yet to run) return."""
+        held = [release for release in self.releases if not release.exists()]
+        if held:
+            held[pick % len(held)].touch()
+
+    @rule(who=WHO, kill=st.booleans())
+    def fault(self, who: int, kill: bool) -> None:
+        """``kill -9`` a process whatever it is doing (another starts in its place), or let its leases lapse."""
+        if kill:
+            self.lab.replace(who)
+            return
+        worker = self.lab.workers[who]
+        owner = worker.owner
+        worker.pause()  # it holds its claims but renews none
+        try:
+            poll(lambda: not self.lab.live_claims(self.chat_ids, owner), LEASE + 10, "a lease never ran out")
+        finally:
+            worker.resume()
+
+    # Invariants
+
+    @invariant()
+    def invariants_hold(self) -> None:
+        """One decision per question, at most one run per non-idempotent call, at most one result per call."""
+        if not self.chat_ids:
+            return
+        self.check_replies()
+        loaded = [self.lab.run(self.lab.store.load_chat(chat_id, tools=all_tools())) for chat_id in self.chat_ids]
+        for chat in loaded:
+            results = Counter(message.tool_call_id for message in chat.messages if message.role == "tool")
+            assert set(results) <= set(chat.records), f"a result for no call: {set(results) - set(chat.records)}"
+            assert set(results.values()) <= {1}, f"a call has two results: {results}"
+        self.check_runs(loaded)
+
+    def check_replies(self) -> None:
+        """No command crashed or raised what a correct store never raises; one winner per question, as stored."""
+        winners: dict[str, list[str]] = {}
+        for worker in [*self.lab.retired, *self.lab.workers]:
+            for number, reply in list(worker.replies.items()):
+                if number == 0:
+                    continue
+                command, raised = worker.sent[number], reply.get("raised")
+                assert "crashed" not in reply, f"{command} crashed:\n{reply['crashed']}"
+                assert raised in (None, *EXPECTED.get(command["op"], ())), f"{command}: {raised}: {reply['message']}"
+                if command["op"] in DECIDES and reply.get("value") is True:
+                    winners.setdefault(command["question"], []).append(DECIDES[command["op"]])
+        for question_id, decisions in winners.items():
+            assert len(decisions) == 1, f"question {question_id} was decided {len(decisions)} times: {decisions}"
+            stored = self.lab.run(self.lab.store.question(question_id)).decision
+            assert stored == decisions[0], f"question {question_id}: told {decisions[0]}, stored {stored}"
+
+    def check_runs(self, loaded: list[Chat]) -> None:
+        """Non-idempotent calls started at most once; a transfer only once approved."""
+        transfers = self.lab.marked("transfer")
+        assert set(transfers.values()) <= {1}, f"a transfer ran twice: {transfers}"
+        twice = {path: count for path, count in self.lab.marked("hang").items() if ".hang." in path and count > 1}
+        assert not twice, f"a non-idempotent call ran twice: {twice}"
+        for chat in loaded:
+            for record in chat.records.values():
+                if record.call.name == "transfer_money" and f"{record.call.arguments['to']}:1" in transfers:
+                    assert record.approval is not None and record.approval.decision == "accept", record
+
+    def teardown(self) -> None:
+        try:
+            if self.chat_ids:
+                self.settle()
+        finally:
+            for release in self.releases:
+                release.touch()
+
+    def settle(self) -> None:
+        """Let everything finish; then no chat may stay stuck once its leases ran out, and every call has one result."""
+        for release in self.releases:
+            release.touch()
+        for worker in self.lab.workers:
+            poll(lambda worker=worker: not worker.outstanding(), REPLY_TIMEOUT, f"worker {worker.process.pid} hangs")
+        self.invariants_hold()
+        poll(lambda: not self.lab.live_claims(self.chat_ids), LEASE + 10, "a claim outlived its lease")
+        for attempt in range(3):  # a turn the model still owes may make new calls: at most two rounds are needed
+            for question in self.pending():
+                worker = self.lab.workers[attempt % WORKERS]
+                values = {} if question.kind == "approval" else {"colour": "red"}
+                worker.wait(worker.send("answer", question=question.id, values=values), REPLY_TIMEOUT)
+            for number, chat_id in enumerate(self.chat_ids):
+                worker = self.lab.workers[(attempt + number) % WORKERS]
+                worker.wait(worker.send("complete", chat=chat_id), REPLY_TIMEOUT)
+        self.check_replies()
+        for chat_id in self.chat_ids:
+            chat = self.lab.run(self.lab.store.load_chat(chat_id, tools=all_tools()))
+            if not chat.messages:
+                continue
+            assert not chat.waiting, f"chat {chat_id} is stuck: {[r for r in chat.records.values() if r.open]}"
+            assert chat.messages[-1].role == "assistant", f"chat {chat_id} ends without the model's reply"
+            check_for_every_provider(chat.messages, list(chat.tools.values()))
+            for record in chat.records.values():
+                assert record.result is not None
+                self.lab.outcomes[outcome_of(record)] += 1
+
+
+def outcome_of(record: CallRecord) -> str:
+    """How a closed call ended, checked against its decisions: ran, declined, cancelled or interrupted."""
+    assert record.result is not None
+    value, call = record.result.result(), record.call
+    question = record.questions[-1] if record.questions else None
+    if not isinstance(value, dict):
+        if call.name == "pick_colour":
+            assert question is not None and question.decision == "accept" and question.answer is not None
+            assert (
+                value == f"{call.arguments['wall']}: {question.answer['coats']} coat(s) of {question.answer['colour']}"
+            )
+        return "ran"
+    error = value["error"]
+    if "declined" in error:
+        assert question is not None and question.decision == "decline", record
+        assert value.get("note") == question.note, f"{call.name}: the model got {value}, the note was {question.note}"
+        return "declined"
+    for outcome in ("cancelled", "interrupted"):
+        if outcome in error:
+            return outcome
+    raise AssertionError(f"The {call.name} call ended unexpectedly: {value}")
+
+
+def test_random_interleavings_across_processes_keep_every_invariant(database_url: str, tmp_path: Path) -> None:
+    with lab_on(database_url, tmp_path) as lab:
+        run_state_machine_as_test(lambda: StoreMachine(lab), settings=MACHINE_SETTINGS)
+    assert lab.outcomes["ran"] > 0, f"no call ran: {lab.outcomes}"
