@@ -36,6 +36,11 @@ class Worker:
         """The name this process's store claims work under (once it has started)."""
         return str(self.wait(0, timeout=60)["owner"])
 
+    def started_as(self) -> str | None:
+        """The owner name, once the process has said it; ``None`` before."""
+        hello = self.replies.get(0)
+        return None if hello is None else str(hello["owner"])
+
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
