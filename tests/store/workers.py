@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 _ids = itertools.count(1)
@@ -19,12 +19,15 @@ _ids = itertools.count(1)
 class Worker:
     """One ``machine_worker`` process: commands go in as JSON lines, replies are collected by a reader thread."""
 
-    def __init__(self, url: str, lease: float, folder: Path, markers: Path, log: TextIO) -> None:
-        env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": str(ROOT)}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.store.machine_worker", url, str(lease), str(folder)],
-            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-        )  # fmt: skip
+    def __init__(self, url: str, lease: float, folder: Path, markers: Path, log: Path) -> None:
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": path}
+        self.log = log
+        with log.open("a") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tests.store.machine_worker", url, str(lease), str(folder)],
+                cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            )  # fmt: skip
         self.replies: dict[int, dict[str, Any]] = {}
         self.sent: dict[int, dict[str, Any]] = {}
         self._changed = threading.Condition()
@@ -57,9 +60,18 @@ class Worker:
         number = next(_ids)
         self.sent[number] = {"op": op, **fields}
         assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"id": number, "op": op, **fields}) + "\n")
-        self.process.stdin.flush()
+        try:
+            self.process.stdin.write(json.dumps({"id": number, "op": op, **fields}) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            raise AssertionError(self.died()) from None
         return number
+
+    def died(self) -> str:
+        """What to say when the process ended without being told to: its exit status and the end of its log."""
+        self.process.wait(timeout=30)
+        tail = self.log.read_text().strip().splitlines()[-5:]
+        return f"worker {self.process.pid} exited with {self.process.returncode}: " + "\n".join(tail)
 
     def answered(self, number: int, timeout: float) -> bool:
         """Whether command ``number`` has its reply, waiting up to ``timeout`` seconds for it."""
@@ -70,7 +82,10 @@ class Worker:
 
     def wait(self, number: int, timeout: float) -> dict[str, Any]:
         """The reply to command ``number``; fails when none came in ``timeout`` seconds."""
-        assert self.answered(number, timeout), f"worker {self.process.pid}: no reply to {self.sent.get(number)}"
+        if not self.answered(number, timeout):
+            raise AssertionError(
+                self.died() if self._ended else f"worker {self.process.pid}: no reply to {self.sent.get(number)}"
+            )
         return self.replies[number]
 
     def outstanding(self) -> list[int]:
