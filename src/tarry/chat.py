@@ -524,7 +524,14 @@ class Chat:
                     for call in reply.tool_calls:
                         yield ToolCallEvent(call)
             records = self._records_for(reply)
-            await self._journal.append(self, reply, records)
+            try:
+                await self._journal.append(self, reply, records)
+            except ClaimLostError:
+                logger.warning(
+                    "Lost the turn of chat %s while the model replied; another process took it over", self.id
+                )
+                await self._journal.refresh(self)
+                return
             self.messages.append(reply)
             for record in records:
                 self.records[record.call.id] = record

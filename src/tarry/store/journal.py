@@ -83,7 +83,8 @@ class StoreJournal:
     async def append(self, chat: Chat, message: Message, records: Sequence[CallRecord] = ()) -> None:
         """Save a user or assistant message and the records of the calls it makes.
 
-        Ends the turn claim in the same transaction when the message is the reply it was held for.
+        Ends the turn claim in the same transaction when the message is the reply it was held for;
+        raises :class:`ClaimLostError`, recording nothing, when another process holds the turn by then.
         """
         changes: dict[str, Any] = {}
         if message.role == "user":  # a new question of the user ends an earlier cancellation
@@ -94,8 +95,13 @@ class StoreJournal:
         )
         if held:
             changes.update(claimed_by=None, claimed_until=None)
+        holder = select(chats.c.claimed_by).where(chats.c.id == chat.id).with_for_update()
+        owner = self.store.owner
 
         def write(connection: Connection) -> tuple[int, list[int]]:
+            if held and connection.scalar(holder) != owner:
+                # The turn claim lapsed while the model was asked and another process took the turn over.
+                raise ClaimLostError(f"The claim on the turn of chat {chat.id} was lost")
             version, position = bump_chat(connection, chat.id, new_messages=1, **changes)
             if message.role == "user" and connection.scalar(open_call_query.limit(1)) is not None:
                 # Another process's reply with calls came in after this one looked: record nothing.
