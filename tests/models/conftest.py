@@ -117,3 +117,16 @@ TRANSFER_SCHEMA = {
     "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
     "required": ["amount", "to"],
 }
+
+
+@pytest.fixture(scope="session")
+def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The ``/v1`` URL of a llama-cpp-python server with Gemma 3 270M, started once per test session."""
+    from tests.models import llama_server
+
+    reason = llama_server.missing()
+    if reason is not None:
+        llama_server.unavailable(reason)
+    folder = tmp_path_factory.mktemp("llama")
+    with llama_server.running_server(llama_server.model_file(folder), folder / "server.log") as url:
+        yield url

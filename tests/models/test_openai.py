@@ -153,7 +153,7 @@ async def test_a_call_that_needs_approval_parks_and_carries_on_once_approved(htt
     assert sent(route, 1)["messages"][1:] == [
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [call("call_9", "transfer_money", {"amount": 5, "to": "Bob"})],
         },
         {"role": "tool", "tool_call_id": "call_9", "content": "Sent 5 to Bob"},
@@ -163,7 +163,7 @@ async def test_a_call_that_needs_approval_parks_and_carries_on_once_approved(htt
 @pytest.mark.parametrize(
     ("choice", "wire"),
     [
-        ("required", "required"),
+        ("required", {"type": "function", "function": {"name": "get_weather"}}),
         ("get_weather", {"type": "function", "function": {"name": "get_weather"}}),
     ],
 )
@@ -480,3 +480,65 @@ def test_settings_cannot_override_what_the_chat_sends() -> None:
 
     with pytest.raises(ValueError, match="messages"):
         model.request_body(ModelRequest(messages=[Message("user", "Hi")], settings={"messages": []}))
+
+
+LOCAL = "http://127.0.0.1:8080/v1"
+
+
+def local_request(tool_choice: str | None = None, messages: tuple[Message, ...] = (Message("user", "Hi"),)) -> Any:
+    from tarry.messages import ModelRequest
+
+    tools = tuple(tool.schema() for tool in Chat(tools=[get_weather, TransferMoney()]).tools.values())
+    return ModelRequest(messages=messages, tools=tools, tool_choice=tool_choice)
+
+
+@pytest.mark.parametrize(("takes_required", "wire"), [(True, "required"), (False, "auto")])
+def test_required_with_several_tools_follows_the_servers_setting(takes_required: bool, wire: str) -> None:
+    model = OpenAICompatible("m", base_url=LOCAL, required_tool_choice=takes_required)
+
+    assert model.request_body(local_request("required"))["tool_choice"] == wire
+
+
+async def test_a_server_that_refuses_stream_options_is_streamed_without_them(http: respx.MockRouter) -> None:
+    route = http.post(f"{LOCAL}/chat/completions").mock(
+        return_value=sse([chunk({"role": "assistant", "content": "Hi."}, "stop")], done="[DONE]")
+    )
+    chat = Chat(model=OpenAICompatible("m", base_url=LOCAL, stream_usage=False))
+
+    events = [event async for event in chat.stream("Hi")]
+
+    assert "stream_options" not in sent(route)
+    assert sent(route)["stream"] is True
+    assert events[-1] == MessageDone(Message("assistant", "Hi."))
+
+
+def test_call_ids_other_servers_made_are_sent_in_a_form_every_server_takes() -> None:
+    long_id = "call__0_get_weather_cmpl-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    odd_id = "toolu:01/abc"
+    fine_id = "call_" + "a" * 35
+    transcript = (
+        Message("user", "Weather?"),
+        Message(
+            "assistant",
+            "",
+            tool_calls=(
+                ToolCall(long_id, "get_weather", {"city": "Paris"}),
+                ToolCall(odd_id, "get_weather", {"city": "Rome"}),
+                ToolCall(fine_id, "get_weather", {"city": "Oslo"}),
+            ),
+        ),
+        Message("tool", "sunny", tool_call_id=long_id),
+        Message("tool", "cloudy", tool_call_id=odd_id),
+        Message("tool", "snow", tool_call_id=fine_id),
+    )
+    model = OpenAICompatible("m", base_url=LOCAL)
+
+    sent_messages = model.request_body(local_request(messages=transcript))["messages"]
+
+    ids = [entry["id"] for entry in sent_messages[1]["tool_calls"]]
+    assert [entry["tool_call_id"] for entry in sent_messages[2:]] == ids
+    assert ids[2] == fine_id
+    assert len(set(ids)) == 3
+    assert all(len(wire) <= 40 and wire.replace("_", "").replace("-", "").isalnum() for wire in ids)
+    again = model.request_body(local_request(messages=transcript))["messages"]
+    assert [entry["id"] for entry in again[1]["tool_calls"]] == ids

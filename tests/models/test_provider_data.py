@@ -284,3 +284,82 @@ def test_provider_data_is_part_of_a_message_and_must_be_a_mapping() -> None:
     assert kept == Message("assistant", "Hi", provider_data={"anthropic": {"thinking": [REDACTED]}})
     with pytest.raises(TypeError, match="provider_data must be a dict"):
         ToolCall("c", "f", provider_data="signature")  # type: ignore[arg-type]
+
+
+TEXT_SIGNATURE = base64.b64encode(b"\x12\x0a opaque signature of a text-only reply").decode("ascii")
+
+
+async def test_gemini_a_signature_on_a_text_only_reply_is_kept_and_sent_back_with_the_text(
+    http: respx.MockRouter,
+) -> None:
+    route = http.post(GEMINI_URL).mock(
+        side_effect=[
+            httpx.Response(200, json=response({"text": "Paris is sunny.", "thoughtSignature": TEXT_SIGNATURE})),
+            httpx.Response(200, json=response({"text": "Yes."})),
+        ]
+    )
+    chat = Chat(model=gemini3())
+
+    await chat.ask("Weather in Paris?")
+    await chat.ask("Sure?")
+
+    assert chat.messages[1].provider_data == {"gemini": {"thought_signature": TEXT_SIGNATURE}}
+    assert sent(route, 1)["contents"][1] == {
+        "role": "model",
+        "parts": [{"text": "Paris is sunny.", "thoughtSignature": TEXT_SIGNATURE}],
+    }
+    assert chat.messages[3].provider_data is None
+
+
+async def test_gemini_a_streamed_text_signature_in_an_empty_last_part_is_kept(http: respx.MockRouter) -> None:
+    chunks = [
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "Paris is "}]}, "index": 0}]},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "sunny."}]}, "index": 0}]},
+        response({"text": "", "thoughtSignature": TEXT_SIGNATURE}),
+    ]
+    route = http.post(GEMINI_STREAM_URL).mock(side_effect=[sse(chunks), sse([response({"text": "Yes."})])])
+    chat = Chat(model=gemini3())
+
+    [event async for event in chat.stream("Weather in Paris?")]
+    [event async for event in chat.stream("Sure?")]
+
+    assert chat.messages[1] == Message(
+        "assistant",
+        "Paris is sunny.",
+        usage=chat.messages[1].usage,
+        provider_data={"gemini": {"thought_signature": TEXT_SIGNATURE}},
+    )
+    assert sent(route, 1)["contents"][1]["parts"] == [{"text": "Paris is sunny.", "thoughtSignature": TEXT_SIGNATURE}]
+
+
+def test_anthropic_two_assistant_messages_in_a_row_are_one_turn_with_all_thinking_first() -> None:
+    from tarry.messages import ModelRequest
+
+    second_thinking = {**THINKING, "thinking": "Now Rome.", "signature": "EqQBCgIYAhIMsecond"}
+    transcript = (
+        Message("user", "Weather in Paris and Rome?"),
+        Message("assistant", "Paris first.", provider_data={"anthropic": {"thinking": [THINKING]}}),
+        Message(
+            "assistant",
+            "",
+            tool_calls=(ToolCall("toolu_2", "get_weather", {"city": "Rome"}),),
+            provider_data={"anthropic": {"thinking": [second_thinking, REDACTED]}},
+        ),
+        Message("tool", "cloudy, 18°C", tool_call_id="toolu_2"),
+    )
+
+    body = claude().request_body(ModelRequest(messages=transcript))
+
+    assert body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                THINKING,
+                second_thinking,
+                REDACTED,
+                text("Paris first."),
+                tool_use("toolu_2", "get_weather", {"city": "Rome"}),
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "cloudy, 18°C"}]},
+    ]

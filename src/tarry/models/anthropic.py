@@ -185,6 +185,9 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
             previous = out[-1]["content"]
             blocks = [{"type": "text", "text": previous}] if isinstance(previous, str) else previous
             blocks.extend([{"type": "text", "text": content}] if isinstance(content, str) else content)
+            if role == "assistant":
+                # Two assistant messages in a row are one turn, and a turn's thinking must come first.
+                blocks.sort(key=lambda block: block["type"] not in _THINKING)
             out[-1]["content"] = blocks
         else:
             out.append({"role": role, "content": content})

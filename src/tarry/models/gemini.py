@@ -74,10 +74,16 @@ class Gemini(HostedModel["genai.Client"]):
             response = await self.client.aio.models.generate_content(**arguments)
         except self._genai.errors.APIError as error:
             raise self._error(error) from error
-        text, calls = _reply_parts(response)
+        text, calls, signature = _reply_parts(response)
         if not response.candidates:
             raise _blocked(response)
-        return Message("assistant", "".join(text), tool_calls=tuple(calls), usage=_usage(response.usage_metadata))
+        return Message(
+            "assistant",
+            "".join(text),
+            tool_calls=tuple(calls),
+            usage=_usage(response.usage_metadata),
+            provider_data=_signature_data(signature),
+        )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream one request: text deltas and tool calls as they arrive, then the whole message."""
@@ -85,6 +91,7 @@ class Gemini(HostedModel["genai.Client"]):
         text: list[str] = []
         calls: list[ToolCall] = []
         usage = None
+        signature: bytes | None = None
         answered = False
         try:
             chunks = await self.client.aio.models.generate_content_stream(**arguments)
@@ -92,7 +99,8 @@ class Gemini(HostedModel["genai.Client"]):
                 answered = answered or bool(chunk.candidates)
                 if chunk.usage_metadata is not None:
                     usage = _usage(chunk.usage_metadata)
-                pieces, new_calls = _reply_parts(chunk)
+                pieces, new_calls, chunk_signature = _reply_parts(chunk)
+                signature = chunk_signature or signature
                 for piece in pieces:
                     text.append(piece)
                     yield TextDelta(piece)
@@ -105,7 +113,10 @@ class Gemini(HostedModel["genai.Client"]):
             raise self._error(error) from error
         if not answered:
             raise ProviderError(f"{self.provider}: the stream ended without a reply", provider=self.provider)
-        yield MessageDone(Message("assistant", "".join(text), tool_calls=tuple(calls), usage=usage))
+        reply = Message(
+            "assistant", "".join(text), tool_calls=tuple(calls), usage=usage, provider_data=_signature_data(signature)
+        )
+        yield MessageDone(reply)
 
     def request_arguments(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``models.generate_content`` for ``request``."""
@@ -169,10 +180,15 @@ def _contents(request: ModelRequest) -> list[dict[str, Any]]:
         if message.role == "user":
             contents.append({"role": "user", "parts": [{"text": message.content}]})
             continue
-        parts: list[dict[str, Any]] = [{"text": message.content}] if message.content else []
+        parts: list[dict[str, Any]] = []
+        if message.content:
+            parts.append({"text": message.content})
+            text_signature = _kept_signature(message.provider_data)
+            if text_signature is not None:
+                parts[0]["thought_signature"] = text_signature
         for number, call in enumerate(message.tool_calls):
             part: dict[str, Any] = {"function_call": {"name": call.name, "args": _args(call.arguments)}}
-            signature = _kept_signature(call)
+            signature = _kept_signature(call.provider_data)
             if signature is not None:
                 part["thought_signature"] = signature
             elif number == 0:
@@ -194,9 +210,9 @@ def _contents(request: ModelRequest) -> list[dict[str, Any]]:
     return contents
 
 
-def _kept_signature(call: ToolCall) -> bytes | None:
-    """The thought signature Gemini sent with ``call`` (kept as base64 text), if it was kept."""
-    kept = (call.provider_data or {}).get("gemini")
+def _kept_signature(provider_data: Mapping[str, Any] | None) -> bytes | None:
+    """The thought signature Gemini sent with a call or a reply's text (kept as base64 text), if it was kept."""
+    kept = (provider_data or {}).get("gemini")
     signature = kept.get("thought_signature") if isinstance(kept, Mapping) else None
     if not isinstance(signature, str) or not signature:
         return None
@@ -226,21 +242,30 @@ def _tool_choice(choice: str) -> dict[str, Any]:
     return {"mode": "ANY", "allowed_function_names": [choice]}
 
 
-def _reply_parts(response: Any) -> tuple[list[str], list[ToolCall]]:
+def _reply_parts(response: Any) -> tuple[list[str], list[ToolCall], bytes | None]:
+    """A reply's text pieces, its calls, and the thought signature of its text (on any non-thought part)."""
     text: list[str] = []
     calls: list[ToolCall] = []
+    text_signature = None
     candidates = response.candidates or []
     content = candidates[0].content if candidates else None
     for part in (content.parts or []) if content is not None else []:
         if part.function_call is not None:
             call = part.function_call
-            kept = None
-            if part.thought_signature:
-                kept = {"gemini": {"thought_signature": base64.b64encode(part.thought_signature).decode("ascii")}}
+            kept = _signature_data(part.thought_signature)
             calls.append(ToolCall(call.id or new_call_id(), call.name or "", dict(call.args or {}), provider_data=kept))
-        elif part.text and not part.thought:
-            text.append(part.text)
-    return text, calls
+        elif not part.thought:
+            if part.text:
+                text.append(part.text)
+            text_signature = part.thought_signature or text_signature
+    return text, calls, text_signature
+
+
+def _signature_data(signature: bytes | None) -> dict[str, Any] | None:
+    """``provider_data`` that keeps a thought signature as base64 text."""
+    if not signature:
+        return None
+    return {"gemini": {"thought_signature": base64.b64encode(signature).decode("ascii")}}
 
 
 def _usage(metadata: Any) -> Usage | None:

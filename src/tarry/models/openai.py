@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +19,8 @@ if TYPE_CHECKING:
 
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
 _RESERVED = {"model", "messages", "tools", "tool_choice", "stream", "stream_options"}
+_WIRE_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+"""Tool-call ids every server takes back: OpenAI refuses ids longer than 40 characters."""
 
 
 class OpenAI(HostedModel["openai.AsyncOpenAI"]):
@@ -31,6 +35,10 @@ class OpenAI(HostedModel["openai.AsyncOpenAI"]):
     """
 
     provider = "openai"
+    stream_usage = True
+    """Whether a streamed request asks for usage figures (``stream_options``); some servers refuse it."""
+    required_tool_choice = True
+    """Whether the server takes ``tool_choice="required"``; without it, several tools fall back to ``"auto"``."""
     _max_tokens_name = "max_completion_tokens"
     _dropped_settings: frozenset[str] = frozenset({"top_k"})
 
@@ -87,7 +95,9 @@ class OpenAI(HostedModel["openai.AsyncOpenAI"]):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream one request: text deltas, each tool call once complete, then the whole message."""
-        body = {**self.request_body(request), "stream": True, "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {**self.request_body(request), "stream": True}
+        if self.stream_usage:
+            body["stream_options"] = {"include_usage": True}
         text: list[str] = []
         pending: dict[int, dict[str, str]] = {}
         calls: list[ToolCall] = []
@@ -140,11 +150,20 @@ class OpenAI(HostedModel["openai.AsyncOpenAI"]):
                 for schema in request.tools
             ]
             if request.tool_choice is not None:
-                body["tool_choice"] = _tool_choice(request.tool_choice)
+                body["tool_choice"] = self._tool_choice(request.tool_choice, request)
         extra = self._settings(request.settings)
         if extra:
             body["extra_body"] = extra
         return body
+
+    def _tool_choice(self, choice: str, request: ModelRequest) -> Any:
+        if choice == "required" and len(request.tools) == 1:
+            choice = request.tools[0].name  # the same demand, in the form every server takes
+        elif choice == "required" and not self.required_tool_choice:
+            choice = "auto"
+        if choice in ("auto", "none", "required"):
+            return choice
+        return {"type": "function", "function": {"name": choice}}
 
     def _settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         reserved = _RESERVED & set(settings)
@@ -187,6 +206,14 @@ class OpenAICompatible(OpenAI):
     given (never ``OPENAI_API_KEY``). ``provider`` is the first half of :attr:`name`; a
     persisted chat resolves it by that name when loaded, so pass the model again when
     loading a chat whose provider is not registered.
+
+    Servers differ in what they accept; the requests use the forms all of them take (an
+    assistant message that only calls tools has ``""`` as its content, call ids are at most
+    40 characters, ``parallel_tool_calls`` is never sent, ``tool_choice="required"`` with one
+    tool names it). Two things are settings: ``stream_usage=False`` for a server that refuses
+    ``stream_options``, and ``required_tool_choice=False`` for one that refuses
+    ``tool_choice="required"`` (llama-cpp-python's): with several tools that choice is then
+    sent as ``"auto"``.
     """
 
     _max_tokens_name = "max_tokens"
@@ -199,6 +226,8 @@ class OpenAICompatible(OpenAI):
         api_key: str | None = None,
         *,
         provider: str = "openai-compatible",
+        stream_usage: bool = True,
+        required_tool_choice: bool = True,
         max_retries: int = 2,
         timeout: float | None = None,
         default_headers: Mapping[str, str] | None = None,
@@ -216,6 +245,8 @@ class OpenAICompatible(OpenAI):
             client=client,
         )
         self.provider = provider
+        self.stream_usage = stream_usage
+        self.required_tool_choice = required_tool_choice
 
 
 def ollama(model: str) -> OpenAICompatible:
@@ -231,29 +262,31 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
         if message.role == "user":
             out.append({"role": "user", "content": message.content})
             continue
-        entry: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        # Content is always a string, "" when the message only calls tools: llama.cpp's server
+        # refuses null and its chat templates need the key, while OpenAI, Ollama and vLLM take "".
+        entry: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:
             entry["tool_calls"] = [
                 {
-                    "id": call.id,
+                    "id": _wire_id(call.id),
                     "type": "function",
                     "function": {"name": call.name, "arguments": arguments_text(call.arguments)},
                 }
                 for call in message.tool_calls
             ]
-        elif entry["content"] is None:
-            entry["content"] = ""
         out.append(entry)
         out.extend(
-            {"role": "tool", "tool_call_id": result.tool_call_id, "content": result.content} for result in results
+            {"role": "tool", "tool_call_id": _wire_id(result.tool_call_id), "content": result.content}
+            for result in results
         )
     return out
 
 
-def _tool_choice(choice: str) -> Any:
-    if choice in ("auto", "none", "required"):
-        return choice
-    return {"type": "function", "function": {"name": choice}}
+def _wire_id(call_id: str | None) -> str:
+    """A call's id as sent back: kept when every server takes it, else a stable id derived from it."""
+    if call_id and _WIRE_ID.fullmatch(call_id):
+        return call_id
+    return "call_" + hashlib.sha256(str(call_id).encode()).hexdigest()[:32]
 
 
 def _usage(usage: Any) -> Usage | None:
