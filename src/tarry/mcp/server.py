@@ -12,12 +12,12 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import mcp_types as types
+from mcp.client._probe import negotiate_auto  # what mcp.Client(mode="auto") runs; no public name in 2.3
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tarry.live import LiveCall, current_call
 from tarry.mcp import legacy_tasks, task_extension
@@ -244,17 +244,13 @@ class MCPServer:
             conn.stop.set()
 
     async def _negotiate(self, session: ClientSession) -> None:
-        if self.protocol != "legacy":
-            try:
-                raw = await session.send_discover(LATEST_MODERN_VERSION)
-                result = types.DiscoverResult.model_validate(raw)
-                if any(version in MODERN_PROTOCOL_VERSIONS for version in result.supported_versions):
-                    session.adopt(result)
-                    return
-            except (MCPError, ValidationError):
-                if self.protocol != "auto":
-                    raise
-        await session.initialize()
+        """Agree on a protocol version: the SDK's own ``mode="auto"`` negotiation, or the forced one."""
+        if self.protocol == "auto":
+            await negotiate_auto(session)
+        elif self.protocol == "legacy":
+            await session.initialize()
+        else:
+            session.adopt(types.DiscoverResult.model_validate(await session.send_discover(self.protocol)))
 
     def _dropped(self) -> None:
         """Forget a connection that failed (the server closed it): the next use reconnects."""
