@@ -1,8 +1,12 @@
-"""tarry against @modelcontextprotocol/server-everything (2025-11-25): legacy tasks and questions."""
+"""tarry against @modelcontextprotocol/server-everything (2025-11-25) over stdio and streamable HTTP.
+
+Legacy tasks and questions.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from mcp_helpers import wait_for_questions
 
@@ -23,8 +27,8 @@ async def carry_until_done(chat: Chat, *, within: float = 60.0) -> None:
             await asyncio.sleep(min(task.poll_interval or 0.5 for task in tasks))
 
 
-async def test_legacy_task_with_a_question_during_input_required(everything_command: list[str]) -> None:
-    async with MCPServer(command=everything_command) as server:
+async def test_legacy_task_with_a_question_during_input_required(everything: dict[str, Any]) -> None:
+    async with MCPServer(**everything) as server:
         assert server.protocol_version == "2025-11-25"
         model = ScriptedModel(
             [[{"name": "simulate-research-query", "arguments": {"topic": "python", "ambiguous": True}}], "done"]
@@ -50,8 +54,8 @@ async def test_legacy_task_with_a_question_during_input_required(everything_comm
         assert chat.last_reply.content == "done"
 
 
-async def test_cancel_sends_tasks_cancel(everything_command: list[str]) -> None:
-    async with MCPServer(command=everything_command) as server:
+async def test_cancel_sends_tasks_cancel(everything: dict[str, Any]) -> None:
+    async with MCPServer(**everything) as server:
         model = ScriptedModel([[{"name": "simulate-research-query", "arguments": {"topic": "rust"}}]])
         chat = Chat(model=model, tools=[server])
         await chat.ask("research")
@@ -63,8 +67,8 @@ async def test_cancel_sends_tasks_cancel(everything_command: list[str]) -> None:
         assert (await server.legacy_get(task.task_id)).status == "cancelled"
 
 
-async def test_task_augmented_elicitation_is_received_as_a_task(everything_command: list[str]) -> None:
-    async with MCPServer(command=everything_command) as server:
+async def test_task_augmented_elicitation_is_received_as_a_task(everything: dict[str, Any]) -> None:
+    async with MCPServer(**everything) as server:
         model = ScriptedModel([[{"name": "trigger-elicitation-request-async", "arguments": {}}], "done"])
         chat = Chat(model=model, tools=[server])
         running = asyncio.create_task(chat.ask("ask me"))

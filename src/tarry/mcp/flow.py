@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from tarry.journal import utcnow
 from tarry.mcp.convert import elicit_response, error_text, question_for, result_value
+from tarry.mcp.errors import ConnectionLost
 from tarry.mcp.task import McpTask
 from tarry.mcp.task_extension import TaskCreated
 from tarry.questions import Question
@@ -74,10 +75,11 @@ async def _guard(
         return await go()
     except TimeoutError:
         return {"error": f"{where} did not answer the {tool.name} call within {server.timeout:g} seconds."}
+    except ConnectionLost:
+        logger.info("The connection to %s closed during the %s call", where, tool.name)
+        return {"error": f"The connection to {where} closed during the {tool.name} call (the server may have crashed)."}
     except MCPError as error:
-        if error.code == types.CONNECTION_CLOSED:
-            text = f"The connection to {where} closed during the {tool.name} call (the server may have crashed)."
-        elif task is not None and task.kind == "task" and error.code == types.INVALID_PARAMS:
+        if task is not None and task.kind == "task" and error.code == types.INVALID_PARAMS:
             text = (
                 f"{where} no longer knows the task of the {tool.name} call "
                 f"(it expired or was forgotten): {error.message}"

@@ -23,6 +23,7 @@ from tarry.live import LiveCall, current_call
 from tarry.mcp import legacy_tasks, task_extension
 from tarry.mcp.convert import elicit_response, question_for
 from tarry.mcp.deadline import Deadline
+from tarry.mcp.errors import ConnectionLost
 from tarry.mcp.receiver import ReceiverDispatcher, TaskReceiver
 from tarry.mcp.task import McpTask
 from tarry.mcp.tool import McpTool
@@ -283,9 +284,22 @@ class MCPServer:
         try:
             return await deadline.run(work())
         except MCPError as error:
-            if error.code == types.CONNECTION_CLOSED:
+            if self._lost(error):
                 self._dropped()
+                raise ConnectionLost(f"the connection to the MCP server {self.name!r} closed") from error
             raise
+
+    def _lost(self, error: MCPError) -> bool:
+        """Whether ``error`` says the connection closed, not that the server answered with an error.
+
+        A server may answer with the code the SDK uses for a closed connection (-32000, the
+        generic server error of JSON-RPC), so the code alone does not tell.
+        """
+        if error.code != types.CONNECTION_CLOSED:
+            return False
+        conn = self._conn
+        dispatcher = None if conn is None else conn.dispatcher
+        return dispatcher is None or dispatcher.closed or error.error.message == "Connection closed"
 
     async def call_tool(
         self,
