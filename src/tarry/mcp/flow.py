@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from pydantic import ValidationError
 
 from tarry.journal import utcnow
@@ -44,10 +44,54 @@ async def start(server: MCPServer, tool: McpTool, arguments: dict[str, Any]) -> 
             created = await server.call_tool_as_task(tool.remote_name, arguments)
             wire = created.task.model_dump(by_alias=True, mode="json")
             return _new_task(server, tool, LEGACY, wire)
-        outcome = await server.call_tool(tool.remote_name, arguments)
-        return await _settle(server, tool, arguments, outcome, 1)
+        return await _call(server, tool, arguments, 1)
 
     return await _guard(server, tool, go)
+
+
+async def _call(server: MCPServer, tool: McpTool, arguments: dict[str, Any], round_: int) -> Any:
+    """One ``tools/call`` and what follows; a URL-elicitation-required error (-32042) asks the person first."""
+    try:
+        outcome = await server.call_tool(tool.remote_name, arguments)
+    except MCPError as error:
+        if error.code != types.URL_ELICITATION_REQUIRED:
+            raise
+        return _consent(server, tool, error, round_)
+    return await _settle(server, tool, arguments, outcome, round_)
+
+
+def _consent(server: MCPServer, tool: McpTool, error: MCPError, round_: int) -> Any:
+    """The task of a call the server refused until the person visits URLs: a URL question each."""
+    if round_ > server.max_rounds:
+        rounds = server.max_rounds
+        return {
+            "error": f"The MCP server {server.name!r} asked for URLs more than {rounds} times in the {tool.name} call."
+        }
+    elicitations = UrlElicitationRequiredError.from_error(error.error).elicitations
+    if not elicitations:
+        raise _Malformed("a URL-elicitation-required error without elicitations")
+    questions = [
+        question_for(
+            {**elicitation.model_dump(by_alias=True, mode="json", exclude_none=True), "mode": "url"},
+            source=server.name, key=elicitation.elicitation_id, ttl=server.question_ttl,
+        )
+        for elicitation in elicitations
+    ]  # fmt: skip
+    data = {"kind": "consent", "era": server.protocol_version, "server": server.name, "tool": tool.remote_name,
+            "round": round_}  # fmt: skip
+    task = McpTask(status="input_required", data=data)
+    task.server = server
+    return task.with_question(*questions)
+
+
+async def _after_consent(server: MCPServer, tool: McpTool, task: McpTask, arguments: dict[str, Any]) -> Any:
+    """Retry the call once the person opened every URL; a declined URL ends the call."""
+    if any(question.decision is None and not question.expired(utcnow()) for question in task.questions):
+        return task
+    if all(question.decision == "accept" for question in task.questions):
+        return await _call(server, tool, arguments, int(task.data.get("round", 1)) + 1)
+    where = f"The MCP server {server.name!r}"
+    return {"error": f"{where} needs a URL visited before the {tool.name} call, and the person did not visit it."}
 
 
 async def carry_on(server: MCPServer, tool: McpTool, task: McpTask, arguments: dict[str, Any]) -> Any:
@@ -56,6 +100,8 @@ async def carry_on(server: MCPServer, tool: McpTool, task: McpTask, arguments: d
     async def go() -> Any:
         if task.kind == "input":
             return await _retry(server, tool, task, arguments)
+        if task.kind == "consent":
+            return await _after_consent(server, tool, task, arguments)
         if task.kind == "task" and not _has_news(task) and not due(task, utcnow()):
             return task  # checked less than poll_interval ago (in any process): no tasks/get yet
         if task.kind == "task" and task.data.get("era") == LEGACY:

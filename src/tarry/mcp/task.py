@@ -21,8 +21,10 @@ class McpTask(Task):
 
     ``data`` holds the protocol state another process needs, saved with the call and never
     logged: ``kind`` (``"input"`` for 2026-07-28 input requests, ``"task"`` for a server's
-    task), ``era`` (the protocol version), ``server`` and ``tool`` (the server's name for
-    the tool); for input requests the byte-exact ``request_state`` and the ``round``; for
+    task, ``"consent"`` for a call the server refused until the person visits URLs: the
+    -32042 error), ``era`` (the protocol version), ``server`` and ``tool`` (the server's
+    name for the tool); for input requests and consents the ``round``, for input requests
+    the byte-exact ``request_state``; for
     tasks the ``task_id``, ``created_at`` (ISO 8601), ``ttl_ms`` and ``checked_at`` (when
     the server was last asked, ISO 8601 UTC).
 
@@ -44,7 +46,7 @@ class McpTask(Task):
 
     @property
     def kind(self) -> str:
-        """``"input"`` or ``"task"``."""
+        """``"input"``, ``"task"`` or ``"consent"``."""
         return str(self.data.get("kind", ""))
 
     @property
