@@ -64,7 +64,7 @@ async def test_cancel_sends_tasks_cancel(everything: dict[str, Any]) -> None:
         assert task.cancelled()
         assert "cancelled" in chat.messages[-1].content
         assert task.task_id is not None
-        assert (await server.legacy_get(task.task_id)).status == "cancelled"
+        assert (await server.connection.legacy_get(task.task_id)).status == "cancelled"
 
 
 async def test_task_augmented_elicitation_is_received_as_a_task(everything: dict[str, Any]) -> None:

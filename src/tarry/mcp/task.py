@@ -5,15 +5,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tarry.messages import ToolCall
 from tarry.tasks import Task
 
-if TYPE_CHECKING:
-    from tarry.mcp.server import MCPServer
-
 logger = logging.getLogger("tarry.mcp")
+
+
+class TaskSteps(Protocol):
+    """What checks on and cancels a server's task (``tarry.mcp.flow.Steps``, bound to a connection)."""
+
+    async def refresh(self, task: McpTask) -> None:
+        """One ``tasks/get``."""
+
+    async def cancel(self, task: McpTask) -> None:
+        """``tasks/cancel``."""
 
 
 class McpTask(Task):
@@ -34,8 +41,8 @@ class McpTask(Task):
     unless it has answers to send.
     """
 
-    server: MCPServer | None = None
-    """The connection that carries the task on (set when the tool rebuilds it)."""
+    steps: TaskSteps | None = None
+    """What refreshes and cancels the task on its server's connection (set when the tool rebuilds it)."""
 
     @classmethod
     def load(cls, state: Mapping[str, Any], tool_call: ToolCall | None = None) -> McpTask:
@@ -71,15 +78,15 @@ class McpTask(Task):
 
     async def refresh(self) -> McpTask:
         """Check on the server's task once (one ``tasks/get``) and return the task."""
-        if self.kind == "task" and self.server is not None:
-            await self.server.refresh_task(self)
+        if self.kind == "task" and self.steps is not None:
+            await self.steps.refresh(self)
         return self
 
     async def cancel(self) -> McpTask:
         """Send ``tasks/cancel`` for a server's task; the task is then cancelled."""
-        if self.kind == "task" and self.server is not None and not self.done():
+        if self.kind == "task" and self.steps is not None and not self.done():
             try:
-                await self.server.cancel_task(self)
+                await self.steps.cancel(self)
             except Exception as error:  # the server's words may quote the task id: keep them out of the logs
                 logger.warning("tasks/cancel failed for a %s task (%s)", self.data.get("tool"), type(error).__name__)
         if not self.done():
