@@ -20,12 +20,19 @@ import os
 import sys
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tarry import Chat, Field, Question
 from tarry.mcp import MCPServer, McpTool
 from tarry.testing import ScriptedModel
 
 ROUNDS = 20
+REDIRECT = "http://localhost:3030/callback"
 
 
 def sample(schema: Mapping[str, Any]) -> Any:
@@ -107,12 +114,79 @@ async def answer_questions(chat: Chat) -> None:
         await asyncio.sleep(0.05)
 
 
+class MemoryTokens:
+    """The SDK's ``TokenStorage`` in memory, optionally holding a pre-registered client."""
+
+    def __init__(self, client: OAuthClientInformationFull | None = None) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client = client
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+class Browser:
+    """Stands in for the person's browser: opens the authorization URL and reads the code off the redirect."""
+
+    def __init__(self) -> None:
+        self.result: AuthorizationCodeResult | None = None
+
+    async def open(self, url: str) -> None:
+        async with httpx2.AsyncClient() as client:
+            response = await client.get(url)
+        location = response.headers.get("location")
+        if location is None:
+            raise RuntimeError(f"the authorization server did not redirect ({response.status_code})")
+        query = parse_qs(urlsplit(location).query)
+        self.result = AuthorizationCodeResult(
+            code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0]
+        )
+
+    async def callback(self) -> AuthorizationCodeResult:
+        assert self.result is not None, "the authorization URL was not opened"
+        return self.result
+
+
+def oauth(url: str, scenario: str, context: Mapping[str, Any]) -> OAuthClientProvider | None:
+    """The SDK's OAuth provider the scenario needs, or ``None`` for the scenarios without auth."""
+    if not scenario.startswith("auth/"):
+        return None
+    if scenario.startswith("auth/client-credentials"):
+        return ClientCredentialsOAuthProvider(
+            url, MemoryTokens(), context["client_id"], context["client_secret"], issuer=context.get("issuer")
+        )
+    registered = None
+    if "client_id" in context:
+        registered = OAuthClientInformationFull(
+            client_id=context["client_id"], client_secret=context.get("client_secret"), redirect_uris=[REDIRECT],
+            token_endpoint_auth_method="client_secret_basic",
+        )  # fmt: skip
+    metadata = OAuthClientMetadata(
+        client_name="tarry conformance client", redirect_uris=[REDIRECT],
+        grant_types=["authorization_code", "refresh_token"], response_types=["code"],
+    )  # fmt: skip
+    browser = Browser()
+    return OAuthClientProvider(
+        url, metadata, MemoryTokens(registered), redirect_handler=browser.open, callback_handler=browser.callback,
+        client_metadata_url="https://conformance-test.local/client-metadata.json",
+    )  # fmt: skip
+
+
 async def main(url: str) -> None:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    async with MCPServer(url=url, name="conformance") as server:
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    async with MCPServer(url=url, name="conformance", auth=oauth(url, scenario, context)) as server:
         calls = context.get("toolCalls")
         if calls is None:
-            scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
             calls = calls_for(scenario, await server.list_tools())
         chat = Chat(model=ScriptedModel([calls, "done"] if calls else ["done"]), tools=[server])
         answering = asyncio.create_task(answer_questions(chat))

@@ -180,3 +180,8 @@ async def test_faults_end_the_call_and_the_chat_goes_on(era: str, request: pytes
         assert results[2] == {"error": refused}  # the server's error, not a crash
         assert "closed during the crash call" in results[3]["error"]
         assert results[4] == "2"  # a new connection after the crash
+
+
+def test_auth_is_for_http_servers() -> None:
+    with pytest.raises(ValueError, match="auth= is for servers reached over streamable HTTP"):
+        MCPServer(command=booking_command(), auth=object())

@@ -15,7 +15,7 @@ import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
@@ -50,6 +50,8 @@ class Settings:
     env: dict[str, str]
     cwd: str | os.PathLike[str] | None
     headers: dict[str, str]
+    auth: Any
+    """An ``httpx2.Auth`` for streamable HTTP (the SDK's ``OAuthClientProvider``), or ``None``."""
     name: str | None
     protocol: Protocol
     timeout: float | None
@@ -173,25 +175,28 @@ class Connection:
             elif not link.loop.is_closed():
                 link.loop.call_soon_threadsafe(link.stop.set)
 
-    def _transport(self) -> AbstractAsyncContextManager[Any]:
+    async def _transport(self, stack: AsyncExitStack) -> Any:
+        """Open the transport in ``stack``; its read and write streams."""
         settings = self.settings
         if settings.url is not None:
-            if settings.headers:
+            if settings.headers or settings.auth is not None:
                 import httpx2
 
-                client = httpx2.AsyncClient(headers=settings.headers, timeout=httpx2.Timeout(30.0, read=None))
-                return streamable_http_client(settings.url, http_client=client)
-            return streamable_http_client(settings.url)
+                timeout = httpx2.Timeout(30.0, read=None)
+                client = httpx2.AsyncClient(headers=settings.headers, auth=settings.auth, timeout=timeout)
+                await stack.enter_async_context(client)  # the transport closes only clients it made
+                return await stack.enter_async_context(streamable_http_client(settings.url, http_client=client))
+            return await stack.enter_async_context(streamable_http_client(settings.url))
         assert settings.command is not None
         parameters = StdioServerParameters(
             command=settings.command[0], args=settings.command[1:], env=settings.env or None, cwd=settings.cwd
         )
-        return stdio_client(parameters)
+        return await stack.enter_async_context(stdio_client(parameters))
 
     async def _hold(self, link: _Link) -> None:
         try:
             async with AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self._transport())
+                read, write = await self._transport(stack)
                 answer = partial(self._answer, link)
                 dispatcher = ReceiverDispatcher(read, write, receiver=TaskReceiver(answer))
 

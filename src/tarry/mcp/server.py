@@ -17,9 +17,11 @@ class MCPServer:
 
     Give ``command`` (a list: the program and its arguments, run over stdio, with ``env``
     added to a minimal environment and ``cwd``) or ``url`` (streamable HTTP, with
-    ``headers``). The connection opens on first use, in the running event loop, and
-    speaks 2026-07-28 when the server offers it, else 2025-11-25 (``protocol="auto"``;
-    ``"legacy"`` or ``"2026-07-28"`` force one).
+    ``headers``, and ``auth``: an ``httpx2.Auth`` such as the MCP SDK's
+    ``mcp.client.auth.OAuthClientProvider`` for a server that requires OAuth). The
+    connection opens on first use, in the running event loop, and speaks 2026-07-28 when
+    the server offers it, else 2025-11-25 (``protocol="auto"``; ``"legacy"`` or
+    ``"2026-07-28"`` force one).
 
     ``requires_approval`` is ``True``/``False``, a collection of tool names, or
     ``"unsafe"``: every tool the server does not mark read-only or non-destructive.
@@ -38,6 +40,7 @@ class MCPServer:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         headers: Mapping[str, str] | None = None,
+        auth: Any = None,
         name: str | None = None,
         requires_approval: ApprovalRule = False,
         protocol: Protocol = "auto",
@@ -50,6 +53,8 @@ class MCPServer:
             raise ValueError("MCPServer takes command=[...] (stdio) or url=... (streamable HTTP), not both")
         if command is not None and (isinstance(command, str) or not command):
             raise TypeError("command must be a non-empty list: the program and its arguments")
+        if auth is not None and url is None:
+            raise ValueError("auth= is for servers reached over streamable HTTP (url=...)")
         if protocol not in ("auto", "legacy", "2026-07-28"):
             raise ValueError(f"protocol must be 'auto', 'legacy' or '2026-07-28', got {protocol!r}")
         named = not isinstance(requires_approval, str) and isinstance(requires_approval, Collection)
@@ -59,7 +64,7 @@ class MCPServer:
         self.connection = Connection(
             Settings(
                 command=list(command) if command is not None else None, url=url, env=dict(env or {}), cwd=cwd,
-                headers=dict(headers or {}), name=name, protocol=protocol, timeout=timeout,
+                headers=dict(headers or {}), auth=auth, name=name, protocol=protocol, timeout=timeout,
                 question_ttl=question_ttl, task_ttl=task_ttl, max_rounds=max_rounds,
             )
         )  # fmt: skip
