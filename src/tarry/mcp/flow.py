@@ -1,4 +1,8 @@
-"""How an MCP tool call goes: a result, input requests and retries, or a server's task polled to its end.
+"""The protocol steps of an MCP tool call: call, retry with answers, poll, resume, refresh and cancel.
+
+A call ends in a result, input requests and retries, URL questions then a retry (-32042),
+or a server's task polled to its end. The requests go through :mod:`tarry.mcp.connection`
+(the transport); :class:`Steps` is what an :class:`McpTask` refreshes and cancels with.
 
 Every fault (a crashed server, a malformed result, a forgotten task, a rejected request
 state, no answer in time) ends the call with an ``{"error": ...}`` result that says what
