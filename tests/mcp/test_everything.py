@@ -6,7 +6,9 @@ Legacy tasks and questions.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp_helpers import wait_for_questions
 
@@ -90,3 +92,16 @@ def _value(field: object) -> object:
     if choices:
         return [next(iter(choices))] if kind == "array" else next(iter(choices))
     return {"string": "Ada", "integer": 3, "number": 2.5, "boolean": True}.get(kind, "x")
+
+
+def test_over_http_it_listens_on_loopback_only(everything_http: str) -> None:
+    port = urlsplit(everything_http).port
+    assert port is not None
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.rsplit(":", 1)
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                listening.add(address)
+    assert listening == {"0100007F"}, listening  # 127.0.0.1 only, no wildcard (IPv4 or IPv6)
