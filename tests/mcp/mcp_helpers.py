@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from tarry import Chat, Question
@@ -39,6 +41,26 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], deadline: float =
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"the test server did not listen on {port} within {deadline} s")
+
+
+@contextmanager
+def http_server(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Run an MCP server over streamable HTTP on a free 127.0.0.1 port; yields its URL.
+
+    ``{port}`` in ``argv`` and in ``env``'s values becomes the port.
+    """
+    port = free_port()
+    command = [word.format(port=port) for word in argv]
+    extra = {key: value.format(port=port) for key, value in (env or {}).items()}
+    process = subprocess.Popen(
+        command, env={**os.environ, **extra}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
 
 
 def everything_bin() -> Path | None:

@@ -1,8 +1,14 @@
-"""tarry against @modelcontextprotocol/server-everything (2025-11-25): legacy tasks and questions."""
+"""tarry against @modelcontextprotocol/server-everything (2025-11-25) over stdio and streamable HTTP.
+
+Legacy tasks and questions.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from mcp_helpers import wait_for_questions
 
@@ -23,8 +29,8 @@ async def carry_until_done(chat: Chat, *, within: float = 60.0) -> None:
             await asyncio.sleep(min(task.poll_interval or 0.5 for task in tasks))
 
 
-async def test_legacy_task_with_a_question_during_input_required(everything_command: list[str]) -> None:
-    async with MCPServer(command=everything_command) as server:
+async def test_legacy_task_with_a_question_during_input_required(everything: dict[str, Any]) -> None:
+    async with MCPServer(**everything) as server:
         assert server.protocol_version == "2025-11-25"
         model = ScriptedModel(
             [[{"name": "simulate-research-query", "arguments": {"topic": "python", "ambiguous": True}}], "done"]
@@ -50,8 +56,8 @@ async def test_legacy_task_with_a_question_during_input_required(everything_comm
         assert chat.last_reply.content == "done"
 
 
-async def test_cancel_sends_tasks_cancel(everything_command: list[str]) -> None:
-    async with MCPServer(command=everything_command) as server:
+async def test_cancel_sends_tasks_cancel(everything: dict[str, Any]) -> None:
+    async with MCPServer(**everything) as server:
         model = ScriptedModel([[{"name": "simulate-research-query", "arguments": {"topic": "rust"}}]])
         chat = Chat(model=model, tools=[server])
         await chat.ask("research")
@@ -60,11 +66,11 @@ async def test_cancel_sends_tasks_cancel(everything_command: list[str]) -> None:
         assert task.cancelled()
         assert "cancelled" in chat.messages[-1].content
         assert task.task_id is not None
-        assert (await server.legacy_get(task.task_id)).status == "cancelled"
+        assert (await server.connection.legacy_get(task.task_id)).status == "cancelled"
 
 
-async def test_task_augmented_elicitation_is_received_as_a_task(everything_command: list[str]) -> None:
-    async with MCPServer(command=everything_command) as server:
+async def test_task_augmented_elicitation_is_received_as_a_task(everything: dict[str, Any]) -> None:
+    async with MCPServer(**everything) as server:
         model = ScriptedModel([[{"name": "trigger-elicitation-request-async", "arguments": {}}], "done"])
         chat = Chat(model=model, tools=[server])
         running = asyncio.create_task(chat.ask("ask me"))
@@ -86,3 +92,16 @@ def _value(field: object) -> object:
     if choices:
         return [next(iter(choices))] if kind == "array" else next(iter(choices))
     return {"string": "Ada", "integer": 3, "number": 2.5, "boolean": True}.get(kind, "x")
+
+
+def test_over_http_it_listens_on_loopback_only(everything_http: str) -> None:
+    port = urlsplit(everything_http).port
+    assert port is not None
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.rsplit(":", 1)
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                listening.add(address)
+    assert listening == {"0100007F"}, listening  # 127.0.0.1 only, no wildcard (IPv4 or IPv6)

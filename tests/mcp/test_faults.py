@@ -149,3 +149,41 @@ async def test_a_pushed_question_nobody_answers_in_time_is_cancelled() -> None:
         assert question.decision is None
         assert question.expires_at is not None
         assert "elicitation was cancel" in tool_results(chat)["book"]["error"]  # the server got "cancel"
+
+
+@pytest.mark.parametrize("decide", ["accept", "decline"])
+async def test_url_elicitation_required_is_a_url_question_then_a_retry(
+    everything: dict[str, Any], caplog: pytest.LogCaptureFixture, decide: str
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with MCPServer(**everything) as server:
+        arguments = {"url": URL, "errorPath": True}
+        model = ScriptedModel([[{"name": "trigger-url-elicitation", "arguments": arguments}], "went on"])
+        chat = Chat(model=model, tools=[server])
+        await chat.ask("sign in")  # the server answers -32042: the call parks on a URL question
+        (consent,) = await chat.pending_questions()
+        assert consent.kind == "url"
+        assert consent.url == "https://modelcontextprotocol.io"
+        assert consent.source == server.name
+        (task,) = [record.task for record in chat.records.values() if record.task is not None]
+        assert isinstance(task, McpTask)
+        assert task.kind == "consent"
+        if decide == "decline":
+            assert await chat.decline(consent)
+            reply = await chat.complete()
+            assert reply is not None
+            assert reply.content == "went on"
+            assert "did not visit it" in tool_results(chat)["trigger-url-elicitation"]["error"]
+            return
+        assert await chat.answer(consent)  # the person visited it: the call is retried
+        running = asyncio.create_task(chat.complete())
+        (question,) = await wait_for_questions(chat)  # the retried call asks its own URL question
+        assert question.id != consent.id
+        assert question.url == URL
+        assert await chat.answer(question)
+        reply = await asyncio.wait_for(running, 60)
+        assert reply is not None
+        assert reply.content == "went on"
+        assert "completed the URL elicitation" in tool_results(chat)["trigger-url-elicitation"]
+    tarry_logs = "\n".join(record.getMessage() for record in caplog.records if record.name.startswith("tarry"))
+    assert "secret-url-token-2718" not in tarry_logs  # (the SDK itself logs HTTP messages at DEBUG)

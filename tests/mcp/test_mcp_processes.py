@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 import pytest
-from mcp_helpers import HERE, ROOT, SERVERS, booking_command, free_port, wait_for_port
+from mcp_helpers import HERE, ROOT, SERVERS, booking_command, http_server
 
 from tarry.store import Store
 from tests.store.conftest import database_url  # noqa: F401  (the fixture: SQLite, then PostgreSQL)
@@ -145,17 +145,8 @@ async def _next_question(store: Store, chat_id: str, process: subprocess.Popen[s
 @pytest.fixture
 def tasks_url() -> Any:
     """The fastmcp-tasks server over streamable HTTP on 127.0.0.1 (one server the processes share)."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVERS / "tasks_server.py"), "--http", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_for_port(port, process)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(10)
+    with http_server([sys.executable, str(SERVERS / "tasks_server.py"), "--http", "{port}"]) as url:
+        yield url
 
 
 async def test_a_servers_task_is_polled_on_from_other_processes(
@@ -186,4 +177,25 @@ async def test_a_servers_task_is_polled_on_from_other_processes(
 
     done, _ = run("poll", url, chat_id, server, calls, "60")  # a third sends the answer and polls to the end
     assert done["reply"] == "Done: tea rated 5"
+    assert done["waiting"] is False
+
+
+async def test_a_legacy_task_parked_over_http_is_finished_by_another_process(
+    database_url: str,  # noqa: F811
+    shared_tasks_url: str,
+) -> None:
+    url = database_url
+    chat_id = await new_chat(url)
+    server = json.dumps({"url": shared_tasks_url})
+    calls = json.dumps([{"name": "brew", "arguments": {"drink": "tea"}}])
+
+    started, _ = run("ask", url, chat_id, server, calls, "Brew tea")  # a task-augmented call over HTTP, then exits
+    ((task,),) = (started["tasks"],)
+    assert task["kind"] == "task"
+    saved = await saved_task(url, chat_id)
+    assert saved["data"]["era"] == "2025-11-25"
+    assert saved["data"]["task_id"] == task["task_id"]
+
+    done, _ = run("poll", url, chat_id, server, calls, "60")  # another process, another session: polls to the end
+    assert done["reply"] == "Done: tea is ready"
     assert done["waiting"] is False

@@ -164,8 +164,9 @@ async def test_with_mcp_prefix_and_exclude() -> None:
 async def test_faults_end_the_call_and_the_chat_goes_on(era: str, request: pytest.FixtureRequest) -> None:
     async with make_server("stdio", era, request, timeout=2) as server:
         model = ScriptedModel(
-            [calls(("fail", {})), calls(("hang", {})), calls(("crash", {})), calls(("add", {"a": 1, "b": 1})), "end"]
-        )
+            [calls(("fail", {})), calls(("hang", {})), calls(("refuse", {})), calls(("crash", {})),
+             calls(("add", {"a": 1, "b": 1})), "end"]
+        )  # fmt: skip
         chat = Chat(model=model, tools=[server])
         reply = await chat.ask("go")
         assert reply is not None
@@ -175,5 +176,12 @@ async def test_faults_end_the_call_and_the_chat_goes_on(era: str, request: pytes
         ]
         assert "the oven is on fire" in results[0]["error"]
         assert "did not answer the hang call within 2 seconds" in results[1]["error"]
-        assert "closed during the crash call" in results[2]["error"]
-        assert results[3] == "2"  # a new connection after the crash
+        refused = "the MCP server 'booking' answered the refuse call with an error: Bad Request: the quota is used up"
+        assert results[2] == {"error": refused}  # the server's error, not a crash
+        assert "closed during the crash call" in results[3]["error"]
+        assert results[4] == "2"  # a new connection after the crash
+
+
+def test_auth_is_for_http_servers() -> None:
+    with pytest.raises(ValueError, match="auth= is for servers reached over streamable HTTP"):
+        MCPServer(command=booking_command(), auth=object())

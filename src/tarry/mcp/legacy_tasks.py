@@ -2,7 +2,8 @@
 
 The SDK validates every ``tools/call`` reply as a ``CallToolResult``, so a task-augmented
 call (whose reply is a ``CreateTaskResult``) is sent on the dispatcher as a raw request,
-with the protocol version header the session would add. ``tasks/get``, ``tasks/result``
+with the protocol version header the session would add (in the SDK's own spelling, so the
+HTTP transport sends it once). ``tasks/get``, ``tasks/result``
 and ``tasks/cancel`` go through the session's typed ``send_request``.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import CallOptions, Dispatcher
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
 
 async def call_tool_as_task(
@@ -24,7 +26,7 @@ async def call_tool_as_task(
 ) -> types.CreateTaskResult:
     """Send a task-augmented ``tools/call`` and return the server's ``CreateTaskResult``."""
     params: dict[str, Any] = {"name": name, "arguments": arguments, "task": {} if ttl_ms is None else {"ttl": ttl_ms}}
-    opts: CallOptions = {"headers": {"MCP-Protocol-Version": session.protocol_version or "2025-11-25"}}
+    opts: CallOptions = {"headers": {MCP_PROTOCOL_VERSION_HEADER: session.protocol_version or "2025-11-25"}}
     raw = await dispatcher.send_raw_request("tools/call", params, opts)
     return types.CreateTaskResult.model_validate(raw, by_name=False)
 

@@ -189,6 +189,11 @@ class ReceiverDispatcher(JSONRPCDispatcher[Any]):
         super().__init__(*args, **kwargs)
         self.receiver = receiver
 
+    @property
+    def closed(self) -> bool:
+        """True once the transport ended (set before the SDK wakes the waiting requests with ``CONNECTION_CLOSED``)."""
+        return bool(self._closed)
+
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None, **kwargs: Any
     ) -> dict[str, Any]:

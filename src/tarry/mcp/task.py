@@ -5,15 +5,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tarry.messages import ToolCall
 from tarry.tasks import Task
 
-if TYPE_CHECKING:
-    from tarry.mcp.server import MCPServer
-
 logger = logging.getLogger("tarry.mcp")
+
+
+class TaskSteps(Protocol):
+    """What checks on and cancels a server's task (``tarry.mcp.flow.Steps``, bound to a connection)."""
+
+    async def refresh(self, task: McpTask) -> None:
+        """One ``tasks/get``."""
+
+    async def cancel(self, task: McpTask) -> None:
+        """``tasks/cancel``."""
 
 
 class McpTask(Task):
@@ -21,8 +28,10 @@ class McpTask(Task):
 
     ``data`` holds the protocol state another process needs, saved with the call and never
     logged: ``kind`` (``"input"`` for 2026-07-28 input requests, ``"task"`` for a server's
-    task), ``era`` (the protocol version), ``server`` and ``tool`` (the server's name for
-    the tool); for input requests the byte-exact ``request_state`` and the ``round``; for
+    task, ``"consent"`` for a call the server refused until the person visits URLs: the
+    -32042 error), ``era`` (the protocol version), ``server`` and ``tool`` (the server's
+    name for the tool); for input requests and consents the ``round``, for input requests
+    the byte-exact ``request_state``; for
     tasks the ``task_id``, ``created_at`` (ISO 8601), ``ttl_ms`` and ``checked_at`` (when
     the server was last asked, ISO 8601 UTC).
 
@@ -32,8 +41,8 @@ class McpTask(Task):
     unless it has answers to send.
     """
 
-    server: MCPServer | None = None
-    """The connection that carries the task on (set when the tool rebuilds it)."""
+    steps: TaskSteps | None = None
+    """What refreshes and cancels the task on its server's connection (set when the tool rebuilds it)."""
 
     @classmethod
     def load(cls, state: Mapping[str, Any], tool_call: ToolCall | None = None) -> McpTask:
@@ -44,7 +53,7 @@ class McpTask(Task):
 
     @property
     def kind(self) -> str:
-        """``"input"`` or ``"task"``."""
+        """``"input"``, ``"task"`` or ``"consent"``."""
         return str(self.data.get("kind", ""))
 
     @property
@@ -69,15 +78,15 @@ class McpTask(Task):
 
     async def refresh(self) -> McpTask:
         """Check on the server's task once (one ``tasks/get``) and return the task."""
-        if self.kind == "task" and self.server is not None:
-            await self.server.refresh_task(self)
+        if self.kind == "task" and self.steps is not None:
+            await self.steps.refresh(self)
         return self
 
     async def cancel(self) -> McpTask:
         """Send ``tasks/cancel`` for a server's task; the task is then cancelled."""
-        if self.kind == "task" and self.server is not None and not self.done():
+        if self.kind == "task" and self.steps is not None and not self.done():
             try:
-                await self.server.cancel_task(self)
+                await self.steps.cancel(self)
             except Exception as error:  # the server's words may quote the task id: keep them out of the logs
                 logger.warning("tasks/cancel failed for a %s task (%s)", self.data.get("tool"), type(error).__name__)
         if not self.done():

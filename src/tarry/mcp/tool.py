@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tarry.mcp import flow
+from tarry.mcp.connection import Connection
 from tarry.mcp.task import McpTask
 from tarry.messages import ToolCall
 from tarry.tasks import Task
 from tarry.tools import InvalidArgumentsError, Tool
-
-if TYPE_CHECKING:
-    from tarry.mcp.server import MCPServer
 
 
 class McpTool(Tool):
@@ -20,8 +19,9 @@ class McpTool(Tool):
 
     task_class = McpTask
 
-    def __init__(self, server: MCPServer, spec: Mapping[str, Any]) -> None:
-        self.server = server
+    def __init__(self, connection: Connection, spec: Mapping[str, Any], *, requires_approval: bool = False) -> None:
+        self.connection = connection
+        """The server's transport the calls go through."""
         self.remote_name: str = spec["name"]
         """The server's name for the tool (``name`` may carry a chat's prefix)."""
         self.name = self.remote_name
@@ -34,7 +34,7 @@ class McpTool(Tool):
         execution = spec.get("execution")
         support = execution.get("taskSupport") if isinstance(execution, Mapping) else None
         self.task_support: str = support if support in ("optional", "required") else "forbidden"
-        self.requires_approval = server.approval_for(self.remote_name, self.annotations)
+        self.requires_approval = requires_approval
         self.idempotent = (
             self.annotations.get("idempotentHint") is True and self.annotations.get("readOnlyHint") is True
         )
@@ -52,24 +52,20 @@ class McpTool(Tool):
 
     async def execute(self, **arguments: Any) -> Any:
         """Call the tool on the server; a result, or an :class:`McpTask` when the call waits."""
-        from tarry.mcp import flow
-
-        return await flow.start(self.server, self, arguments)
+        return await flow.start(self.connection, self, arguments)
 
     async def resume(self, task: Task, **arguments: Any) -> Any:
         """Carry a waiting call on: retry with the answers, or check on the server's task."""
-        from tarry.mcp import flow
-
         if not isinstance(task, McpTask):
             raise TypeError(f"{self.name} resumes McpTask only, got {type(task).__name__}")
-        task.server = self.server
-        return await flow.carry_on(self.server, self, task, arguments)
+        task.steps = flow.Steps(self.connection)
+        return await flow.carry_on(self.connection, self, task, arguments)
 
     def load_task(self, state: Mapping[str, Any], tool_call: ToolCall | None = None) -> Task:
         """Rebuild a saved :class:`McpTask`, bound to this tool's server."""
         task = McpTask.load(state, tool_call=tool_call)
-        task.server = self.server
+        task.steps = flow.Steps(self.connection)
         return task
 
     def __repr__(self) -> str:
-        return f"<McpTool {self.name!r} of {self.server.name!r}>"
+        return f"<McpTool {self.name!r} of {self.connection.name!r}>"

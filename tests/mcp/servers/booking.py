@@ -76,6 +76,12 @@ def fail() -> str:
 
 
 @server.tool()
+def refuse() -> str:
+    """Answers with a JSON-RPC error whose code (-32000) is the one the SDK uses for a closed connection."""
+    raise MCPError(-32000, "Bad Request: the quota is used up")
+
+
+@server.tool()
 def crash() -> str:
     """Kills the server process."""
     os._exit(3)

