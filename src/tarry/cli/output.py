@@ -1,0 +1,113 @@
+"""How ``tarry`` prints: rich on a terminal, plain text otherwise, JSON with ``--json``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from rich.console import Console
+from rich.markup import escape
+
+from tarry.demo import describe_call, describe_field
+from tarry.messages import ToolCall
+from tarry.questions import Field, Question
+from tarry.store.listing import ChatSummary
+from tarry.store.waiting import WaitingTask
+
+__all__ = ["console", "describe_call", "describe_field", "escape", "print_json"]
+
+
+def console(stderr: bool = False) -> Console:
+    """A console that styles only when it writes to a terminal (rich's own check)."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def print_json(value: Any) -> None:
+    """``value`` as indented JSON on stdout."""
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def iso(moment: datetime | None) -> str | None:
+    """An aware datetime as ISO 8601 text, or ``None``."""
+    return None if moment is None else moment.isoformat()
+
+
+def call_json(call: ToolCall | None) -> dict[str, Any] | None:
+    """A tool call as JSON: its id, its tool's name, its arguments as the model sent them."""
+    return None if call is None else {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}
+
+
+def chat_json(summary: ChatSummary) -> dict[str, Any]:
+    """One line of ``tarry chats --json``."""
+    return {
+        "id": summary.id,
+        "agent": summary.agent,
+        "model": summary.model,
+        "created_at": iso(summary.created_at),
+        "messages": summary.messages,
+        "waiting": summary.waiting,
+        "open_calls": summary.open_calls,
+        "questions": summary.questions,
+        "cancel_requested_at": iso(summary.cancel_requested_at),
+    }
+
+
+def task_json(waiting: WaitingTask) -> dict[str, Any]:
+    """One line of ``tarry tasks --json``."""
+    task = waiting.task
+    return {
+        "chat_id": waiting.chat_id,
+        "tool_call": call_json(task.tool_call),
+        "status": str(task.status),
+        "status_message": task.status_message,
+        "poll_interval": task.poll_interval,
+        "since": iso(waiting.since),
+        "next_check": iso(waiting.next_check),
+    }
+
+
+def shown_url(url: str) -> str:
+    """``url`` with its host in punycode, so a look-alike host (``аpple.com``) shows what it really is."""
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host:
+        return url
+    try:
+        ascii_host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return url
+    netloc = parts.netloc
+    at = netloc.rfind("@") + 1
+    rest = netloc[at:]
+    lowered = rest.lower()
+    start = lowered.find(host)
+    if start < 0:
+        return url
+    rest = rest[:start] + ascii_host + rest[start + len(host) :]
+    return urlunsplit(parts._replace(netloc=netloc[:at] + rest))
+
+
+def field_hint(field: Field) -> str:
+    """What a prompt for ``field`` says about the values it takes (choices, bounds, default)."""
+    return describe_field(field).removeprefix(f"{field.name} (").removesuffix(")")
+
+
+def question_lines(question: Question) -> list[str]:
+    """A question as the lines ``tarry pending`` and ``tarry chat`` print (rich markup escaped)."""
+    call = escape(describe_call(question.tool_call))
+    lines = [f"[bold]{question.id}[/]  {question.kind}  {call}"]
+    if question.kind != "approval":
+        lines.append(f"    {escape(question.message)}")
+    if question.kind == "url" and question.url:
+        lines.append(f"    url: {escape(shown_url(question.url))}")
+    lines.extend(f"    - {escape(describe_field(field))}" for field in question.fields)
+    where = [f"chat {question.chat_id}"]
+    if question.source:
+        where.append(f"asked by {question.source}")
+    if question.expires_at is not None:
+        where.append(f"expires {question.expires_at:%Y-%m-%d %H:%M:%S} UTC")
+    lines.append(f"    [dim]{escape('; '.join(where))}[/]")
+    return lines
