@@ -180,14 +180,14 @@ def transcript_lines(chat: Chat, start: int = 0) -> list[str]:
     lines = []
     for message in chat.messages[start:]:
         if message.role == "user":
-            lines.append(f"[bold cyan]you>[/] {escape(message.content)}")
+            lines.append(f"[cyan]you> {escape(message.content)}[/]")
         elif message.role == "assistant":
             if message.content:
                 lines.append(f"[bold green]model>[/] {escape(message.content)}")
-            lines.extend(f"  [yellow]call[/] {escape(describe_call(call))}" for call in message.tool_calls)
+            lines.extend(f"  [yellow]call {escape(describe_call(call))}[/]" for call in message.tool_calls)
         else:
             name = names.get(message.tool_call_id or "", message.tool_call_id)
-            lines.append(f"  [magenta]result[/] {escape(str(name))}: {escape(message.content)}")
+            lines.append(f"  [magenta]{escape(str(name))} -> {escape(message.content)}[/]")
     return lines
 
 

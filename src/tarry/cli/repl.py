@@ -105,7 +105,7 @@ class Session:
                     self.out.print()
                     speaking = False
                 self.calls[event.call.id] = event.call
-                self.out.print(f"  [yellow]call[/] {escape(describe_call(event.call))}")
+                self.out.print(f"  [yellow]call {escape(describe_call(event.call))}[/]")
             elif isinstance(event, MessageDone) and speaking:
                 self.out.print()
                 speaking = False
@@ -125,7 +125,7 @@ class Session:
             note = f" (note: {result['note']})" if result.get("note") else ""
             self.out.print(f"  [red]{escape(str(name))}: {escape(str(result['error']))}{escape(note)}[/]")
         else:
-            self.out.print(f"  [magenta]{escape(str(name))} ->[/] {escape(message.content)}")
+            self.out.print(f"  [magenta]{escape(str(name))} -> {escape(message.content)}[/]")
 
     async def _ask(self, question: Any) -> None:
         """Ask ``question`` at the terminal, giving way when it is decided elsewhere first."""
