@@ -60,6 +60,7 @@ class LineReader:
         line = await self._lines.get()
         if line is None:
             self._lines.put_nowait(None)  # every later read sees the end too
+            sys.stdout.write("\n")
         elif not sys.stdin.isatty():
             sys.stdout.write(line + "\n")  # piped input: echo it, so the output reads like the session
         return line
