@@ -2,7 +2,8 @@
 
 The model reads only the transcript, so a resumed chat in a new process carries on with a fresh one.
 What the user says picks the tool: "pay" needs an approval, "book" asks a form, "login" asks a
-URL, "render" returns a task that moves on by half at each check.
+URL, "render" returns a task that moves on by half at each check, "mcp" books through the MCP
+booking server of the MCP tests (given with ``--mcp``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def turn(messages: list[Message]) -> str | list[dict[str, object]]:
     if last.role == "tool":
         return "Done: " + last.content
     text = last.content.lower()
+    if "mcp" in text:  # the book tool of tests/mcp/servers/booking.py, given with --mcp
+        return [{"name": "book", "arguments": {"restaurant": "Luigi's"}}]
+    if "everything" in text:  # server-everything's form of every field kind, pushed while the call runs
+        return [{"name": "trigger-elicitation-request", "arguments": {}}]
     if "pay" in text:
         return [{"name": "transfer_money", "arguments": {"amount": 20, "to": "Bob"}}]
     if "book" in text:

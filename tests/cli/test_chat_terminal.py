@@ -201,3 +201,55 @@ async def test_cancel_from_another_shell_closes_the_waiting_calls(chat: Terminal
     chat.say("hello again")
     chat.expect("You said: hello again")
     assert chat.finish() == Exit.OK
+
+
+def everything_command() -> str:
+    """server-everything as .ci/run installs it (skips, saying how to install it, when it is missing)."""
+    found = HERE.parents[1] / ".ci" / "node" / "node_modules" / ".bin" / "mcp-server-everything"
+    if not found.exists():
+        pytest.skip("run `npm install --prefix .ci/node @modelcontextprotocol/server-everything`")
+    return f"{found} stdio"
+
+
+def test_an_mcp_servers_form_is_asked_field_by_field_while_its_call_runs(workdir: Path) -> None:
+    chat = Terminal(["chat", "--agent", "errands:agent", "--mcp", everything_command()], workdir)
+    try:
+        chat.expect("you> ")
+        chat.say("everything, please")
+        chat.expect("call trigger-elicitation-request()")
+        chat.expect("Please provide inputs for the following fields:")
+        for prompt, typed, problem in [
+            ("String (string)> ", "hello from the terminal", None),
+            ("Boolean (boolean; optional)> ", "perhaps", "expected true or false, got 'perhaps'"),
+            ("Boolean (boolean; optional)> ", "yes", None),
+            ("String with default (string; Enter for It was a dark and stormy night.)> ", "", None),
+            ("String with email format (string; email; optional)> ", "not-an-email", "is not a valid email"),
+            ("String with email format (string; email; optional)> ", "me@example.org", None),
+            ("String with uri format (string; uri; optional)> ", "", None),
+            ("String with date format (string; date; optional)> ", "", None),
+            ("Integer (integer; 1..100; Enter for 42)> ", "500", "must be at most 100, got 500"),
+            ("Integer (integer; 1..100; Enter for 42)> ", "7", None),
+            ("Number in range 1-1000 (number; 0..1000; Enter for 3.14)> ", "", None),
+            ("one of Monica, Rachel, Joey, Chandler, Ross, Phoebe; Enter for Monica)> ", "Janice", "not one of"),
+            ("one of Monica, Rachel, Joey, Chandler, Ross, Phoebe; Enter for Monica)> ", "Joey", None),
+            (
+                "any of Guitar, Piano, Violin, Drums, Bass; comma-separated; 1..3 choices; Enter for Guitar)> ",
+                "Piano, Drums",
+                None,
+            ),  # noqa: E501
+            ("one of hero-1 = Superman, hero-2 = Green Lantern, hero-3 = Wonder Woman; Enter for hero-1)> ", "", None),
+            ("(any of fish-1 = Tuna, fish-2 = Salmon, fish-3 = Trout;", "", None),
+            ("(one of pet-1 = Cats, pet-2 = Dogs,", "", None),
+        ]:
+            chat.expect(prompt)
+            chat.say(typed)
+            if problem is not None:
+                chat.expect(problem)
+        chat.expect("answered")
+        for value in ('"integer": 7', '"untitledSingleSelectEnum": "Joey"', '"Piano"', '"Drums"', "me@example.org"):
+            chat.expect(value)
+        chat.expect("you> ")
+        assert chat.finish() == Exit.OK
+    finally:
+        if chat.process.isalive():
+            chat.process.terminate(force=True)

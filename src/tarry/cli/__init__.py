@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 URL_HELP = "database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)"
+EXIT_STATUSES = (
+    "exit status: 0 recorded, 1 other error, 2 usage, 3 someone else decided first, 4 expired, "
+    "5 invalid answer, 6 unknown id, 7 database unusable, 8 call running (see docs/cli.md)"
+)
 
 
 def _chat(arguments: argparse.Namespace) -> int:
@@ -157,7 +161,9 @@ def _inbox(name: str) -> Command:
 
 def _add_inbox(commands: Any) -> None:
     def add(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description or help)
+        parser: argparse.ArgumentParser = commands.add_parser(
+            name, help=help, description=description or help, epilog=EXIT_STATUSES
+        )
         parser.add_argument("--url", help=URL_HELP)
         parser.set_defaults(handler=_inbox(name))
         return parser

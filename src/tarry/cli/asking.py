@@ -103,6 +103,8 @@ class Asker:
 
     async def _field(self, field: Field) -> Any:
         """One field's checked value, asked again until it is valid; ``None`` to use the default."""
+        if field.description and field.description != field.label:
+            self.out.print(f"  [dim]{escape(field.description)}[/]")
         while True:
             text = await self._line(f"  {field.label} ({field_hint(field)})> ")
             if text == DECLINE or text.startswith(DECLINE + " "):

@@ -91,8 +91,33 @@ def shown_url(url: str) -> str:
 
 
 def field_hint(field: Field) -> str:
-    """What a prompt for ``field`` says about the values it takes (choices, bounds, default)."""
-    return describe_field(field).removeprefix(f"{field.name} (").removesuffix(")")
+    """What a prompt for ``field`` says about the values it takes: type or choices, bounds, format, default."""
+    parts = [field.type]
+    if field.choices is not None:
+        choices = ", ".join(_choice(field, value) for value in field.choice_values)
+        parts = [f"any of {choices}; comma-separated" if field.type == "array" else f"one of {choices}"]
+    if field.minimum is not None or field.maximum is not None:
+        low = "" if field.minimum is None else f"{field.minimum:g}"
+        high = "" if field.maximum is None else f"{field.maximum:g}"
+        parts.append(f"{low}..{high}")
+    if field.min_length is not None or field.max_length is not None:
+        unit = "choices" if field.type == "array" else "characters"
+        parts.append(f"{field.min_length or 0}..{'' if field.max_length is None else field.max_length} {unit}")
+    if field.format is not None:
+        parts.append(field.format)
+    if field.pattern is not None:
+        parts.append(f"matching {field.pattern}")
+    if field.default is not None:
+        default = ", ".join(map(str, field.default)) if isinstance(field.default, list) else field.default
+        parts.append(f"Enter for {default}")
+    elif not field.required:
+        parts.append("optional")
+    return "; ".join(parts)
+
+
+def _choice(field: Field, value: Any) -> str:
+    title = field.choice_title(value)
+    return str(value) if title == str(value) else f"{value} = {title}"
 
 
 def question_lines(question: Question) -> list[str]:
