@@ -236,7 +236,7 @@ def test_an_mcp_servers_form_is_asked_field_by_field_while_its_call_runs(workdir
                 "any of Guitar, Piano, Violin, Drums, Bass; comma-separated; 1..3 choices; Enter for Guitar)> ",
                 "Piano, Drums",
                 None,
-            ),  # noqa: E501
+            ),
             ("one of hero-1 = Superman, hero-2 = Green Lantern, hero-3 = Wonder Woman; Enter for hero-1)> ", "", None),
             ("(any of fish-1 = Tuna, fish-2 = Salmon, fish-3 = Trout;", "", None),
             ("(one of pet-1 = Cats, pet-2 = Dogs,", "", None),
