@@ -92,7 +92,7 @@ def shown_url(url: str) -> str:
 
 def field_hint(field: Field) -> str:
     """What a prompt for ``field`` says about the values it takes: type or choices, bounds, format, default."""
-    parts = [field.type]
+    parts: list[str] = [field.type]
     if field.choices is not None:
         choices = ", ".join(_choice(field, value) for value in field.choice_values)
         parts = [f"any of {choices}; comma-separated" if field.type == "array" else f"one of {choices}"]
