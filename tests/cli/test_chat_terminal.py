@@ -94,10 +94,10 @@ def test_a_form_asks_each_field_again_until_it_is_valid(chat: Terminal) -> None:
     chat.expect("'25:00' is not one of the choices ('19:00', '20:00', '21:00')")
     chat.expect("Time (one of 19:00, 20:00, 21:00)>")
     chat.say("20:00")
-    chat.expect("People (integer, 1..12, default 2)>")
+    chat.expect("People (integer; 1..12; default 2)>")
     chat.say("40")
     chat.expect("must be at most 12, got 40")
-    chat.expect("People (integer, 1..12, default 2)>")
+    chat.expect("People (integer; 1..12; default 2)>")
     chat.say("4")
     chat.expect("Done: Booked Luigi's at 20:00 for 4.")
     assert chat.finish() == Exit.OK
@@ -222,22 +222,22 @@ def test_an_mcp_servers_form_is_asked_field_by_field_while_its_call_runs(workdir
             ("String (string)> ", "hello from the terminal", None),
             ("Boolean (boolean; optional)> ", "perhaps", "expected true or false, got 'perhaps'"),
             ("Boolean (boolean; optional)> ", "yes", None),
-            ("String with default (string; Enter for It was a dark and stormy night.)> ", "", None),
+            ("String with default (string; default It was a dark and stormy night.)> ", "", None),
             ("String with email format (string; email; optional)> ", "not-an-email", "is not a valid email"),
             ("String with email format (string; email; optional)> ", "me@example.org", None),
             ("String with uri format (string; uri; optional)> ", "", None),
             ("String with date format (string; date; optional)> ", "", None),
-            ("Integer (integer; 1..100; Enter for 42)> ", "500", "must be at most 100, got 500"),
-            ("Integer (integer; 1..100; Enter for 42)> ", "7", None),
-            ("Number in range 1-1000 (number; 0..1000; Enter for 3.14)> ", "", None),
-            ("one of Monica, Rachel, Joey, Chandler, Ross, Phoebe; Enter for Monica)> ", "Janice", "not one of"),
-            ("one of Monica, Rachel, Joey, Chandler, Ross, Phoebe; Enter for Monica)> ", "Joey", None),
+            ("Integer (integer; 1..100; default 42)> ", "500", "must be at most 100, got 500"),
+            ("Integer (integer; 1..100; default 42)> ", "7", None),
+            ("Number in range 1-1000 (number; 0..1000; default 3.14)> ", "", None),
+            ("one of Monica, Rachel, Joey, Chandler, Ross, Phoebe; default Monica)> ", "Janice", "not one of"),
+            ("one of Monica, Rachel, Joey, Chandler, Ross, Phoebe; default Monica)> ", "Joey", None),
             (
-                "any of Guitar, Piano, Violin, Drums, Bass; comma-separated; 1..3 choices; Enter for Guitar)> ",
+                "any of Guitar, Piano, Violin, Drums, Bass; comma-separated; 1..3 choices; default Guitar)> ",
                 "Piano, Drums",
                 None,
             ),
-            ("one of hero-1 = Superman, hero-2 = Green Lantern, hero-3 = Wonder Woman; Enter for hero-1)> ", "", None),
+            ("one of hero-1 = Superman, hero-2 = Green Lantern, hero-3 = Wonder Woman; default hero-1)> ", "", None),
             ("(any of fish-1 = Tuna, fish-2 = Salmon, fish-3 = Trout;", "", None),
             ("(one of pet-1 = Cats, pet-2 = Dogs,", "", None),
         ]:

@@ -54,7 +54,7 @@ async def test_pending_lists_every_question_as_text_and_as_json(store: Store, da
     assert f"{approval.id}  approval  transfer_money(amount=20, to='Bob')" in listed.stdout
     assert f'{form.id}  form  book_table(restaurant="Luigi\'s")' in listed.stdout
     assert "time (one of 19:00, 20:00, 21:00)" in listed.stdout
-    assert "party (integer, 1..12, default 2)" in listed.stdout
+    assert "party (integer; 1..12; default 2)" in listed.stdout
     as_json = await asyncio.to_thread(tarry, "pending", "--json", "--url", database_url)
     assert as_json.returncode == Exit.OK, as_json.stderr
     found = valid(schemas.PENDING, as_json.stdout)

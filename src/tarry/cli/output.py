@@ -11,13 +11,13 @@ from urllib.parse import urlsplit, urlunsplit
 from rich.console import Console
 from rich.markup import escape
 
-from tarry.demo import describe_call, describe_field
+from tarry.demo import describe_call
 from tarry.messages import ToolCall
 from tarry.questions import Field, Question
 from tarry.store.listing import ChatSummary
 from tarry.store.waiting import WaitingTask
 
-__all__ = ["console", "describe_call", "describe_field", "escape", "print_json"]
+__all__ = ["console", "describe_call", "escape", "print_json"]
 
 
 def console(stderr: bool = False) -> Console:
@@ -109,7 +109,7 @@ def field_hint(field: Field) -> str:
         parts.append(f"matching {field.pattern}")
     if field.default is not None:
         default = ", ".join(map(str, field.default)) if isinstance(field.default, list) else field.default
-        parts.append(f"Enter for {default}")
+        parts.append(f"default {default}")
     elif not field.required:
         parts.append("optional")
     return "; ".join(parts)
@@ -128,7 +128,7 @@ def question_lines(question: Question) -> list[str]:
         lines.append(f"    {escape(question.message)}")
     if question.kind == "url" and question.url:
         lines.append(f"    url: {escape(shown_url(question.url))}")
-    lines.extend(f"    - {escape(describe_field(field))}" for field in question.fields)
+    lines.extend(f"    - {escape(f'{field.name} ({field_hint(field)})')}" for field in question.fields)
     where = [f"chat {question.chat_id}"]
     if question.source:
         where.append(f"asked by {question.source}")
