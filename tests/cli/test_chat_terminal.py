@@ -185,8 +185,9 @@ def test_without_a_terminal_the_output_is_plain_text(workdir: Path) -> None:
 
 def test_a_chat_needs_a_model_or_an_agent(workdir: Path) -> None:
     done = tarry("chat", cwd=workdir, stdin="")
-    assert done.returncode == Exit.FAILED
-    assert "needs --model PROVIDER:MODEL or --agent MODULE:NAME" in done.stderr
+    assert done.returncode == Exit.USAGE
+    assert "a new chat needs --model PROVIDER:MODEL or --agent MODULE:NAME" in done.stderr
+    assert not (workdir / "tarry.db").exists()
 
 
 async def test_cancel_from_another_shell_closes_the_waiting_calls(chat: Terminal, workdir: Path) -> None:

@@ -245,7 +245,7 @@ async def open_chat(store: Store, arguments: argparse.Namespace, tools: list[Any
         instructions = arguments.instructions or (agent.instructions if agent is not None else None)
         return await store.load_chat(arguments.resume, model, tools, instructions)
     if model is None:
-        raise ValueError("tarry chat needs --model PROVIDER:MODEL or --agent MODULE:NAME to start a chat")
+        raise ValueError(f"The agent {arguments.agent} has no model: give one with --model PROVIDER:MODEL")
     return await store.create_chat(model, tools, arguments.instructions, agent=agent)
 
 
@@ -281,6 +281,9 @@ async def run(arguments: argparse.Namespace, started: list[str]) -> None:
 
 def main(arguments: argparse.Namespace) -> int:
     """The ``tarry chat`` command; returns the exit status."""
+    if not (arguments.model or arguments.agent or arguments.resume):
+        print("tarry chat: a new chat needs --model PROVIDER:MODEL or --agent MODULE:NAME", file=sys.stderr)
+        return int(Exit.USAGE)
     started: list[str] = []
     try:
         asyncio.run(run(arguments, started))
