@@ -3,12 +3,14 @@
 The model reads only the transcript, so a resumed chat in a new process carries on with a fresh one.
 What the user says picks the tool: "pay" needs an approval, "book" asks a form, "login" asks a
 URL, "render" returns a task that moves on by half at each check, "mcp" books through the MCP
-booking server of the MCP tests (given with ``--mcp``).
+booking server of the MCP tests (given with ``--mcp``), "everything" asks server-everything's form,
+"outage" fails the model request.
 """
 
 from __future__ import annotations
 
 from tarry import Agent, Field, Task, Tool
+from tarry.errors import ProviderError
 from tarry.messages import Message
 from tarry.testing import ScriptedModel
 
@@ -68,6 +70,8 @@ def turn(messages: list[Message]) -> str | list[dict[str, object]]:
     text = last.content.lower()
     if "mcp" in text:  # the book tool of tests/mcp/servers/booking.py, given with --mcp
         return [{"name": "book", "arguments": {"restaurant": "Luigi's"}}]
+    if "outage" in text:
+        raise ProviderError("the provider is down", provider="scripted", status=503)
     if "everything" in text:  # server-everything's form of every field kind, pushed while the call runs
         return [{"name": "trigger-elicitation-request", "arguments": {}}]
     if "pay" in text:

@@ -86,6 +86,14 @@ def test_replies_and_an_approved_call(chat: Terminal, workdir: Path) -> None:
     assert (workdir / "tarry.db").exists()
 
 
+def test_a_failed_model_request_is_reported_and_the_chat_goes_on(chat: Terminal) -> None:
+    chat.say("an outage")
+    chat.expect("The model request failed: the provider is down")
+    chat.say("hello")
+    chat.expect("You said: hello")
+    assert chat.finish() == Exit.OK
+
+
 def test_a_form_asks_each_field_again_until_it_is_valid(chat: Terminal) -> None:
     chat.say("book a table")
     chat.expect("When should I book Luigi's?")

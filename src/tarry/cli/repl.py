@@ -18,6 +18,7 @@ from tarry.cli.asking import Asker
 from tarry.cli.exits import Exit, fail
 from tarry.cli.lines import LineReader
 from tarry.cli.output import console, describe_call, escape
+from tarry.errors import ProviderError
 from tarry.messages import Message, MessageDone, TextDelta, ToolCallEvent
 from tarry.store import Store
 from tarry.tasks import Task
@@ -45,13 +46,21 @@ class Session:
     async def converse(self) -> None:
         """Carry on what the chat left open, then take the user's lines until end of input."""
         if self.chat.waiting or (self.chat.messages and self.chat.messages[-1].role != "assistant"):
-            await self.carry_on(None)
+            await self._turn(None)
         while True:
             text = await self.reader.readline("you> ")
             if text is None:
                 return
             if text.strip():
-                await self.carry_on(text)
+                await self._turn(text)
+
+    async def _turn(self, text: str | None) -> None:
+        """:meth:`carry_on`, saying so when a model request fails (the transcript keeps no trace of it)."""
+        try:
+            await self.carry_on(text)
+        except ProviderError as error:
+            self.out.print()
+            self.out.print(f"[red]The model request failed: {escape(str(error))}[/]")
 
     async def carry_on(self, text: str | None) -> None:
         """Send ``text`` (if any) and carry the chat on until the model replied, asking what waits."""
