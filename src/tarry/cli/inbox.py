@@ -12,7 +12,6 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tarry.chat import Chat
 from tarry.cli.exits import Exit, fail
 from tarry.cli.output import (
     call_json,
@@ -23,9 +22,12 @@ from tarry.cli.output import (
     print_json,
     question_lines,
     task_json,
+    transcript_lines,
 )
+from tarry.messages import Message
 from tarry.questions import Question
 from tarry.store import Store
+from tarry.tasks import Task
 from tarry.testing import ScriptedModel
 
 Work = Callable[[Store, argparse.Namespace], Awaitable[int]]
@@ -174,24 +176,7 @@ async def show(store: Store, arguments: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def transcript_lines(chat: Chat, start: int = 0) -> list[str]:
-    """The transcript from message ``start`` on, one rich-markup line per message or call."""
-    names = {call.id: call.name for message in chat.messages for call in message.tool_calls}
-    lines = []
-    for message in chat.messages[start:]:
-        if message.role == "user":
-            lines.append(f"[cyan]you> {escape(message.content)}[/]")
-        elif message.role == "assistant":
-            if message.content:
-                lines.append(f"[bold green]model>[/] {escape(message.content)}")
-            lines.extend(f"  [yellow]call {escape(describe_call(call))}[/]" for call in message.tool_calls)
-        else:
-            name = names.get(message.tool_call_id or "", message.tool_call_id)
-            lines.append(f"  [magenta]{escape(str(name))} -> {escape(message.content)}[/]")
-    return lines
-
-
-def _message_json(message: Any) -> dict[str, Any]:
+def _message_json(message: Message) -> dict[str, Any]:
     return {
         "role": message.role,
         "content": message.content,
@@ -200,7 +185,7 @@ def _message_json(message: Any) -> dict[str, Any]:
     }
 
 
-def _task_state(task: Any) -> str:
+def _task_state(task: Task) -> str:
     return f"{task.status}" + (f": {task.status_message}" if task.status_message else "")
 
 

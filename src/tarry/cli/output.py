@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 from rich.console import Console
 from rich.markup import escape
 
+from tarry.chat import Chat
 from tarry.demo import describe_call
 from tarry.messages import ToolCall
 from tarry.questions import Field, Question
@@ -135,4 +136,21 @@ def question_lines(question: Question) -> list[str]:
     if question.expires_at is not None:
         where.append(f"expires {question.expires_at:%Y-%m-%d %H:%M:%S} UTC")
     lines.append(f"    [dim]{escape('; '.join(where))}[/]")
+    return lines
+
+
+def transcript_lines(chat: Chat, start: int = 0) -> list[str]:
+    """The transcript from message ``start`` on, one rich-markup line per message or call."""
+    names = {call.id: call.name for message in chat.messages for call in message.tool_calls}
+    lines = []
+    for message in chat.messages[start:]:
+        if message.role == "user":
+            lines.append(f"[cyan]you> {escape(message.content)}[/]")
+        elif message.role == "assistant":
+            if message.content:
+                lines.append(f"[bold green]model>[/] {escape(message.content)}")
+            lines.extend(f"  [yellow]call {escape(describe_call(call))}[/]" for call in message.tool_calls)
+        else:
+            name = names.get(message.tool_call_id or "", message.tool_call_id)
+            lines.append(f"  [magenta]{escape(str(name))} -> {escape(message.content)}[/]")
     return lines

@@ -17,9 +17,10 @@ from tarry.chat import Chat
 from tarry.cli.asking import Asker
 from tarry.cli.exits import Exit, fail
 from tarry.cli.lines import LineReader
-from tarry.cli.output import console, describe_call, escape
+from tarry.cli.output import console, describe_call, escape, transcript_lines
 from tarry.errors import ProviderError
 from tarry.messages import Message, MessageDone, TextDelta, ToolCallEvent
+from tarry.questions import Question
 from tarry.store import Store
 from tarry.tasks import Task
 from tarry.tools import ToolSource
@@ -136,7 +137,7 @@ class Session:
         else:
             self.out.print(f"  [magenta]{escape(str(name))} -> {escape(message.content)}[/]")
 
-    async def _ask(self, question: Any) -> None:
+    async def _ask(self, question: Question) -> None:
         """Ask ``question`` at the terminal, giving way when it is decided elsewhere first."""
         asking = asyncio.ensure_future(self.asker.ask(question))
         elsewhere = asyncio.ensure_future(self._decided_elsewhere(question.id))
@@ -270,8 +271,6 @@ async def run(arguments: argparse.Namespace, started: list[str]) -> None:
             started.append(chat.id)
             session = Session(chat, store, reader, out)
             if arguments.resume:
-                from tarry.cli.inbox import transcript_lines
-
                 for line in transcript_lines(chat):
                     out.print(line)
             out.print(f"[dim]Chat {chat.id} in {escape(store.url)}. Ctrl-C parks it; Ctrl-D leaves.[/]")
