@@ -17,6 +17,7 @@ from tarry.errors import ChatNotFoundError, InvalidAnswerError, QuestionExpiredE
         ("https://аpple.com/", "https://xn--pple-43d.com/"),  # a Cyrillic а
         ("https://user@Bücher.example:8443/x#top", "https://user@xn--bcher-kva.example:8443/x#top"),
         ("https://example.com/ä", "https://example.com/ä"),
+        ("https://💩.example/", "https://xn--ls8h.example/"),  # refused by IDNA 2003, still shown in ASCII
         ("mailto:someone@example.com", "mailto:someone@example.com"),
     ],
 )
@@ -26,6 +27,10 @@ def test_a_url_is_shown_with_its_host_in_punycode(url: str, shown: str) -> None:
 
 class SchemaTooOldError(TarryError):
     """A made-up database error of the kind the store may add."""
+
+
+class StoreWentAwayError(TarryError):
+    """Another made-up one, named for the store."""
 
 
 class StrictAnswerError(InvalidAnswerError):
@@ -40,6 +45,7 @@ class StrictAnswerError(InvalidAnswerError):
         (ChatNotFoundError("no chat"), Exit.UNKNOWN),
         (QuestionExpiredError("too late"), Exit.EXPIRED),
         (SchemaTooOldError("run tarry db upgrade"), Exit.DATABASE),
+        (StoreWentAwayError("try again"), Exit.DATABASE),
         (OperationalError("SELECT 1", {}, Exception("no such table")), Exit.DATABASE),
         (TarryError("something else"), Exit.FAILED),
         (RuntimeError("a bug"), Exit.FAILED),

@@ -14,7 +14,6 @@ from tarry.errors import (
     ToolCallRunningError,
     UnknownQuestionError,
 )
-from tarry.store.engine import StoreUnavailableError
 
 
 class Exit(IntEnum):
@@ -49,7 +48,6 @@ _BY_ERROR: tuple[tuple[type[BaseException], Exit], ...] = (
     (QuestionExpiredError, Exit.EXPIRED),
     (ToolCallRunningError, Exit.RUNNING),
     (CorruptStateError, Exit.DATABASE),
-    (StoreUnavailableError, Exit.DATABASE),
 )
 
 

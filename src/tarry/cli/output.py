@@ -74,21 +74,25 @@ def shown_url(url: str) -> str:
     """``url`` with its host in punycode, so a look-alike host (``аpple.com``) shows what it really is."""
     parts = urlsplit(url)
     host = parts.hostname
-    if not host:
-        return url
-    try:
-        ascii_host = host.encode("idna").decode("ascii")
-    except UnicodeError:
+    if not host or host.isascii():
         return url
     netloc = parts.netloc
     at = netloc.rfind("@") + 1
-    rest = netloc[at:]
-    lowered = rest.lower()
-    start = lowered.find(host)
+    start = netloc.lower().find(host, at)
     if start < 0:
         return url
-    rest = rest[:start] + ascii_host + rest[start + len(host) :]
-    return urlunsplit(parts._replace(netloc=netloc[:at] + rest))
+    netloc = netloc[:start] + _ascii_host(host) + netloc[start + len(host) :]
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _ascii_host(host: str) -> str:
+    """The host as IDNA writes it; a name IDNA refuses is still shown in ASCII, label by label."""
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return ".".join(
+            label if label.isascii() else "xn--" + label.encode("punycode").decode("ascii") for label in host.split(".")
+        )
 
 
 def field_hint(field: Field) -> str:
