@@ -212,7 +212,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     return handler(arguments)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
