@@ -23,6 +23,7 @@ from tarry.questions import Decision, Question
 from tarry.running import sync_twin
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import StoreJournal, Tail, fetch_tail
+from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.problems import Problem, find_problems
 from tarry.store.rows import Row, call_from_row, question_from_row, read_each
 from tarry.store.schedule import wake
@@ -207,6 +208,17 @@ class Store:
         tail.apply(chat)
         self.journal.saw(chat, int(version or 0))
         return chat
+
+    async def list_chats(self, *, waiting: bool = False) -> list[ChatSummary]:
+        """Every stored chat, oldest first, with what it waits on; only waiting ones with ``waiting=True``."""
+        return await self.db.run_read(lambda connection: list_chats(connection, waiting=waiting))
+
+    async def chat_summary(self, chat_id: str) -> ChatSummary:
+        """One stored chat's summary; raises :class:`ChatNotFoundError` for an unknown id."""
+        found = [] if "\x00" in chat_id else await self.db.run_read(lambda c: list_chats(c, chat_id=chat_id))
+        if not found:
+            raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
+        return found[0]
 
     # Questions and tasks, from the database alone
 

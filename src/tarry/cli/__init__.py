@@ -1,10 +1,11 @@
-"""The ``tarry`` command."""
+"""The ``tarry`` command: demo, worker, db, serve, the terminal chat and the inbox commands."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -19,9 +20,22 @@ def _demo(arguments: argparse.Namespace) -> int:
     return demo.run(arguments.url)
 
 
+def importable_working_directory() -> None:
+    """Put the working directory first on the import path, as ``python -m`` and ``celery -A`` do.
+
+    The console script's import path holds its own folder, not the directory it runs in, so
+    ``--agents agents:support`` would not find ``./agents.py`` otherwise.
+    """
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+
+
 def _worker(arguments: argparse.Namespace) -> int:
     from tarry.jobs.command import main
     from tarry.store import Store
+
+    importable_working_directory()
 
     async def check() -> None:  # refuse to start on a database the worker cannot use
         async with Store(arguments.url) as store:
@@ -146,7 +160,98 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks a free one (default: 8000)")
     serve.set_defaults(handler=_serve)
+    _add_chat(commands)
+    _add_inbox(commands)
     return parser
+
+
+URL_HELP = "database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)"
+EXIT_STATUSES = (
+    "exit status: 0 recorded, 1 other error, 2 usage, 3 someone else decided first, 4 expired, "
+    "5 invalid answer, 6 unknown id, 7 database unusable, 8 call running (see docs/cli.md)"
+)
+
+
+def _chat(arguments: argparse.Namespace) -> int:
+    from tarry.cli.repl import main
+
+    importable_working_directory()
+    return main(arguments)
+
+
+def _add_chat(commands: Any) -> None:
+    chat = commands.add_parser(
+        "chat",
+        help="talk to a model in the terminal; tool calls that wait ask you inline",
+        description=(
+            "A terminal chat, stored in the database: replies stream, each tool call is shown, and a call "
+            "that waits asks you inline (approve, answer, open a URL yourself, watch a task). Ctrl-C parks "
+            "the chat and prints the command that resumes it."
+        ),
+    )
+    chat.add_argument("--model", metavar="PROVIDER:MODEL", help="the model, e.g. openai:gpt-4.1-mini")
+    chat.add_argument("--agent", metavar="MODULE:NAME", help="an Agent (its model, tools and instructions)")
+    chat.add_argument("--url", help=URL_HELP)
+    chat.add_argument(
+        "--mcp", action="append", default=[], metavar="COMMAND_OR_URL",
+        help="an MCP server whose tools join the chat: a command line, or an http(s) URL (repeatable)",
+    )  # fmt: skip
+    chat.add_argument("--resume", metavar="CHAT_ID", help="carry a stored chat on instead of starting one")
+    chat.add_argument("--instructions", metavar="TEXT", help="the system instructions of a new chat")
+    chat.set_defaults(handler=_chat)
+
+
+def _inbox(name: str) -> Command:
+    def handler(arguments: argparse.Namespace) -> int:
+        from tarry.cli import inbox
+
+        return inbox.run(getattr(inbox, name), arguments)
+
+    return handler
+
+
+def _add_inbox(commands: Any) -> None:
+    def add(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = commands.add_parser(
+            name, help=help, description=description or help, epilog=EXIT_STATUSES
+        )
+        parser.add_argument("--url", help=URL_HELP)
+        parser.set_defaults(handler=_inbox(name))
+        return parser
+
+    pending = add("pending", "list the questions that wait on a person (every chat's, or one chat's)")
+    pending.add_argument("--chat", metavar="CHAT_ID", help="only this chat's questions")
+    pending.add_argument("--json", action="store_true", help="print JSON (a list of questions)")
+    answer = add(
+        "answer",
+        "answer a question; with no value, an approval is approved",
+        "Answer a question by id. VALUE answers a one-field question; --field NAME=VALUE answers fields by "
+        "name (give a name twice for a field that takes several choices). Exit status 0 when recorded.",
+    )
+    answer.add_argument("question", metavar="QUESTION_ID")
+    answer.add_argument("value", metavar="VALUE", nargs="?")
+    answer.add_argument("--field", action="append", default=[], metavar="NAME=VALUE", help="a field's value")
+    approve = add("approve", "approve a question (a tool call waiting for approval)")
+    approve.add_argument("question", metavar="QUESTION_ID")
+    decline = add("decline", "decline a question; the note reaches the model")
+    decline.add_argument("question", metavar="QUESTION_ID")
+    decline.add_argument("--note", help="why, for the model")
+    chats = add("chats", "list the stored chats, oldest first")
+    chats.add_argument("--waiting", action="store_true", help="only chats whose tool calls wait")
+    chats.add_argument("--json", action="store_true", help="print JSON (a list of chats)")
+    show = add("show", "print a chat's transcript and what it waits on")
+    show.add_argument("chat_id", metavar="CHAT_ID")
+    show.add_argument("--json", action="store_true", help="print JSON (the chat with its transcript)")
+    tasks = add("tasks", "list the tasks that wait on work (every chat's, or one chat's)")
+    tasks.add_argument("--chat", metavar="CHAT_ID", help="only this chat's tasks")
+    tasks.add_argument("--json", action="store_true", help="print JSON (a list of tasks)")
+    cancel = add(
+        "cancel",
+        "ask for a chat to be cancelled",
+        "Ask whichever process carries the chat on (a worker, or a running `tarry chat`) to cancel its "
+        "waiting calls. Exit status 0 when asked, 3 when it was asked already.",
+    )
+    cancel.add_argument("chat_id", metavar="CHAT_ID")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -158,7 +263,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     return handler(arguments)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

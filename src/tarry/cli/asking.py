@@ -1,0 +1,136 @@
+"""Asking the person at the terminal about what a call waits on: approvals, forms and URLs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from tarry.chat import Chat
+from tarry.cli.lines import LineReader
+from tarry.cli.output import describe_call, escape, field_hint, shown_url
+from tarry.errors import InvalidAnswerError, QuestionExpiredError, ToolCallRunningError
+from tarry.questions import Field, Question
+
+YES = ("y", "yes")
+NO = ("n", "no")
+DECLINE = "/decline"
+
+
+class Asker:
+    """Puts a chat's questions to the person at the terminal and records their decisions."""
+
+    def __init__(self, chat: Chat, reader: LineReader, out: Console) -> None:
+        self.chat = chat
+        self.reader = reader
+        self.out = out
+
+    async def ask(self, question: Question) -> None:
+        """Ask ``question`` until a decision is recorded (or the person leaves: end of input)."""
+        try:
+            if question.kind == "approval":
+                await self._approval(question)
+            elif question.kind == "url":
+                await self._url(question)
+            else:
+                await self._form(question)
+        except QuestionExpiredError:
+            self.out.print("[red]Too late: the question expired.[/]")
+        except ToolCallRunningError as error:
+            self.out.print(f"[red]{escape(str(error))}[/]")
+
+    async def _line(self, prompt: str) -> str:
+        line = await self.reader.readline(prompt)
+        if line is None:
+            raise EOFError
+        return line.strip()
+
+    async def _approval(self, question: Question) -> None:
+        self.out.print(f"[bold yellow]?[/] Approve {escape(describe_call(question.tool_call))}?")
+        while True:
+            reply = await self._line("  y = yes, n = no, n: NOTE = no, telling the model why> ")
+            choice, _, note = reply.partition(":")
+            choice = choice.strip().lower()
+            if choice in YES and not note:
+                self._recorded(await self.chat.approve(question), "approved")
+                return
+            if choice in NO:
+                await self._decline(question, note.strip() or None)
+                return
+            self.out.print("  Type y, n, or n: followed by a note.")
+
+    async def _url(self, question: Question) -> None:
+        assert question.url is not None
+        shown = shown_url(question.url)
+        self.out.print(f"[bold yellow]?[/] {escape(question.message)}")
+        self.out.print(f"  {escape(describe_call(question.tool_call))} asks you to open:")
+        self.out.print(f"  [bold]{escape(shown)}[/]")
+        if shown != question.url:
+            self.out.print("  [dim](the host is shown as punycode, the letters it really has)[/]")
+        self.out.print("  tarry opens nothing: open it yourself if you trust it.")
+        while True:
+            reply = (await self._line("  y = I agree to go on, n = decline> ")).lower()
+            if reply in YES:
+                self._recorded(await self.chat.answer(question), "agreed")
+                return
+            if reply in NO:
+                await self._decline(question, None)
+                return
+            self.out.print("  Type y or n.")
+
+    async def _form(self, question: Question) -> None:
+        self.out.print(f"[bold yellow]?[/] {escape(question.message)}")
+        self.out.print(
+            f"  [dim]asked by {escape(describe_call(question.tool_call))}; {DECLINE} [NOTE] at any prompt declines[/]"
+        )
+        values: dict[str, Any] = {}
+        for field in question.fields:
+            assert field.name is not None
+            value = await self._field(field)
+            if isinstance(value, _Declined):
+                await self._decline(question, value.note)
+                return
+            if value is not None:
+                values[field.name] = value
+        try:
+            recorded = await self.chat.answer(question, **values)
+        except InvalidAnswerError as error:  # only what spans fields is left to find here
+            for name, problem in error.errors.items():
+                self.out.print(f"  [red]{escape(name)}: {escape(problem)}[/]")
+            await self._form(question)
+            return
+        self._recorded(recorded, "answered")
+
+    async def _field(self, field: Field) -> Any:
+        """One field's checked value, asked again until it is valid; ``None`` to use the default."""
+        if field.description and field.description != field.label:
+            self.out.print(f"  [dim]{escape(field.description)}[/]")
+        while True:
+            text = await self._line(f"  {field.label} ({field_hint(field)})> ")
+            if text == DECLINE or text.startswith(DECLINE + " "):
+                return _Declined(text[len(DECLINE) :].strip() or None)
+            if not text:
+                if field.default is not None or not field.required:
+                    return None
+                self.out.print("  [red]a value is required[/]")
+                continue
+            raw: Any = [part.strip() for part in text.split(",")] if field.type == "array" else text
+            try:
+                return field.check(raw)
+            except ValueError as error:
+                self.out.print(f"  [red]{escape(str(error))}[/]")
+
+    async def _decline(self, question: Question, note: str | None) -> None:
+        recorded = await self.chat.decline(question, note)
+        self._recorded(recorded, "declined" + (f" (note: {note})" if note else ""))
+
+    def _recorded(self, recorded: bool, what: str) -> None:
+        if recorded:
+            self.out.print(f"  [green]{escape(what)}[/]")
+        else:
+            self.out.print("  [red]Someone else decided this question first; their decision stands.[/]")
+
+
+class _Declined:
+    def __init__(self, note: str | None) -> None:
+        self.note = note

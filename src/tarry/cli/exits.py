@@ -1,0 +1,84 @@
+"""The exit statuses of ``tarry`` that scripts can rely on, and which error gets which."""
+
+from __future__ import annotations
+
+import sys
+from enum import IntEnum
+
+from tarry.errors import (
+    ChatNotFoundError,
+    CorruptStateError,
+    InvalidAnswerError,
+    QuestionExpiredError,
+    StoreError,
+    ToolCallRunningError,
+    UnknownQuestionError,
+)
+
+
+class Exit(IntEnum):
+    """What a ``tarry`` command's exit status means (documented in docs/cli.md)."""
+
+    OK = 0
+    """Done: the decision or cancellation was recorded, or the listing was printed."""
+    FAILED = 1
+    """Any other error (the message on stderr says what)."""
+    USAGE = 2
+    """The command line was wrong (argparse's status)."""
+    TOO_LATE = 3
+    """Someone else decided the question first (or the chat's cancellation was already asked for)."""
+    EXPIRED = 4
+    """The question's time to live passed before anyone decided it."""
+    INVALID = 5
+    """The answer does not fit the question; each field's problem is on stderr."""
+    UNKNOWN = 6
+    """No question or chat has the id."""
+    DATABASE = 7
+    """The database cannot be used: unreachable, missing the schema, or holding unreadable rows."""
+    RUNNING = 8
+    """The question's call is running right now, so it cannot be declined."""
+    INTERRUPTED = 130
+    """Ctrl-C: the chat is parked in the database and can be resumed."""
+
+
+_BY_ERROR: tuple[tuple[type[BaseException], Exit], ...] = (
+    (InvalidAnswerError, Exit.INVALID),
+    (UnknownQuestionError, Exit.UNKNOWN),
+    (ChatNotFoundError, Exit.UNKNOWN),
+    (QuestionExpiredError, Exit.EXPIRED),
+    (ToolCallRunningError, Exit.RUNNING),
+    (CorruptStateError, Exit.DATABASE),
+    (StoreError, Exit.DATABASE),
+)
+
+
+def exit_status(error: BaseException) -> Exit:
+    """The exit status for an error a command raised.
+
+    Errors are matched by class (the first matching entry of the table wins), so subclasses
+    of the listed errors get their parent's status. Every :class:`~tarry.errors.StoreError`
+    (unreachable, wrong schema, full, read-only, damaged) and any SQLAlchemy error mean the
+    database is unusable.
+    """
+    for kind, status in _BY_ERROR:
+        if isinstance(error, kind):
+            return status
+    if any(kind.__module__.startswith("sqlalchemy") for kind in type(error).__mro__):
+        return Exit.DATABASE
+    return Exit.FAILED
+
+
+def fail(error: BaseException) -> int:
+    """Print what went wrong to stderr and return the error's exit status."""
+    status = exit_status(error)
+    if isinstance(error, InvalidAnswerError):
+        print("tarry: invalid answer", file=sys.stderr)
+        for name, problem in error.errors.items():
+            print(f"  {name}: {problem}", file=sys.stderr)
+    elif status is Exit.DATABASE:
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        print(f"tarry: the database cannot be used: {detail}", file=sys.stderr)
+        print("  (check --url / TARRY_DATABASE_URL; `tarry db upgrade` creates the schema)", file=sys.stderr)
+    else:
+        print(f"tarry: {error}", file=sys.stderr)
+    return int(status)

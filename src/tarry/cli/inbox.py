@@ -1,0 +1,218 @@
+"""The inbox from a shell: ``tarry pending``, ``answer``, ``approve``, ``decline``, ``chats``, ``show``,
+``tasks`` and ``cancel``.
+
+Each command opens the store, does one thing, and exits with a status from :class:`~tarry.cli.exits.Exit`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tarry.cli.exits import Exit, fail
+from tarry.cli.output import (
+    call_json,
+    chat_json,
+    console,
+    describe_call,
+    escape,
+    print_json,
+    question_lines,
+    task_json,
+    transcript_lines,
+)
+from tarry.messages import Message
+from tarry.questions import Question
+from tarry.store import Store
+from tarry.tasks import Task
+from tarry.testing import ScriptedModel
+
+Work = Callable[[Store, argparse.Namespace], Awaitable[int]]
+
+
+def run(work: Work, arguments: argparse.Namespace) -> int:
+    """Open the store named by ``--url``, run ``work`` on it, and turn errors into exit statuses."""
+
+    async def main() -> int:
+        try:
+            store = Store(arguments.url)
+        except ValueError as error:  # not a database URL
+            print(f"tarry: the database cannot be used: {error}", file=sys.stderr)
+            return int(Exit.DATABASE)
+        async with store:
+            return await work(store, arguments)
+
+    try:
+        return asyncio.run(main())
+    except Exception as error:
+        return fail(error)
+
+
+async def pending(store: Store, arguments: argparse.Namespace) -> int:
+    """``tarry pending``: the questions that wait on a person."""
+    questions = await store.pending_questions(arguments.chat)
+    if arguments.json:
+        print_json([question.to_dict() for question in questions])
+        return Exit.OK
+    out = console()
+    if not questions:
+        out.print("Nothing waits on a person.")
+    for question in questions:
+        for line in question_lines(question):
+            out.print(line)
+    return Exit.OK
+
+
+def field_values(pairs: list[str]) -> dict[str, Any]:
+    """``--field NAME=VALUE`` options as answer values; a name given twice collects a list (an array field)."""
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise argparse.ArgumentTypeError(f"--field takes NAME=VALUE, got {pair!r}")
+        if name in values:
+            previous = values[name]
+            values[name] = [*previous, value] if isinstance(previous, list) else [previous, value]
+        else:
+            values[name] = value
+    return values
+
+
+async def answer(store: Store, arguments: argparse.Namespace) -> int:
+    """``tarry answer``: record an answer (an approval when the question is one and no value is given)."""
+    recorded = await store.answer(arguments.question, arguments.value, **field_values(arguments.field))
+    return await _decided(store, arguments.question, recorded)
+
+
+async def approve(store: Store, arguments: argparse.Namespace) -> int:
+    """``tarry approve``: approve a question (accept it as it stands)."""
+    return await _decided(store, arguments.question, await store.approve(arguments.question))
+
+
+async def decline(store: Store, arguments: argparse.Namespace) -> int:
+    """``tarry decline``: decline a question; the note reaches the model."""
+    return await _decided(store, arguments.question, await store.decline(arguments.question, arguments.note))
+
+
+async def _decided(store: Store, question_id: str, recorded: bool) -> int:
+    question = await store.question(question_id)
+    call = describe_call(question.tool_call)
+    if recorded:
+        print(f"Recorded: {_decision_text(question)} ({call}).")
+        return Exit.OK
+    when = f" at {question.decided_at:%Y-%m-%d %H:%M:%S} UTC" if question.decided_at else ""
+    print(f"tarry: someone else decided first{when}: {_decision_text(question)} ({call})", file=sys.stderr)
+    return Exit.TOO_LATE
+
+
+def _decision_text(question: Question) -> str:
+    if question.decision == "accept":
+        if question.kind == "approval":
+            return "approved"
+        values = ", ".join(f"{name}={value!r}" for name, value in (question.answer or {}).items())
+        return f"answered {values}" if values else "accepted"
+    if question.decision == "decline":
+        return "declined" + (f" with the note {question.note!r}" if question.note else "")
+    return str(question.decision)
+
+
+async def chats(store: Store, arguments: argparse.Namespace) -> int:
+    """``tarry chats``: the stored chats, oldest first (only waiting ones with ``--waiting``)."""
+    found = await store.list_chats(waiting=arguments.waiting)
+    if arguments.json:
+        print_json([chat_json(summary) for summary in found])
+        return Exit.OK
+    out = console()
+    if not found:
+        out.print("No chats waiting." if arguments.waiting else "No chats.")
+    for summary in found:
+        state = "done"
+        if summary.waiting:
+            state = f"waiting: {summary.questions} question(s), {summary.open_calls} open call(s)"
+        if summary.cancel_requested_at is not None:
+            state += ", cancellation asked"
+        made_by = summary.agent or summary.model or "no model"
+        out.print(
+            f"[bold]{summary.id}[/]  {summary.created_at:%Y-%m-%d %H:%M}  {escape(made_by)}  "
+            f"{summary.messages} message(s)  {escape(state)}"
+        )
+    return Exit.OK
+
+
+async def show(store: Store, arguments: argparse.Namespace) -> int:
+    """``tarry show``: a chat's transcript, then what it waits on."""
+    summary = await store.chat_summary(arguments.chat_id)
+    # Only the transcript is read, so a placeholder model spares resolving (and configuring) the recorded one.
+    chat = await store.load_chat(arguments.chat_id, ScriptedModel([], name="show"))
+    questions = await store.pending_questions(chat.id)
+    tasks = await store.waiting_tasks(chat.id)
+    if arguments.json:
+        print_json(
+            {
+                **chat_json(summary),
+                "instructions": chat.instructions,
+                "transcript": [_message_json(message) for message in chat.messages],
+                "pending_questions": [question.to_dict() for question in questions],
+                "tasks": [task_json(waiting) for waiting in tasks],
+            }
+        )
+        return Exit.OK
+    out = console()
+    out.print(f"[bold]Chat {chat.id}[/]  {escape(summary.agent or summary.model or '')}")
+    if chat.instructions:
+        out.print(f"[dim]instructions: {escape(chat.instructions)}[/]")
+    for line in transcript_lines(chat):
+        out.print(line)
+    if questions or tasks:
+        out.print("[bold]Waits on:[/]")
+    for question in questions:
+        for line in question_lines(question):
+            out.print(f"  {line}")
+    for waiting in tasks:
+        out.print(f"  ... {escape(describe_call(waiting.task.tool_call))}: {escape(_task_state(waiting.task))}")
+    return Exit.OK
+
+
+def _message_json(message: Message) -> dict[str, Any]:
+    return {
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": [call_json(call) for call in message.tool_calls],
+        "tool_call_id": message.tool_call_id,
+    }
+
+
+def _task_state(task: Task) -> str:
+    return f"{task.status}" + (f": {task.status_message}" if task.status_message else "")
+
+
+async def tasks(store: Store, arguments: argparse.Namespace) -> int:
+    """``tarry tasks``: paused tasks that wait on work, not on a person."""
+    found = await store.waiting_tasks(arguments.chat)
+    if arguments.json:
+        print_json([task_json(waiting) for waiting in found])
+        return Exit.OK
+    out = console()
+    if not found:
+        out.print("No task is working.")
+    for waiting in found:
+        out.print(
+            f"[bold]{escape(describe_call(waiting.task.tool_call))}[/]  {escape(_task_state(waiting.task))}  "
+            f"[dim]chat {waiting.chat_id}; since {waiting.since:%Y-%m-%d %H:%M:%S} UTC[/]"
+        )
+    return Exit.OK
+
+
+async def cancel(store: Store, arguments: argparse.Namespace) -> int:
+    """``tarry cancel``: ask whichever process carries the chat on to cancel it."""
+    if not await store.cancel(arguments.chat_id):
+        print(f"tarry: the cancellation of chat {arguments.chat_id} was already asked for", file=sys.stderr)
+        return Exit.TOO_LATE
+    print(f"Asked for chat {arguments.chat_id} to be cancelled; the process carrying it on will close its calls.")
+    return Exit.OK
+
+
+__all__ = ["answer", "approve", "cancel", "chats", "decline", "pending", "run", "show", "tasks"]
