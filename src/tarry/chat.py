@@ -302,6 +302,9 @@ class Chat:
             self._require_tools_of_paused_calls()
             if await self._carry_calls(resumed):
                 continue  # another process took a call over: look at what it recorded
+            if self.waiting:
+                waiting = sum(record.open for record in self.records.values())
+                logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
             if self.waiting or not self._needs_model():
                 return
             reply = None
@@ -360,21 +363,34 @@ class Chat:
                 return True
             runs_tool, run = action
             tool = self.tools.get(record.call.name)
+            name, call_id, ids = record.call.name, record.call.id, {"chat_id": self.id, "call_id": record.call.id}
+            if claim is Claim.RECLAIMED:
+                logger.warning(
+                    "Reclaimed the %s call %s: the lease of the process running it ran out", name, call_id, extra=ids
+                )
+            else:
+                logger.debug("Claimed the %s call %s", name, call_id, extra=ids)
             if runs_tool and claim is Claim.RECLAIMED and not (tool is not None and tool.idempotent):
                 message = (
                     f"The {record.call.name} call was interrupted: the process running it stopped before it "
                     "recorded a result, so whether the tool finished is not known."
                 )
+                logger.warning("Closed the %s call %s as interrupted", name, call_id, extra=ids)
                 outcome = Outcome(result=_error(record.call, message))
             else:
                 if runs_tool:
                     resumed.add(record.call.id)
+                checking = runs_tool and record.task is not None
                 outcome = await run()
+                if checking:
+                    state = "finished" if outcome.result is not None else "still waits"
+                    logger.info("Checked the task of the %s call %s: it %s", name, call_id, state, extra=ids)
             try:
                 await self._save(record, outcome)
             except ClaimLostError:
-                name, call_id = record.call.name, record.call.id
-                logger.warning("Lost the claim on the %s call %s; another process carries it on", name, call_id)
+                logger.warning(
+                    "Lost the claim on the %s call %s; another process carries it on", name, call_id, extra=ids
+                )
                 return False
             return True
 

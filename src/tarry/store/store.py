@@ -352,6 +352,9 @@ class Store:
 
         decided = await self.db.run_write(write)
         if decided is not None:
+            call_id = decided.tool_call.id if decided.tool_call is not None else None
+            ids = {"chat_id": decided.chat_id, "call_id": call_id, "question_id": decided.id}
+            logger.info("Recorded %s on question %s of chat %s", decision, decided.id, decided.chat_id, extra=ids)
             await self._run_hooks(decided)
         return decided
 
