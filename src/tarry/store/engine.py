@@ -24,6 +24,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from tarry.errors import TarryError
+from tarry.tracing import function_name, span
 
 T = TypeVar("T")
 DEFAULT_URL = "sqlite:///tarry.db"
@@ -137,6 +138,10 @@ class Database:
     async def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
         if self._closed:
             raise TarryError(f"The store of {self.url.render_as_string(hide_password=True)} is closed")
+        what = {
+            "db.system.name": "sqlite" if self._sqlite is not None else "postgresql",
+            "tarry.transaction": function_name(work),
+        }
         async with self._reachable():
             if self._sqlite is not None and self._threads is not None:
                 engine = self._sqlite.execution_options(tarry_write=True) if write else self._sqlite
@@ -145,11 +150,13 @@ class Database:
                     with engine.begin() as connection:
                         return work(connection)
 
-                return await asyncio.get_running_loop().run_in_executor(self._threads, transaction)
+                with span(f"store.{'write' if write else 'read'}", what, client=True):
+                    return await asyncio.get_running_loop().run_in_executor(self._threads, transaction)
             assert self._postgres is not None
             engine_ = self._postgres if write else self._postgres.execution_options(isolation_level="REPEATABLE READ")
-            async with engine_.begin() as connection:
-                return await connection.run_sync(work)
+            with span(f"store.{'write' if write else 'read'}", what, client=True):
+                async with engine_.begin() as connection:
+                    return await connection.run_sync(work)
 
     @asynccontextmanager
     async def _reachable(self) -> AsyncIterator[None]:
