@@ -60,22 +60,25 @@ def span(name: str, attributes: Attributes, *, client: bool = False, current: bo
     if found is None:
         yield SpanHandle(None)
         return
-    from opentelemetry.trace import SpanKind, use_span
+    from opentelemetry import trace
 
-    kind = SpanKind.CLIENT if client else SpanKind.INTERNAL
-    values = {key: value for key, value in attributes.items() if value is not None}
-    started = found.start_span(name, kind=kind, attributes=values)
+    kind = trace.SpanKind.CLIENT if client else trace.SpanKind.INTERNAL
+    started = found.start_span(name, kind=kind, attributes={k: v for k, v in attributes.items() if v is not None})
+    if not started.is_recording():  # no tracer provider set up, or sampled out: skip the context work
+        try:
+            yield SpanHandle(None)
+        finally:
+            started.end()
+        return
     if current:
-        with use_span(started, end_on_exit=True, record_exception=True, set_status_on_exception=True):
+        with trace.use_span(started, end_on_exit=True, record_exception=True, set_status_on_exception=True):
             yield SpanHandle(started)
         return
     try:
         yield SpanHandle(started)
     except BaseException as error:
-        from opentelemetry.trace import Status, StatusCode
-
         started.record_exception(error)
-        started.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        started.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
         raise
     finally:
         started.end()
