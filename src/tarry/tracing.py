@@ -76,6 +76,8 @@ def span(name: str, attributes: Attributes, *, client: bool = False, current: bo
         return
     try:
         yield SpanHandle(started)
+    except GeneratorExit:  # the caller stopped reading a stream: not a failure
+        raise
     except BaseException as error:
         started.record_exception(error)
         started.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
