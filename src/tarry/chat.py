@@ -33,6 +33,7 @@ from tarry.questions import Question
 from tarry.running import sync_twin
 from tarry.tasks import Task
 from tarry.tools import InvalidArgumentsError, Tool, ToolSource, call_maybe_async, settle, tool
+from tarry.tracing import mark, model_attributes, span
 
 logger = logging.getLogger("tarry")
 Action = tuple[bool, Callable[[], Awaitable[Outcome]]]
@@ -302,6 +303,9 @@ class Chat:
             self._require_tools_of_paused_calls()
             if await self._carry_calls(resumed):
                 continue  # another process took a call over: look at what it recorded
+            if self.waiting:
+                waiting = sum(record.open for record in self.records.values())
+                logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
             if self.waiting or not self._needs_model():
                 return
             reply = None
@@ -360,21 +364,43 @@ class Chat:
                 return True
             runs_tool, run = action
             tool = self.tools.get(record.call.name)
+            name, call_id, ids = record.call.name, record.call.id, {"chat_id": self.id, "call_id": record.call.id}
+            if claim is Claim.RECLAIMED:
+                logger.warning(
+                    "Reclaimed the %s call %s: the lease of the process running it ran out", name, call_id, extra=ids
+                )
+            else:
+                logger.debug("Claimed the %s call %s", name, call_id, extra=ids)
             if runs_tool and claim is Claim.RECLAIMED and not (tool is not None and tool.idempotent):
                 message = (
                     f"The {record.call.name} call was interrupted: the process running it stopped before it "
                     "recorded a result, so whether the tool finished is not known."
                 )
+                logger.warning("Closed the %s call %s as interrupted", name, call_id, extra=ids)
                 outcome = Outcome(result=_error(record.call, message))
             else:
                 if runs_tool:
                     resumed.add(record.call.id)
-                outcome = await run()
+                checking = runs_tool and record.task is not None
+                attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, **_span_ids(ids)}
+                with span(f"execute_tool {name}", {**attributes, "gen_ai.tool.call.id": call_id}):
+                    outcome = await run()
+                if outcome.task is not None:
+                    paused: dict[str, str | int] = {
+                        "tarry.pause.reason": "question" if outcome.task.questions else "task",
+                        "tarry.task.status": str(outcome.task.status),
+                        "tarry.questions": len(outcome.questions),
+                    }
+                    mark(f"pause {name}", {"gen_ai.tool.name": name, **_span_ids(ids), **paused})
+                if checking:
+                    state = "finished" if outcome.result is not None else "still waits"
+                    logger.info("Checked the task of the %s call %s: it %s", name, call_id, state, extra=ids)
             try:
                 await self._save(record, outcome)
             except ClaimLostError:
-                name, call_id = record.call.name, record.call.id
-                logger.warning("Lost the claim on the %s call %s; another process carries it on", name, call_id)
+                logger.warning(
+                    "Lost the claim on the %s call %s; another process carries it on", name, call_id, extra=ids
+                )
                 return False
             return True
 
@@ -507,22 +533,27 @@ class Chat:
                 tool_choice=self._effective_tool_choice(),
                 settings=dict(self.settings),
             )
-            if stream and isinstance(self.model, StreamingModel):
-                reply = None
-                async for event in self.model.stream(request):
-                    if isinstance(event, MessageDone):
-                        reply = event.message
-                    else:
-                        yield event
-                if reply is None:
-                    raise TarryError(f"The model {self.model.name} ended its stream without a message")
-            else:
-                reply = await self.model.complete(request)
-                if stream:
-                    if reply.content:
-                        yield TextDelta(reply.content)
-                    for call in reply.tool_calls:
-                        yield ToolCallEvent(call)
+            attributes = model_attributes(self.model.name, self.id, self.settings)
+            with span(f"chat {attributes['gen_ai.request.model']}", attributes, client=True, current=False) as traced:
+                if stream and isinstance(self.model, StreamingModel):
+                    reply = None
+                    async for event in self.model.stream(request):
+                        if isinstance(event, MessageDone):
+                            reply = event.message
+                        else:
+                            yield event
+                    if reply is None:
+                        raise TarryError(f"The model {self.model.name} ended its stream without a message")
+                else:
+                    reply = await self.model.complete(request)
+                    if stream:
+                        if reply.content:
+                            yield TextDelta(reply.content)
+                        for call in reply.tool_calls:
+                            yield ToolCallEvent(call)
+                if reply.usage is not None:
+                    usage = {"input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens}
+                    traced.set({f"gen_ai.usage.{key}": value for key, value in usage.items()})
             records = self._records_for(reply)
             try:
                 await self._journal.append(self, reply, records)
@@ -535,6 +566,10 @@ class Chat:
             self.messages.append(reply)
             for record in records:
                 self.records[record.call.id] = record
+                if record.needs_approval:
+                    ids = {"chat_id": self.id, "call_id": record.call.id}
+                    waits_on = {"gen_ai.tool.name": record.call.name, "tarry.pause.reason": "approval"}
+                    mark(f"pause {record.call.name}", {**_span_ids(ids), **waits_on})
             yield MessageDone(reply)
 
     def _effective_tool_choice(self) -> ToolChoice | None:
@@ -622,6 +657,11 @@ class _SelectedSource:
                 item.name = self.prefix + item.name
             chosen.append(item)
         return chosen
+
+
+def _span_ids(ids: dict[str, str]) -> dict[str, str]:
+    """A log record's ids as span attributes."""
+    return {f"tarry.{key}": value for key, value in ids.items()}
 
 
 def _error(call: ToolCall, text: str, **extra: Any) -> Message:

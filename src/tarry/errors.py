@@ -9,6 +9,10 @@ class TarryError(Exception):
     """Base class of every error tarry raises on purpose."""
 
 
+class TarryWarning(UserWarning):
+    """Something tarry can work with but that is likely a mistake, such as a tool without a description."""
+
+
 class PendingToolCallsError(TarryError):
     """A new user message was sent while tool calls still wait for a result."""
 

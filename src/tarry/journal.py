@@ -11,6 +11,7 @@ from tarry.calls import CallRecord, Claim, Outcome, check_decision
 from tarry.clock import utcnow
 from tarry.messages import Message
 from tarry.questions import Decision, Question
+from tarry.tracing import decision_attributes, mark
 
 if TYPE_CHECKING:
     from tarry.chat import Chat
@@ -122,6 +123,7 @@ class MemoryJournal:
         if not check_decision(question, decision, running=running, closed=closed, now=now):
             return False
         question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
+        mark(f"decision {decision}", decision_attributes(question))
         if (event := self._decided.get(question.id)) is not None:
             event.set()
         return True

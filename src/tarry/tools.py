@@ -7,11 +7,14 @@ import functools
 import inspect
 import json
 import re
+import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, TypeVar, get_type_hints, overload, runtime_checkable
 
 import pydantic
 
+from tarry.errors import TarryWarning
 from tarry.messages import ToolCall, ToolSchema
 from tarry.questions import Field, FieldType, Question
 from tarry.tasks import Task
@@ -27,6 +30,36 @@ def _snake_case(name: str) -> str:
 
 def _camel_case(name: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", name) if part) or "Tool"
+
+
+def _warn_if_unclear(what: str, description: str, function: Callable[..., Any]) -> None:
+    """Warn (:class:`TarryWarning`) when the model would see no description or an untyped parameter."""
+    problems = []
+    if not description.strip():
+        problems.append("has no description (give it a docstring or description=...)")
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        parameters = []  # type: ignore[assignment]
+    untyped = [
+        parameter.name
+        for parameter in parameters
+        if parameter.name != "self"
+        and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+        and parameter.annotation is parameter.empty
+    ]
+    if untyped:
+        problems.append(f"has untyped parameters, {', '.join(untyped)} (the model is told they may be anything)")
+    if problems:
+        warnings.warn(f"{what} {' and '.join(problems)}", TarryWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside this module (the user's definition)."""
+    level, frame = 2, sys._getframe(2)
+    while frame.f_back is not None and frame.f_code.co_filename == __file__:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class InvalidArgumentsError(ValueError):
@@ -65,6 +98,16 @@ class Tool:
         if "description" not in cls.__dict__:
             cls.description = inspect.cleandoc(cls.__doc__ or "")
         cls._arguments_model = None
+        if "execute" in cls.__dict__:
+            _warn_if_unclear(f"Tool {cls.__name__}", cls.description, cls.__dict__["execute"])
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        if cls.execute is Tool.execute:
+            raise TypeError(
+                f"{cls.__name__} defines no execute(): a Tool subclass needs "
+                "'def execute(self, <typed parameters>)' that runs the call"
+            )
+        return super().__new__(cls)
 
     _arguments_model: ClassVar[type[pydantic.BaseModel] | None] = None
 
@@ -204,6 +247,7 @@ class FunctionTool(Tool):
         self.approval_ttl = approval_ttl
         self.idempotent = idempotent
         self._function_model = _arguments_model(function, f"{_camel_case(self.name)}Arguments")
+        _warn_if_unclear(f"Tool {self.name}", self.description, function)
 
     def execute(self, **arguments: Any) -> Any:
         """Call the function."""

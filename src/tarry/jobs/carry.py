@@ -86,6 +86,13 @@ async def continue_chat(
         await write_next_check(store, chat_id, schedule.version, {}, turn_due=False, retry_at=utcnow())
         return None
     next_check = await schedule_next_check(store, chat, default_poll_interval, schedule.version)
+    logger.info(
+        "Carried chat %s on: %s; next check %s",
+        chat_id,
+        "waits" if chat.waiting else "done",
+        next_check.isoformat() if next_check is not None else "none",
+        extra={"chat_id": chat_id},
+    )
     if cache is not None and next_check is not None:
         cache[chat_id] = chat  # only after a step that went well: a failed one loads afresh next time
     return next_check
@@ -103,7 +110,9 @@ async def _step(store: Store, chat: Chat) -> bool:
             step.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await step
-            logger.info("Chat %s: a cancellation was requested; its step was stopped", chat.id)
+            logger.info(
+                "Chat %s: a cancellation was requested; its step was stopped", chat.id, extra={"chat_id": chat.id}
+            )
             return False
 
 

@@ -138,7 +138,9 @@ class Worker:
             )
             self.steps += 1
         except Exception:
-            logger.exception("Carrying chat %s on failed; it falls due again after the lease", chat_id)
+            logger.exception(
+                "Carrying chat %s on failed; it falls due again after the lease", chat_id, extra={"chat_id": chat_id}
+            )
         finally:
             del self._running[chat_id]
             self._slot_freed.set()

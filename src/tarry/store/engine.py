@@ -36,6 +36,7 @@ from tarry.errors import (
     TarryError,
 )
 from tarry.store.schema import migrate, require_usable
+from tarry.tracing import function_name, span
 
 T = TypeVar("T")
 DEFAULT_URL = "sqlite:///tarry.db"
@@ -195,6 +196,10 @@ class Database:
     async def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
         if self._closed:
             raise TarryError(f"The store of {self.where} is closed")
+        what = {
+            "db.system.name": "sqlite" if self._sqlite is not None else "postgresql",
+            "tarry.transaction": function_name(work),
+        }
         async with self._translated():
             if self._sqlite is not None and self._threads is not None:
                 engine = self._sqlite.execution_options(tarry_write=True) if write else self._sqlite
@@ -203,11 +208,13 @@ class Database:
                     with engine.begin() as connection:
                         return work(connection)
 
-                return await asyncio.get_running_loop().run_in_executor(self._threads, transaction)
+                with span(f"store.{'write' if write else 'read'}", what, client=True):
+                    return await asyncio.get_running_loop().run_in_executor(self._threads, transaction)
             assert self._postgres is not None
             engine_ = self._postgres if write else self._postgres.execution_options(isolation_level="REPEATABLE READ")
-            async with engine_.begin() as connection:
-                return await connection.run_sync(work)
+            with span(f"store.{'write' if write else 'read'}", what, client=True):
+                async with engine_.begin() as connection:
+                    return await connection.run_sync(work)
 
     @asynccontextmanager
     async def _translated(self) -> AsyncIterator[None]:

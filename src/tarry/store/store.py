@@ -31,6 +31,7 @@ from tarry.store.tables import chats, questions, tool_calls
 from tarry.store.waiting import WaitingTask, waiting_tasks
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource
+from tarry.tracing import decision_attributes, mark
 
 logger = logging.getLogger("tarry.store")
 DecisionHook = Callable[[Question], Awaitable[None] | None]
@@ -390,6 +391,10 @@ class Store:
 
         decided = await self.db.run_write(write)
         if decided is not None:
+            call_id = decided.tool_call.id if decided.tool_call is not None else None
+            ids = {"chat_id": decided.chat_id, "call_id": call_id, "question_id": decided.id}
+            logger.info("Recorded %s on question %s of chat %s", decision, decided.id, decided.chat_id, extra=ids)
+            mark(f"decision {decision}", decision_attributes(decided))
             await self._run_hooks(decided)
         return decided
 
