@@ -267,15 +267,15 @@ async def test_a_context_longer_than_the_server_reads_is_a_context_length_error(
 
 
 @tool(requires_approval=True)
-def pay(to: str) -> str:
-    """Pays a person."""
-    with Path(os.environ["TARRY_TEST_PAYMENTS"]).open("a") as payments:
-        payments.write(f"{to}\n")
-    return f"Paid {to}."
+def get_weather(city: str) -> str:
+    """Tells the weather in a city."""
+    with Path(os.environ["TARRY_TEST_RUNS"]).open("a") as runs:
+        runs.write(f"{city}\n")
+    return f"It is sunny in {city}."
 
 
-def run_step(*args: str, payments: Path) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TARRY_TEST_PAYMENTS": str(payments)}
+def run_step(*args: str, runs: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TARRY_TEST_RUNS": str(runs)}
     done = subprocess.run(
         [sys.executable, "-m", "tests.models.test_llama_server", *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
@@ -287,35 +287,37 @@ def run_step(*args: str, payments: Path) -> dict[str, Any]:
 
 async def test_an_approval_parked_in_one_process_is_finished_in_another(llama_url: str, tmp_path: Path) -> None:
     database = f"sqlite:///{tmp_path / 'chats.db'}"
-    payments = tmp_path / "payments"
+    runs = tmp_path / "runs"
     async with Store(database) as store:
         await store.setup()
 
-    parked = run_step("park", database, llama_url, payments=payments)
+    parked = run_step("park", database, llama_url, runs=runs)
     assert parked["waiting"] is True
     async with Store(database) as store:
         (approval,) = await store.pending_questions()
         assert approval.tool_call is not None
-        assert approval.tool_call.name == "pay"
+        assert approval.tool_call.name == "get_weather"
         assert await store.approve(approval.id)
-    finished = run_step("finish", database, llama_url, parked["chat_id"], payments=payments)
+    finished = run_step("finish", database, llama_url, parked["chat_id"], runs=runs)
 
     assert finished["waiting"] is False
     assert finished["shape"][0] == ["user", []]
-    assert finished["shape"][1] == ["assistant", ["pay"]]
+    assert finished["shape"][1] == ["assistant", ["get_weather"]]
     assert finished["shape"][2] == ["tool", []]
     assert finished["shape"][-1] == ["assistant", []]
-    assert len(payments.read_text().splitlines()) == 1
+    assert len(runs.read_text().splitlines()) == 1
 
 
 async def _step(command: str, database: str, url: str, chat_id: str = "") -> None:
     model = OpenAICompatible("gemma-3-270m", base_url=url, provider="llama")
     async with Store(database) as store:
         if command == "park":
-            chat = await store.create_chat(model=model, tools=[pay], tool_choice="pay", settings=SETTINGS)
-            await chat.ask("Pay Bob.")
+            chat = await store.create_chat(
+                model=model, tools=[get_weather], tool_choice="get_weather", settings=SETTINGS
+            )
+            await chat.ask("What is the weather in Paris?")
         else:
-            chat = await store.load_chat(chat_id, model=model, tools=[pay])
+            chat = await store.load_chat(chat_id, model=model, tools=[get_weather])
             chat.tool_choice = "none"  # as in finish_with_a_reply
             await chat.complete()
         print(json.dumps({"chat_id": chat.id, "waiting": chat.waiting, "shape": shape(chat)}))
