@@ -86,7 +86,7 @@ class StoreFullError(StoreError):
 
 
 class StoreReadOnlyError(StoreError):
-    """The database refuses writes: a read-only file, folder, connection or server."""
+    """The database refuses writes: a file opened read-only, a read-only connection or server."""
 
 
 class StoreCorruptError(StoreError):

@@ -542,3 +542,29 @@ def test_call_ids_other_servers_made_are_sent_in_a_form_every_server_takes() -> 
     assert all(len(wire) <= 40 and wire.replace("_", "").replace("-", "").isalnum() for wire in ids)
     again = model.request_body(local_request(messages=transcript))["messages"]
     assert [entry["id"] for entry in again[1]["tool_calls"]] == ids
+
+
+async def test_a_streamed_call_whose_name_is_repeated_in_every_fragment_keeps_one_name(http: respx.MockRouter) -> None:
+    def fragment(arguments: str) -> dict[str, Any]:
+        # llama-cpp-python sends the call's id and whole name again with each piece of its arguments.
+        part = {"index": 0, "id": "call__0_get_weather_cmpl-1", "type": "function"}
+        return {"tool_calls": [{**part, "function": {"name": "get_weather", "arguments": arguments}}]}
+
+    http.post(f"{LOCAL}/chat/completions").mock(
+        return_value=sse(
+            [
+                chunk({"role": "assistant"}),
+                chunk(fragment('{"city": ')),
+                chunk(fragment('"Paris"}')),
+                chunk({}, "stop"),
+            ],
+            done="[DONE]",
+        )
+    )
+    model = OpenAICompatible("m", base_url=LOCAL)
+    from tarry.messages import ModelRequest
+
+    events = [event async for event in model.stream(ModelRequest(messages=(Message("user", "Weather?"),)))]
+
+    call = ToolCall("call__0_get_weather_cmpl-1", "get_weather", {"city": "Paris"})
+    assert events == [ToolCallEvent(call), MessageDone(Message("assistant", "", tool_calls=(call,)))]

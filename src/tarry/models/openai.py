@@ -121,7 +121,8 @@ class OpenAI(HostedModel["openai.AsyncOpenAI"]):
                             part = pending.setdefault(index, {"id": "", "name": "", "arguments": ""})
                             part["id"] = part["id"] or (fragment.id or "")
                             if fragment.function is not None:
-                                part["name"] += fragment.function.name or ""
+                                # Names come whole; llama-cpp-python repeats the name in every fragment.
+                                part["name"] = part["name"] or (fragment.function.name or "")
                                 part["arguments"] += fragment.function.arguments or ""
                         if choice.finish_reason is not None:
                             for done in sorted(pending):
