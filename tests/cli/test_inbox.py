@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
+from sqlalchemy import update
 
 from tarry.chat import Chat
 from tarry.cli.exits import Exit, exit_status
+from tarry.clock import utcnow
 from tarry.errors import ToolCallRunningError
 from tarry.store import Store
+from tarry.store.tables import tool_calls
 from tests.cli import schemas
 from tests.cli.chat_agent import TransferMoney, agent
 from tests.cli.conftest import start_tarry, tarry
@@ -255,7 +259,17 @@ def test_a_database_that_cannot_be_reached_is_unusable(tmp_path: Path, url: str)
     assert done.stderr.startswith("tarry: the database cannot be used:")
 
 
-def test_a_call_running_right_now_has_its_own_status() -> None:
-    # Declining the question of a running call is refused by the store (tests/store cover when);
-    # here: the command maps that refusal to its documented status.
-    assert exit_status(ToolCallRunningError("the call runs")) == Exit.RUNNING == 8
+async def test_declining_a_call_that_runs_right_now_has_its_own_status(store: Store, database_url: str) -> None:
+    chat = await parked(store, "pay Bob")
+    (approval,) = await chat.pending_questions()
+    claimed = (  # another process holds the call right now (a lease that has not run out)
+        update(tool_calls)
+        .where(tool_calls.c.chat_id == chat.id)
+        .values(claimed_by="another-process", claimed_until=utcnow() + timedelta(minutes=5))
+    )
+    await store.db.run_write(lambda connection: connection.execute(claimed))
+    done = await asyncio.to_thread(tarry, "decline", approval.id, "--url", database_url)
+    assert done.returncode == Exit.RUNNING == 8, done.stderr
+    assert "running right now" in done.stderr
+    assert [question.id for question in await store.pending_questions(chat.id)] == [approval.id]
+    assert exit_status(ToolCallRunningError("the call runs")) == Exit.RUNNING
