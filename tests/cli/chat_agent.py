@@ -9,7 +9,8 @@ booking server of the MCP tests (given with ``--mcp``), "everything" asks server
 
 from __future__ import annotations
 
-from tarry import Agent, Field, Task, Tool
+from tarry import Agent, Task, Tool
+from tarry.demo import BookTable
 from tarry.errors import ProviderError
 from tarry.messages import Message
 from tarry.testing import ScriptedModel
@@ -22,21 +23,6 @@ class TransferMoney(Tool):
 
     def execute(self, amount: int, to: str) -> str:
         return f"Sent {amount} EUR to {to}."
-
-
-class BookTable(Tool):
-    """Books a table; asks for the time and the size of the party."""
-
-    def execute(self, restaurant: str) -> Task:
-        return self.ask(
-            f"When should I book {restaurant}?",
-            time=Field(choices=["19:00", "20:00", "21:00"], title="Time"),
-            party=Field("integer", minimum=1, maximum=12, default=2, title="People"),
-        )
-
-    def resume(self, task: Task, restaurant: str) -> str:
-        answer = task.answer or {}
-        return f"Booked {restaurant} at {answer['time']} for {answer['party']}."
 
 
 class Login(Tool):
