@@ -10,6 +10,7 @@ from tarry.errors import CorruptStateError
 from tarry.messages import Message, ToolCall, Usage
 from tarry.questions import Question, fields_from_schema
 from tarry.store.engine import UnreadableJson
+from tarry.store.tables import Json, metadata
 from tarry.tasks import Task
 from tarry.tools import Tool
 
@@ -31,8 +32,15 @@ def read_each(rows: Iterable[Row], read: Callable[[Row], T], skipped: list[Corru
     return found
 
 
+_JSON_COLUMNS = frozenset(
+    column.name for table in metadata.tables.values() for column in table.c if column.type is Json
+)
+
+
 def _check_json(row: Row) -> None:
-    for column, value in row.items():
+    # Listing reads thousands of rows: only the JSON columns are looked at, by name.
+    for column in _JSON_COLUMNS.intersection(row.keys()):
+        value = row[column]
         if isinstance(value, UnreadableJson):
             raise ValueError(f"the {column} column holds text that is not JSON ({value.error}): {value.text[:80]!r}")
 
