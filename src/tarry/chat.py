@@ -300,7 +300,7 @@ class Chat:
         await self.load_tools()
         while True:
             await self._journal.refresh(self)
-            self._require_tools_of_paused_calls()
+            self._require_tools_of_paused_calls(resumed)
             if await self._carry_calls(resumed):
                 continue  # another process took a call over: look at what it recorded
             if self.waiting:
@@ -316,16 +316,21 @@ class Chat:
             if once or reply is None or not reply.tool_calls:
                 return
 
-    def _require_tools_of_paused_calls(self) -> None:
-        """Refuse to go on while a call that paused (so its tool was known) names a tool this chat lacks.
+    def _require_tools_of_paused_calls(self, resumed: set[str]) -> None:
+        """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks.
 
-        Carrying it on would close it as an unknown tool and use up its approval or answer.
+        Carrying it on would close it as an unknown tool and use up its approval or answer. A call
+        that still waits, or that closes without its tool (declined, lapsed), is no reason to refuse.
         """
         missing = sorted(
             {
                 record.call.name
                 for record in self.records.values()
-                if record.open and (record.questions or record.task is not None) and record.call.name not in self.tools
+                if record.open
+                and (record.questions or record.task is not None)
+                and record.call.name not in self.tools
+                and (action := self._next_action(record, resumed)) is not None
+                and action[0]
             }
         )
         if missing:

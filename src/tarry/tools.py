@@ -152,11 +152,15 @@ class Tool:
         Called once on every ``complete()`` while the call is paused and waits on no one.
         The default suits tools that only ask: once the person answered the question the
         task asked (``self.ask(...)``), the answer's values are the result the model gets
-        (a URL question's consent is ``"accepted"``). Otherwise it checks on the work with
-        ``task.refresh()``.
+        (a URL question's consent is ``"accepted"``; several questions give a list, in order).
+        Otherwise it checks on the work with ``task.refresh()``.
         """
-        if task.answer is not None:
-            return task.answer or "accepted"
+        answered = [
+            question for question in task.questions if question.source is None and question.decision == "accept"
+        ]
+        if task.answer is not None and answered:
+            values = ["accepted" if question.kind == "url" else question.answer for question in answered]
+            return values[0] if len(values) == 1 else values
         return task.refresh()
 
     def load_task(self, state: Mapping[str, Any], tool_call: ToolCall | None = None) -> Task:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tarry import Task, Tool
+from tarry import Field, Task, Tool
 from tarry.errors import MissingToolsError
 from tarry.running import run_sync
 from tarry.store import Store
+from tarry.tools import ask
 from tests.store.tools import TransferMoney, reactive_model
 
 PAY = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
@@ -128,3 +129,43 @@ def test_postgresql_commits_synchronously_unless_told_to_be_fast(
 def test_durability_names_its_choices() -> None:
     with pytest.raises(ValueError, match="durability must be 'full' or 'fast'"):
         Store("sqlite:///x.db", durability="paranoid")  # type: ignore[arg-type]
+
+
+async def test_without_its_tool_a_declined_call_still_closes_and_a_waiting_one_still_parks(store: Store) -> None:
+    chat = await store.create_chat(reactive_model(PAY), [TransferMoney()])
+    await chat.ask("Pay Bob 5")
+    [approval] = await store.pending_questions(chat.id)
+
+    waiting = await store.load_chat(chat.id, reactive_model(PAY))
+    assert await waiting.complete() is not None and waiting.waiting  # nothing to run yet: it parks
+
+    assert await store.decline(approval.id, "not today") is True
+    declined = await store.load_chat(chat.id, reactive_model(PAY))
+    reply = await declined.complete()  # closing a declined call runs no tool
+    assert declined.messages[2].result() == {"error": "The user declined the transfer_money call.", "note": "not today"}
+    assert reply is not None and reply.content == "All done."
+
+
+class Schedule(Tool):
+    """Asks for a day and a time at once, or for an optional comment; defines no resume()."""
+
+    def execute(self, kind: str) -> Task:
+        if kind == "optional":
+            return self.ask("Any comment?", comment=Field(required=False))
+        return Task(status="input_required").with_question(ask("Which day?", day=str), ask("What time?", time=str))
+
+
+async def test_the_default_resume_gives_every_answer_and_an_empty_form_answer_as_it_is(store: Store) -> None:
+    calls = [
+        {"name": "schedule", "arguments": {"kind": "both"}},
+        {"name": "schedule", "arguments": {"kind": "optional"}},
+    ]
+    chat = await store.create_chat(reactive_model(calls), [Schedule()])
+    await chat.ask("Plan it")
+    day, time, comment = await store.pending_questions(chat.id)
+    assert await store.answer(day.id, "Mon") and await store.answer(time.id, "9:00") and await store.answer(comment.id)
+    await chat.complete()
+    assert sorted(json.dumps(message.result()) for message in chat.messages if message.role == "tool") == [
+        '[{"day": "Mon"}, {"time": "9:00"}]',
+        "{}",
+    ]

@@ -203,8 +203,6 @@ class StoreJournal:
                 assert outcome.task is not None
                 changes["state"] = outcome.task.to_dict()
                 changes["waiting_on"] = [question.id for question in outcome.task.questions] or None
-                insert_questions(connection, chat.id, row_id, first_question, outcome.questions)
-                schedule_check(connection, chat.id, outcome.task)
             version = connection.scalar(
                 update(tool_calls)
                 .where(
@@ -217,6 +215,9 @@ class StoreJournal:
             )
             if version is None:  # raising rolls the whole transaction back
                 raise ClaimLostError(f"The claim on the {record.call.name} call {record.call.id} was lost")
+            if outcome.task is not None:  # after the claim check: a retried save that had committed adds nothing
+                insert_questions(connection, chat.id, row_id, first_question, outcome.questions)
+                schedule_check(connection, chat.id, outcome.task)
             return chat_version, version
 
         chat_version, version = await self._write_holding_claim(write, record)
@@ -231,7 +232,8 @@ class StoreJournal:
         write is tried again with backoff (the lease is renewed meanwhile, once the database is
         back) for up to five leases. A write whose commit went through before the connection
         dropped finds the claim released on its next try and raises :class:`ClaimLostError`;
-        the chat then reads the saved result back.
+        the chat then reads the saved result back. So does a write whose lease ran out while the
+        database was away and another process closed the call as interrupted meanwhile.
         """
         deadline = asyncio.get_running_loop().time() + 5 * self.store.lease
         pause = 0.05
