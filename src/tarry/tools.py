@@ -158,7 +158,7 @@ class Tool:
         answered = [
             question for question in task.questions if question.source is None and question.decision == "accept"
         ]
-        if task.answer is not None and answered:
+        if answered:
             values = ["accepted" if question.kind == "url" else question.answer for question in answered]
             return values[0] if len(values) == 1 else values
         return task.refresh()

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 Command = Callable[[argparse.Namespace], int]
+URL_HELP = "database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)"
 
 
 def _demo(arguments: argparse.Namespace) -> int:
@@ -127,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--agents", action="append", required=True, metavar="MODULE:NAME",
         help="an Agent, a list of agents, or a function returning them (repeatable)",
     )  # fmt: skip
-    worker.add_argument("--url", help="database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)")
+    worker.add_argument("--url", help=URL_HELP)
     worker.add_argument("--concurrency", type=int, default=16, help="chats carried on at once (default: 16)")
     worker.add_argument("--lease", type=float, default=60.0, help="seconds a claim lasts unrenewed (default: 60)")
     worker.set_defaults(handler=_worker)
@@ -138,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="create the schema, or migrate it to the current version",
         description="Create tarry's tables, or migrate them to the current version (Alembic).",
     )
-    upgrade.add_argument("--url", help="database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)")
+    upgrade.add_argument("--url", help=URL_HELP)
     upgrade.set_defaults(handler=_db_upgrade)
     check = database_commands.add_parser(
         "check",
@@ -149,14 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
             "Exits 1 when it finds any, or when the database cannot be used."
         ),
     )
-    check.add_argument("--url", help="database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)")
+    check.add_argument("--url", help=URL_HELP)
     check.set_defaults(handler=_db_check)
     serve = commands.add_parser(
         "serve",
         help="serve the web inbox and JSON API for what stored chats wait on",
         description="Serve the inbox page and JSON API with uvicorn; prints a login link holding a random token.",
     )
-    serve.add_argument("--url", help="database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)")
+    serve.add_argument("--url", help=URL_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks a free one (default: 8000)")
     serve.set_defaults(handler=_serve)
@@ -165,7 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-URL_HELP = "database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)"
 EXIT_STATUSES = (
     "exit status: 0 recorded, 1 other error, 2 usage, 3 someone else decided first, 4 expired, "
     "5 invalid answer, 6 unknown id, 7 database unusable, 8 call running (see docs/cli.md)"
