@@ -17,6 +17,7 @@ from typing import Any
 
 from tarry import Chat, Message
 from tarry.mcp import MCPServer, McpTask
+from tarry.mcp.oauth import OAuthLogin
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 
@@ -45,7 +46,11 @@ def state(chat: Chat) -> dict[str, Any]:
 
 async def _open(url: str, chat_id: str, server: str, calls: str) -> tuple[Store, MCPServer, Chat]:
     store = Store(url)
-    mcp = MCPServer(**json.loads(server))
+    options = json.loads(server)
+    login = options.pop("oauth", None)  # {"redirect_uri": ...}: the login kept in the store
+    if login is not None:
+        options["auth"] = OAuthLogin(store, options["url"], **login)
+    mcp = MCPServer(**options)
     chat = await store.load_chat(chat_id, reactive_model(json.loads(calls)), [mcp])  # type: ignore[list-item]
     return store, mcp, chat
 

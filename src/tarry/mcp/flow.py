@@ -24,6 +24,7 @@ from tarry.clock import utcnow
 from tarry.mcp.connection import Connection
 from tarry.mcp.convert import elicit_response, error_text, question_for, result_value
 from tarry.mcp.errors import ConnectionLost
+from tarry.mcp.oauth import LOGIN_KEY, LoginRequired, watch_logins
 from tarry.mcp.task import McpTask
 from tarry.mcp.task_extension import TaskCreated
 from tarry.questions import Question
@@ -124,6 +125,33 @@ async def carry_on(conn: Connection, tool: Target, task: McpTask, arguments: dic
 
 
 async def _guard(conn: Connection, tool: Target, go: Callable[[], Awaitable[Any]], task: McpTask | None = None) -> Any:
+    """Run ``go``; what went wrong becomes an error result, and a login it needed becomes a URL question."""
+    with watch_logins() as logins:
+        outcome = await _guarded(conn, tool, go, task)
+    if logins and isinstance(outcome, dict) and "error" in outcome:
+        return _login(conn, tool, logins[-1], int(task.data.get("round", 0)) + 1 if task is not None else 1)
+    return outcome
+
+
+def _login(conn: Connection, tool: Target, login: LoginRequired, round_: int) -> Any:
+    """The task of a call that waits for a person to log in to the server (a URL question, like -32042's)."""
+    if round_ > conn.settings.max_rounds:
+        rounds = conn.settings.max_rounds
+        where = f"The MCP server {conn.name!r}"
+        return {"error": f"{where} asked for a login more than {rounds} times in the {tool.name} call."}
+    message = f"Log in to {conn.name} so that the {tool.name} call can go on."
+    question = question_for(
+        {"mode": "url", "message": message, "url": login.url}, source=conn.name, key=LOGIN_KEY + login.state,
+        ttl=login.ttl,
+    )  # fmt: skip
+    data = {"kind": "consent", "era": conn.protocol_version, "server": conn.name, "tool": tool.remote_name,
+            "round": round_, "login": True}  # fmt: skip
+    task = McpTask(status="input_required", data=data)
+    task.steps = Steps(conn)
+    return task.with_question(question)
+
+
+async def _guarded(conn: Connection, tool: Target, go: Callable[[], Awaitable[Any]], task: McpTask | None) -> Any:
     where = f"the MCP server {conn.name!r}"
     try:
         return await go()

@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from tarry.mcp.connection import Connection, Protocol, Settings
+from tarry.mcp.oauth import watch_logins
 from tarry.mcp.tool import McpTool
 
 ApprovalRule = bool | Collection[str] | Literal["unsafe"]
@@ -18,7 +19,8 @@ class MCPServer:
     Give ``command`` (a list: the program and its arguments, run over stdio, with ``env``
     added to a minimal environment and ``cwd``) or ``url`` (streamable HTTP, with
     ``headers``, and ``auth``: an ``httpx2.Auth`` such as the MCP SDK's
-    ``mcp.client.auth.OAuthClientProvider`` for a server that requires OAuth). The
+    ``mcp.client.auth.OAuthClientProvider``, or :class:`~tarry.mcp.oauth.OAuthLogin` to keep
+    the login in tarry's store, for a server that requires OAuth). The
     connection opens on first use, in the running event loop, and speaks 2026-07-28 when
     the server offers it, else 2025-11-25 (``protocol="auto"``; ``"legacy"`` or
     ``"2026-07-28"`` force one).
@@ -114,7 +116,14 @@ class MCPServer:
     async def list_tools(self) -> list[McpTool]:
         """The server's tools (a :class:`~tarry.tools.ToolSource`)."""
         tools: list[McpTool] = []
-        for spec in await self.connection.list_tools():
+        with watch_logins() as logins:
+            try:
+                specs = await self.connection.list_tools()
+            except Exception:
+                if logins:  # no call can wait for this login: the person logs in, then the chat goes on
+                    raise logins[-1] from None
+                raise
+        for spec in specs:
             annotations = spec.get("annotations")
             rule = self.approval_for(spec["name"], annotations if isinstance(annotations, Mapping) else {})
             tools.append(McpTool(self.connection, spec, requires_approval=rule))

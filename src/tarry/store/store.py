@@ -24,6 +24,7 @@ from tarry.running import sync_twin
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import StoreJournal, Tail, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
+from tarry.store.oauth import OAuthRecords
 from tarry.store.problems import Problem, find_problems
 from tarry.store.rows import Row, call_from_row, question_from_row, read_each
 from tarry.store.schedule import wake
@@ -79,6 +80,8 @@ class Store:
         self.cancel_hooks: list[CancelHook] = []
         """Called with a chat's id right after :meth:`cancel` recorded a cancellation request."""
         self.journal = StoreJournal(self)
+        self.oauth = OAuthRecords(self)
+        """Logins to OAuth-protected MCP servers (tokens, registrations, codes), shared by every process."""
         self._reported: set[Problem] = set()
 
     @property

@@ -146,3 +146,35 @@ questions = Table(
         postgresql_where=Column("decision").is_(None),
     ),
 )
+
+# OAuth for MCP servers (0005): one login (tokens and client registration) per server and identity,
+# shared by every process, and the logins a person has yet to finish (the PKCE verifier stays here).
+mcp_credentials = Table(
+    "tarry_mcp_credentials",
+    metadata,
+    Column("server", String(500), primary_key=True),
+    Column("identity", String(200), primary_key=True),
+    Column("tokens", Json),
+    Column("tokens_expire_at", UTCDateTime),
+    Column("client_info", Json),
+    Column("version", Integer, nullable=False, default=0, server_default="0"),
+    Column("refreshing_by", String(120)),
+    Column("refreshing_until", UTCDateTime),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+mcp_logins = Table(
+    "tarry_mcp_logins",
+    metadata,
+    Column("state", String(200), primary_key=True),
+    Column("server", String(500), nullable=False),
+    Column("identity", String(200), nullable=False),
+    Column("code_verifier", Text, nullable=False),
+    Column("code", Text),
+    Column("issuer", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("received_at", UTCDateTime),
+    Column("used_at", UTCDateTime),
+    Index("ix_tarry_mcp_logins_server", "server", "identity"),
+)

@@ -18,6 +18,7 @@ from tarry.web.access import Access, Authorize
 from tarry.web.api import API_REFUSALS, api_router
 from tarry.web.decisions import Decider, OnAnswer
 from tarry.web.guard import Guard
+from tarry.web.oauth import CALLBACK_PATH, receive_login
 from tarry.web.pages import Pages, Refused, page_router, root_of
 from tarry.web.problems import Problem, finish_openapi
 
@@ -89,6 +90,11 @@ def create_app(
         for name, value in (error.headers or {}).items():
             response.headers[name] = value
         return response
+
+    @app.get(CALLBACK_PATH, include_in_schema=False)
+    async def oauth_callback(request: Request) -> Response:
+        """Where a person lands after logging in to an MCP server (the state is the only key; see tarry.web.oauth)."""
+        return await receive_login(store, request)
 
     app.include_router(api_router(decider), prefix="/api")
     app.include_router(page_router(decider, pages))

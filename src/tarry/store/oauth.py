@@ -1,0 +1,208 @@
+"""OAuth logins to MCP servers kept in the store: tokens, client registrations, and logins waiting for a code.
+
+One row per server and identity holds the tokens and the client registration, so every
+process that talks to the server uses the same login and refreshes it once (a refresh is
+claimed with a lease, like a tool call). A login a person has yet to finish is a row keyed
+by its OAuth ``state``, holding the PKCE verifier; the redirect endpoint records the code on
+it exactly once. Rows hold secrets: nothing here logs a token, code, verifier or state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from sqlalchemy import Connection, delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from tarry.clock import utcnow
+from tarry.errors import QuestionExpiredError
+from tarry.store.tables import mcp_credentials, mcp_logins, questions
+
+if TYPE_CHECKING:
+    from tarry.store.store import Store
+
+logger = logging.getLogger("tarry.store")
+LOGIN_KEY = "oauth-login:"
+"""The key of a login's URL question is this prefix and the login's ``state``."""
+LoginOutcome = Literal["done", "expired", "used", "unknown"]
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What the store holds for one server and identity (JSON as the OAuth SDK dumps it)."""
+
+    tokens: dict[str, Any] | None
+    tokens_expire_at: datetime | None
+    client_info: dict[str, Any] | None
+    version: int
+    """Bumped by every write of the tokens, so a process can tell another refreshed them."""
+
+
+@dataclass(frozen=True)
+class ReceivedCode:
+    """An authorization code the redirect brought, with the PKCE verifier of its login."""
+
+    code: str
+    code_verifier: str
+    issuer: str | None
+
+
+class OAuthRecords:
+    """The store's OAuth rows (``store.oauth``); :class:`tarry.mcp.oauth.OAuthLogin` uses them."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def credentials(self, server: str, identity: str = "") -> Credentials:
+        """The tokens and client registration kept for ``server`` and ``identity`` (empty when none)."""
+        query = select(mcp_credentials).where(
+            mcp_credentials.c.server == server, mcp_credentials.c.identity == identity
+        )
+        row = await self.store.db.run_read(lambda connection: connection.execute(query).mappings().one_or_none())
+        if row is None:
+            return Credentials(None, None, None, 0)
+        return Credentials(row["tokens"], row["tokens_expire_at"], row["client_info"], row["version"])
+
+    async def save_tokens(
+        self, server: str, identity: str, tokens: dict[str, Any], expires_at: datetime | None
+    ) -> None:
+        """Keep new tokens (one transaction), ending any claim on refreshing them."""
+        values = {"tokens": tokens, "tokens_expire_at": expires_at, "refreshing_by": None, "refreshing_until": None}
+        await self._write(server, identity, values, bump=True)
+
+    async def save_client_info(self, server: str, identity: str, client_info: dict[str, Any]) -> None:
+        """Keep the client registration (one transaction)."""
+        await self._write(server, identity, {"client_info": client_info}, bump=False)
+
+    async def _write(self, server: str, identity: str, values: dict[str, Any], *, bump: bool) -> None:
+        def write(connection: Connection) -> None:
+            _ensure_row(connection, server, identity)
+            changes = {**values, "updated_at": utcnow()}
+            if bump:
+                changes["version"] = mcp_credentials.c.version + 1
+            connection.execute(
+                update(mcp_credentials)
+                .where(mcp_credentials.c.server == server, mcp_credentials.c.identity == identity)
+                .values(**changes)
+            )
+
+        await self.store.db.run_write(write)
+
+    async def claim_refresh(self, server: str, identity: str, *, seconds: float) -> bool:
+        """Claim refreshing the tokens for ``seconds``; ``False`` while another process holds the claim."""
+        owner = self.store.owner
+
+        def write(connection: Connection) -> bool:
+            _ensure_row(connection, server, identity)
+            now = utcnow()
+            free = (mcp_credentials.c.refreshing_until.is_(None)) | (mcp_credentials.c.refreshing_until <= now)
+            result = connection.execute(
+                update(mcp_credentials)
+                .where(mcp_credentials.c.server == server, mcp_credentials.c.identity == identity, free)
+                .values(refreshing_by=owner, refreshing_until=now + timedelta(seconds=seconds))
+            )
+            return result.rowcount == 1
+
+        return await self.store.db.run_write(write)
+
+    async def forget(self, server: str, identity: str = "") -> None:
+        """Drop the tokens, registration and unfinished logins of ``server`` and ``identity`` (a log-out)."""
+
+        def write(connection: Connection) -> None:
+            for table in (mcp_credentials, mcp_logins):
+                connection.execute(delete(table).where(table.c.server == server, table.c.identity == identity))
+
+        await self.store.db.run_write(write)
+
+    async def begin_login(self, server: str, identity: str, *, state: str, code_verifier: str, ttl: float) -> None:
+        """Record a login a person is about to make: its ``state`` and PKCE verifier, for ``ttl`` seconds."""
+        now = utcnow()
+        row = {
+            "state": state, "server": server, "identity": identity, "code_verifier": code_verifier,
+            "created_at": now, "expires_at": now + timedelta(seconds=ttl),
+        }  # fmt: skip
+        await self.store.db.run_write(lambda connection: connection.execute(mcp_logins.insert().values(**row)))
+
+    async def receive_code(self, state: str, code: str, issuer: str | None = None) -> LoginOutcome:
+        """Record the code the redirect brought for the login ``state``, exactly once.
+
+        ``"done"`` when this call recorded it (and answered the login's URL questions, so the
+        waiting calls carry on); ``"used"`` when a code came before, ``"expired"`` when the
+        login's time ran out, ``"unknown"`` when no login has this state.
+        """
+        if not state or not code:
+            return "unknown"
+
+        def write(connection: Connection) -> LoginOutcome:
+            now = utcnow()
+            query = select(mcp_logins.c.code, mcp_logins.c.expires_at).where(mcp_logins.c.state == state)
+            row = connection.execute(query.with_for_update()).mappings().one_or_none()
+            if row is None:
+                return "unknown"
+            if row["code"] is not None:
+                return "used"
+            if row["expires_at"] <= now:
+                return "expired"
+            connection.execute(
+                update(mcp_logins)
+                .where(mcp_logins.c.state == state, mcp_logins.c.code.is_(None))
+                .values(code=code, issuer=issuer, received_at=now)
+            )
+            return "done"
+
+        outcome = await self.store.db.run_write(write)
+        if outcome != "done":
+            logger.info("A login redirect was refused: %s", outcome)
+            return outcome
+        logger.info("A login's code arrived")
+        waiting = select(questions.c.id).where(
+            questions.c.key == LOGIN_KEY + state, questions.c.kind == "url", questions.c.decision.is_(None)
+        )
+        ids = await self.store.db.run_read(lambda connection: list(connection.scalars(waiting)))
+        for question_id in ids:
+            with contextlib.suppress(QuestionExpiredError):  # the call closes as lapsed; the code stays for later
+                await self.store.answer(question_id)
+        return outcome
+
+    async def take_code(self, server: str, identity: str) -> ReceivedCode | None:
+        """The newest code received for ``server`` and ``identity`` and not used yet, marked used (once)."""
+
+        def write(connection: Connection) -> ReceivedCode | None:
+            now = utcnow()
+            query = (
+                select(mcp_logins.c.state, mcp_logins.c.code, mcp_logins.c.code_verifier, mcp_logins.c.issuer)
+                .where(
+                    mcp_logins.c.server == server,
+                    mcp_logins.c.identity == identity,
+                    mcp_logins.c.code.is_not(None),
+                    mcp_logins.c.used_at.is_(None),
+                    mcp_logins.c.expires_at > now,
+                )
+                .order_by(mcp_logins.c.received_at.desc())
+                .limit(1)
+                .with_for_update()
+            )
+            row = connection.execute(query).mappings().one_or_none()
+            if row is None:
+                return None
+            taken = connection.execute(
+                update(mcp_logins)
+                .where(mcp_logins.c.state == row["state"], mcp_logins.c.used_at.is_(None))
+                .values(used_at=now)
+            )
+            if taken.rowcount != 1:
+                return None
+            return ReceivedCode(row["code"], row["code_verifier"], row["issuer"])
+
+        return await self.store.db.run_write(write)
+
+
+def _ensure_row(connection: Connection, server: str, identity: str) -> None:
+    """Insert the credentials row unless it exists (no error when another process inserts it first)."""
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+    values = {"server": server, "identity": identity, "version": 0, "updated_at": utcnow()}
+    connection.execute(dialect.insert(mcp_credentials).values(**values).on_conflict_do_nothing())

@@ -1,0 +1,69 @@
+"""The OAuth redirect endpoint: where a person lands after logging in to an MCP server.
+
+``create_app`` serves it at ``/oauth/callback``; :func:`serve_callback` serves it alone, on
+127.0.0.1, for scripts without the inbox. The ``state`` of the redirect is the only key: it
+names a login tarry recorded (unguessable, 256 bits), it is used once, and it expires. The
+code is recorded on that login and the login's URL question answered, so whichever process
+carries the chat on next finishes the login. Neither the code nor the state is logged.
+"""
+
+from __future__ import annotations
+
+import html
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from tarry.store import Store
+
+CALLBACK_PATH = "/oauth/callback"
+_PAGES = {
+    "done": (200, "Logged in", "You are logged in. The chat that waited for this login carries on; close this page."),
+    "used": (409, "Already used", "This login link was used already. A chat that still waits asks for a new login."),
+    "expired": (410, "Login expired", "This login took too long. A chat that still needs it asks for a new login."),
+    "unknown": (404, "Unknown login", "tarry started no login with this link, or it was forgotten."),
+}
+
+
+async def receive_login(store: Store, request: Request) -> Response:
+    """Handle one redirect: record its code on the login its ``state`` names, and say how that went."""
+    query = request.query_params
+    error = query.get("error")
+    if error:
+        reason = query.get("error_description") or error
+        return _page(400, "Login refused", f"The authorization server refused the login: {reason}")
+    outcome = await store.oauth.receive_code(query.get("state", ""), query.get("code", ""), query.get("iss"))
+    return _page(*_PAGES[outcome])
+
+
+def callback_app(store: Store) -> Starlette:
+    """An ASGI app with only the redirect endpoint, at ``/oauth/callback``."""
+
+    async def callback(request: Request) -> Response:
+        return await receive_login(store, request)
+
+    return Starlette(routes=[Route(CALLBACK_PATH, callback, methods=["GET"])])
+
+
+async def serve_callback(store: Store, *, port: int = 8976, host: str = "127.0.0.1") -> None:
+    """Serve the redirect endpoint alone until cancelled: ``http://127.0.0.1:{port}/oauth/callback``.
+
+    Bound to the loopback interface unless ``host`` says otherwise; the access log is off,
+    since a redirect's URL carries the code.
+    """
+    import uvicorn
+
+    config = uvicorn.Config(callback_app(store), host=host, port=port, log_level="warning", access_log=False)
+    await uvicorn.Server(config).serve()
+
+
+def _page(status: int, title: str, text: str) -> HTMLResponse:
+    body = (
+        f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)} - tarry</title>"
+        f"<body style='font-family:sans-serif;max-width:40em;margin:4em auto'><h1>{html.escape(title)}</h1>"
+        f"<p>{html.escape(text)}</p></body></html>"
+    )
+    headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+    return HTMLResponse(body, status_code=status, headers=headers)
