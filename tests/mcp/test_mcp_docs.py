@@ -12,7 +12,7 @@ from mcp_helpers import ROOT
 
 def test_the_example_runs_against_the_server_the_page_shows(tmp_path: Path) -> None:
     page = (ROOT / "docs" / "mcp.md").read_text()
-    server, example = re.findall(r"```python\n(.*?)```", page, re.S)
+    server, example, *_ = re.findall(r"```python\n(.*?)```", page, re.S)  # then the OAuth example (test_oauth.py)
     assert server.startswith("# booking.py")
     (tmp_path / "booking.py").write_text(server)
     done = subprocess.run(

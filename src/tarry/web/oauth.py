@@ -9,13 +9,17 @@ carries the chat on next finishes the login. Neither the code nor the state is l
 
 from __future__ import annotations
 
+import asyncio
 import html
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from tarry.errors import TarryError
 from tarry.store import Store
 
 CALLBACK_PATH = "/oauth/callback"
@@ -47,16 +51,29 @@ def callback_app(store: Store) -> Starlette:
     return Starlette(routes=[Route(CALLBACK_PATH, callback, methods=["GET"])])
 
 
-async def serve_callback(store: Store, *, port: int = 8976, host: str = "127.0.0.1") -> None:
-    """Serve the redirect endpoint alone until cancelled: ``http://127.0.0.1:{port}/oauth/callback``.
+@asynccontextmanager
+async def serve_callback(store: Store, *, port: int = 8976, host: str = "127.0.0.1") -> AsyncIterator[str]:
+    """Serve the redirect endpoint alone while the block runs; yields its URL (``redirect_uri=``).
 
-    Bound to the loopback interface unless ``host`` says otherwise; the access log is off,
-    since a redirect's URL carries the code.
+    ``async with serve_callback(store, port=8976) as redirect_uri: ...`` listens on the
+    loopback interface unless ``host`` says otherwise, from before the block starts until it
+    ends. The access log is off, since a redirect's URL carries the code.
     """
     import uvicorn
 
     config = uvicorn.Config(callback_app(store), host=host, port=port, log_level="warning", access_log=False)
-    await uvicorn.Server(config).serve()
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            await serving
+            raise TarryError(f"The OAuth redirect endpoint could not listen on {host}:{port}")
+        await asyncio.sleep(0.01)  # uvicorn says it listens by a flag only
+    try:
+        yield f"http://{host}:{port}{CALLBACK_PATH}"
+    finally:
+        server.should_exit = True
+        await serving
 
 
 def _page(status: int, title: str, text: str) -> HTMLResponse:

@@ -1,0 +1,261 @@
+"""OAuth-protected MCP servers: the login kept in the store, asked as a URL question, finished from any process.
+
+Real parts throughout: an SDK server that is its own authorization server
+(servers/oauth_server.py), the inbox served by ``tarry serve`` in another OS process (its
+``/oauth/callback`` receives the redirect), workers in other OS processes
+(tests/mcp/proc.py), SQLite files and PostgreSQL. The "browser" is urllib: it opens the
+authorization URL and follows the redirect to the callback, as a person's browser does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from mcp_helpers import HERE, ROOT, SERVERS, free_port, http_server, wait_for_port
+from sqlalchemy import select
+
+from tarry import Chat, Message
+from tarry.clock import utcnow
+from tarry.mcp import MCPServer
+from tarry.mcp.oauth import LoginRequired, OAuthLogin
+from tarry.store import Store
+from tarry.store.tables import mcp_logins
+from tarry.testing import ScriptedModel, advance_clock
+from tarry.web import create_app
+from tarry.web.oauth import serve_callback
+from tests.store.conftest import database_url  # noqa: F401  (the fixture: SQLite, then PostgreSQL)
+
+CALLS = [{"name": "add", "arguments": {"a": 2, "b": 3}}]
+
+
+def model() -> ScriptedModel:
+    """Calls ``add`` after each user message; then replies with the result."""
+
+    def turn(messages: list[Message]) -> Any:
+        return CALLS if messages[-1].role == "user" else f"Done: {messages[-1].content}"
+
+    return ScriptedModel([turn] * 20)
+
+
+@pytest.fixture
+def guarded() -> Iterator[str]:
+    """The OAuth-protected SDK server's MCP endpoint (a fresh one: tokens and counts of its own)."""
+    with http_server([sys.executable, str(SERVERS / "oauth_server.py"), "{port}"]) as url:
+        yield url
+
+
+@pytest.fixture
+def callback(database_url: str) -> Iterator[str]:  # noqa: F811
+    """``tarry serve`` in another OS process on the test's database; yields its ``/oauth/callback`` URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tarry.cli", "serve", "--url", database_url, "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}/oauth/callback"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[Store]:  # noqa: F811
+    async with Store(database_url) as opened:
+        await opened.setup()
+        yield opened
+
+
+class _Stay(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any) -> None:
+        return None
+
+
+async def browse(url: str) -> tuple[int, str, str]:
+    """Open an authorization URL as a browser would: the redirect's target, then that page's status and text."""
+
+    def go() -> tuple[int, str, str]:
+        with pytest.raises(urllib.error.HTTPError) as redirect:  # the authorization server redirects (302)
+            urllib.request.build_opener(_Stay).open(url)
+        assert redirect.value.code == 302, redirect.value.code
+        target = redirect.value.headers["Location"]
+        return (*fetch(target), target)
+
+    return await asyncio.to_thread(go)
+
+
+def fetch(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url) as page:
+            return page.status, page.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+def stats(mcp_url: str) -> dict[str, int]:
+    result: dict[str, int] = httpx.get(mcp_url.replace("/mcp", "/test/stats")).json()
+    return result
+
+
+async def server_hook(mcp_url: str, name: str) -> None:
+    """Call one of the test server's hooks (``revoke``: forget every token; ``expire``: the access tokens)."""
+    async with httpx.AsyncClient() as client:
+        (await client.post(mcp_url.replace("/mcp", f"/test/{name}"))).raise_for_status()
+
+
+def run_worker(command: str, db: str, chat_id: str, options: dict[str, Any], *extra: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, str(HERE / "proc.py"), command, db, chat_id, json.dumps(options), json.dumps(CALLS)]
+    return subprocess.Popen([*argv, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finished(process: subprocess.Popen[str]) -> tuple[dict[str, Any], str]:
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1]), err
+
+
+async def log_in_first(store: Store, chat: Chat) -> str:
+    """The first login, made while listing the server's tools (no call can wait yet); returns the code."""
+    with pytest.raises(LoginRequired) as raised:
+        await chat.ask("What is 2 + 3?")
+    status, page, target = await browse(raised.value.url)
+    assert (status, "Logged in" in page) == (200, True)
+    reply = await chat.complete()
+    assert reply.content == "Done: 5"
+    return parse_qs(urlsplit(target).query)["code"][0]
+
+
+async def secrets_of(store: Store, server: str) -> list[str]:
+    """Every token and PKCE verifier the store holds for ``server``."""
+    kept = await store.oauth.credentials(server)
+    tokens = [kept.tokens["access_token"], kept.tokens["refresh_token"]]
+    verifiers = await store.db.run_read(lambda connection: list(connection.scalars(select(mcp_logins.c.code_verifier))))
+    return [*tokens, *verifiers]
+
+
+async def test_a_login_is_a_url_question_of_the_call_and_another_process_carries_on(
+    store: Store,
+    guarded: str,
+    callback: str,
+    database_url: str,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    server = MCPServer(url=guarded, name="guarded", auth=OAuthLogin(store, guarded, redirect_uri=callback))
+    chat = await store.create_chat(model=model(), tools=[server])
+    codes = [await log_in_first(store, chat)]
+
+    await server_hook(guarded, "revoke")  # the server forgets the login: the next call needs one
+    parked = await chat.ask("And again?")
+    assert parked.tool_calls and chat.waiting
+    [question] = await store.pending_questions()
+    assert question.kind == "url" and question.source == "guarded" and question.tool_call is not None
+    assert question.tool_call.name == "add" and question.url is not None
+    assert question.url.startswith(guarded.replace("/mcp", "/authorize?"))
+    assert question.expires_at is not None
+    await server.close()
+
+    status, page, target = await browse(question.url)  # the redirect reaches the inbox in the other process
+    assert (status, "Logged in" in page) == (200, True)
+    codes.append(parse_qs(urlsplit(target).query)["code"][0])
+    assert (await store.question(question.id)).decision == "accept"
+    assert fetch(target)[0] == 409  # the same redirect again: used, refused
+
+    worker = run_worker("carry", database_url, chat.id, {"url": guarded, "oauth": {"redirect_uri": callback}})
+    state, worker_logs = finished(worker)
+    assert state == {"reply": "Done: 5", "waiting": False, "tasks": []}
+    assert stats(guarded) == {"registrations": 1, "codes": 2, "refreshes": 0, "add_runs": 2}
+
+    secrets = [*codes, *await secrets_of(store, guarded)]
+    for secret in secrets:
+        assert secret not in caplog.text
+        assert secret not in worker_logs
+    assert "Kept new OAuth tokens" in worker_logs  # the worker logged at DEBUG, and exchanged the code
+
+
+async def test_processes_share_one_login_and_refresh_it_once(
+    store: Store,
+    guarded: str,
+    callback: str,
+    database_url: str,  # noqa: F811
+) -> None:
+    server = MCPServer(url=guarded, auth=OAuthLogin(store, guarded, redirect_uri=callback))
+    await log_in_first(store, await store.create_chat(model=model(), tools=[server]))
+    await server.close()
+
+    await server_hook(guarded, "expire")  # the access token ends; the refresh token still works
+    kept = await store.oauth.credentials(guarded)
+    assert kept.tokens is not None
+    await store.oauth.save_tokens(guarded, "", kept.tokens, utcnow() - timedelta(seconds=1))
+
+    chats = [await store.create_chat(model=model()) for _ in range(3)]
+    options = {"url": guarded, "oauth": {"redirect_uri": callback}}
+    workers = [run_worker("ask", database_url, chat.id, options, "What is 2 + 3?") for chat in chats]
+    for worker in workers:
+        assert finished(worker)[0]["reply"] == "Done: 5"
+    assert stats(guarded) == {"registrations": 1, "codes": 1, "refreshes": 1, "add_runs": 4}
+    renewed = await store.oauth.credentials(guarded)
+    assert renewed.tokens is not None and renewed.tokens["access_token"] != kept.tokens["access_token"]
+    assert renewed.version == kept.version + 2  # the expiry written above, then the one refresh
+
+
+async def test_the_callback_refuses_unknown_used_and_expired_logins(store: Store) -> None:
+    app = create_app(store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://inbox") as client:
+        unknown = await client.get("/oauth/callback", params={"state": "forged", "code": "x"})
+        assert unknown.status_code == 404 and "Unknown login" in unknown.text
+
+        await store.oauth.begin_login("http://mcp", "", state="s1", code_verifier="v" * 43, ttl=60)
+        first = await client.get("/oauth/callback", params={"state": "s1", "code": "c1"})
+        again = await client.get("/oauth/callback", params={"state": "s1", "code": "c2"})
+        assert (first.status_code, again.status_code) == (200, 409)
+        taken = await store.oauth.take_code("http://mcp", "")
+        assert taken is not None and (taken.code, taken.code_verifier) == ("c1", "v" * 43)
+        assert await store.oauth.take_code("http://mcp", "") is None  # a code is used once
+
+        await store.oauth.begin_login("http://mcp", "", state="s2", code_verifier="w" * 43, ttl=60)
+        advance_clock(61)
+        expired = await client.get("/oauth/callback", params={"state": "s2", "code": "c3"})
+        assert expired.status_code == 410 and "expired" in expired.text
+        refused = await client.get("/oauth/callback", params={"state": "s2", "error": "access_denied"})
+        assert refused.status_code == 400 and "access_denied" in refused.text
+
+
+async def test_the_standalone_callback_listens_on_loopback(store: Store) -> None:
+    async with serve_callback(store, port=free_port()) as redirect_uri:
+        assert redirect_uri.startswith("http://127.0.0.1:")
+        await store.oauth.begin_login("http://mcp", "ann", state="s", code_verifier="v" * 43, ttl=60)
+        async with httpx.AsyncClient() as client:
+            page = await client.get(redirect_uri, params={"state": "s", "code": "c"})
+        assert page.status_code == 200 and "Logged in" in page.text
+        assert await store.oauth.take_code("http://mcp", "") is None  # another identity's login
+        assert await store.oauth.take_code("http://mcp", "ann") is not None
+
+
+def test_the_page_example_runs(guarded: str, tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "mcp.md").read_text()
+    example = re.findall(r"```python\n(.*?)```", page, re.S)[2]
+    assert "OAuthLogin" in example
+    port = free_port()
+    example = example.replace("http://127.0.0.1:8765/mcp", guarded).replace("8976", str(port))
+    done = subprocess.run(
+        [sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["5", "url Log in to guarded so that the add call can go on.", "5"]
