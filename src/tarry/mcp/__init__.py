@@ -3,15 +3,18 @@
 ``Chat(tools=[MCPServer(command=[...])])`` or ``MCPServer(url=...)`` makes a server's
 tools callable by the model. Input requests, push elicitations and MCP tasks become
 paused calls: questions in ``pending_questions()``, :class:`McpTask` in ``pending_tasks()``.
+:class:`OAuthLogin` keeps an OAuth-protected server's login in a store; a login a call
+needs is a URL question of that call.
 """
 
 from tarry.mcp._sdk import require_sdk
 
 require_sdk()
 
+from tarry.mcp.oauth import LoginRequired, OAuthLogin, StoredTokens  # noqa: E402
 from tarry.mcp.receiver import TaskReceiver  # noqa: E402
 from tarry.mcp.server import MCPServer  # noqa: E402
 from tarry.mcp.task import McpTask  # noqa: E402
 from tarry.mcp.tool import McpTool  # noqa: E402
 
-__all__ = ["MCPServer", "McpTask", "McpTool", "TaskReceiver"]
+__all__ = ["LoginRequired", "MCPServer", "McpTask", "McpTool", "OAuthLogin", "StoredTokens", "TaskReceiver"]

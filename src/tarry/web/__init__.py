@@ -17,5 +17,6 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 from tarry.web.access import Authorize, ChatRef, Shown
 from tarry.web.app import create_app
 from tarry.web.decisions import OnAnswer
+from tarry.web.oauth import serve_callback
 
-__all__ = ["Authorize", "ChatRef", "OnAnswer", "Shown", "create_app"]
+__all__ = ["Authorize", "ChatRef", "OnAnswer", "Shown", "create_app", "serve_callback"]
