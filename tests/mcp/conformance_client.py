@@ -24,7 +24,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tarry import Chat, Field, Question
@@ -160,6 +164,13 @@ def oauth(url: str, scenario: str, context: Mapping[str, Any]) -> OAuthClientPro
     """The SDK's OAuth provider the scenario needs, or ``None`` for the scenarios without auth."""
     if not scenario.startswith("auth/"):
         return None
+    if scenario == "auth/client-credentials-jwt":  # private_key_jwt: the SDK signs with the scenario's key
+        client_id = context["client_id"]
+        signer = SignedJWTParameters(
+            issuer=client_id, subject=client_id, signing_key=context["private_key_pem"],
+            signing_algorithm=context.get("signing_algorithm", "ES256"),
+        )  # fmt: skip
+        return PrivateKeyJWTOAuthProvider(url, MemoryTokens(), client_id, signer.create_assertion_provider())
     if scenario.startswith("auth/client-credentials"):
         return ClientCredentialsOAuthProvider(
             url, MemoryTokens(), context["client_id"], context["client_secret"], issuer=context.get("issuer")

@@ -63,6 +63,7 @@ SCENARIOS = [
     "auth/iss-normalized",
     "auth/metadata-issuer-mismatch",
     "auth/client-credentials-basic",
+    "auth/client-credentials-jwt",
 ]
 """Every client scenario of the pinned suite but the extensions docs/mcp.md lists as not run."""
 
