@@ -25,13 +25,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp_helpers import HERE, ROOT, SERVERS, free_port, http_server, wait_for_port
 from sqlalchemy import select
 
 from tarry import Chat, Message
 from tarry.clock import utcnow
 from tarry.mcp import MCPServer
-from tarry.mcp.oauth import LoginRequired, OAuthLogin
+from tarry.mcp.oauth import LoginRequired, OAuthLogin, StoredTokens
 from tarry.store import Store
 from tarry.store.tables import mcp_logins
 from tarry.testing import ScriptedModel, advance_clock
@@ -213,6 +214,37 @@ async def test_processes_share_one_login_and_refresh_it_once(
     renewed = await store.oauth.credentials(guarded)
     assert renewed.tokens is not None and renewed.tokens["access_token"] != kept.tokens["access_token"]
     assert renewed.version == kept.version + 2  # the expiry written above, then the one refresh
+
+
+async def test_tokens_are_kept_per_server_and_user_and_one_process_claims_a_refresh(
+    store: Store,
+    database_url: str,  # noqa: F811
+) -> None:
+    ann = StoredTokens(store, "http://mcp", user="ann")
+    await ann.set_tokens(OAuthToken(access_token="a1", refresh_token="r1", expires_in=60))
+    await ann.set_client_info(OAuthClientInformationFull(client_id="tarry-1", redirect_uris=["http://cb/"]))
+    assert await StoredTokens(store, "http://mcp").get_tokens() is None  # everyone's login is another row
+    assert await StoredTokens(store, "http://other").get_tokens() is None
+    async with Store(database_url) as other_process:
+        again = StoredTokens(other_process, "http://mcp", user="ann")
+        kept = await again.get_tokens()
+        assert kept is not None and (kept.access_token, kept.refresh_token) == ("a1", "r1")
+        info = await again.get_client_info()
+        assert info is not None and info.client_id == "tarry-1"
+        assert again.expires_at is not None and not again.expired() and again.expired(margin=61)
+
+        assert await store.oauth.claim_refresh("http://mcp", "ann", seconds=30)
+        assert not await other_process.oauth.claim_refresh("http://mcp", "ann", seconds=30)
+        await other_process.oauth.release_refresh("http://mcp", "ann")  # not its claim: nothing changes
+        assert not await other_process.oauth.claim_refresh("http://mcp", "ann", seconds=30)
+        await store.oauth.release_refresh("http://mcp", "ann")
+        assert await other_process.oauth.claim_refresh("http://mcp", "ann", seconds=30)
+        await again.set_tokens(OAuthToken(access_token="a2", refresh_token="r2", expires_in=60))  # ends the claim
+        assert await store.oauth.claim_refresh("http://mcp", "ann", seconds=30)
+    renewed = await ann.get_tokens()
+    assert renewed is not None and renewed.access_token == "a2" and ann.version == 2
+    with pytest.raises(ValueError, match="server"):
+        StoredTokens(store, "")
 
 
 async def test_the_callback_refuses_unknown_used_and_expired_logins(store: Store) -> None:

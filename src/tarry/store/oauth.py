@@ -109,6 +109,17 @@ class OAuthRecords:
 
         return await self.store.db.run_write(write)
 
+    async def release_refresh(self, server: str, identity: str) -> None:
+        """End this store's claim on refreshing the tokens (its refresh failed): another process may try."""
+        mine = update(mcp_credentials).where(
+            mcp_credentials.c.server == server,
+            mcp_credentials.c.identity == identity,
+            mcp_credentials.c.refreshing_by == self.store.owner,
+        )
+        await self.store.db.run_write(
+            lambda connection: connection.execute(mine.values(refreshing_by=None, refreshing_until=None))
+        )
+
     async def forget(self, server: str, identity: str = "") -> None:
         """Drop the tokens, registration and unfinished logins of ``server`` and ``identity`` (a log-out)."""
 
