@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import pickle
 import re
 import subprocess
 import sys
@@ -291,3 +292,10 @@ def test_the_page_example_runs(guarded: str, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == ["5", "url Log in to guarded so that the add call can go on.", "5"]
+
+
+def test_login_required_keeps_its_url_through_pickling() -> None:
+    url = "http://as/authorize?state=s"
+    raised = pickle.loads(pickle.dumps(LoginRequired("http://mcp", url, "s", 60.0)))
+    assert (raised.server, raised.url, raised.state, raised.ttl) == ("http://mcp", url, "s", 60.0)
+    assert "http://as" not in str(raised)  # the message names the server, never the login URL (it is logged)

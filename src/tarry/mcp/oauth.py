@@ -90,6 +90,9 @@ class LoginRequired(TarryError):
         self.ttl = ttl
         """Seconds the person has to log in."""
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled by job runners with its own arguments
+        return (type(self), (self.server, self.url, self.state, self.ttl))
+
 
 def _not_a_login(record: logging.LogRecord) -> bool:
     """Drop the SDK's "OAuth flow error" report of a login tarry asked for: it is not an error."""
