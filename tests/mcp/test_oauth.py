@@ -19,6 +19,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -60,18 +61,29 @@ def guarded() -> Iterator[str]:
         yield url
 
 
+@dataclass
+class Inbox:
+    """``tarry serve`` in another OS process: its redirect endpoint, its root URL and its login token."""
+
+    callback: str
+    root: str
+    token: str
+
+
 @pytest.fixture
-def callback(database_url: str) -> Iterator[str]:  # noqa: F811
-    """``tarry serve`` in another OS process on the test's database; yields its ``/oauth/callback`` URL."""
+def inbox(database_url: str) -> Iterator[Inbox]:  # noqa: F811
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "tarry.cli", "serve", "--url", database_url, "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
     try:
+        assert process.stdout is not None
+        link = next(line for line in process.stdout if "token=" in line)  # printed once it listens
+        token = link.rsplit("token=", 1)[1].strip()
         wait_for_port(port, process)
-        yield f"http://127.0.0.1:{port}/oauth/callback"
+        root = f"http://127.0.0.1:{port}"
+        yield Inbox(f"{root}/oauth/callback", root, token)
     finally:
         process.terminate()
         process.wait(10)
@@ -154,12 +166,12 @@ async def secrets_of(store: Store, server: str) -> list[str]:
 async def test_a_login_is_a_url_question_of_the_call_and_another_process_carries_on(
     store: Store,
     guarded: str,
-    callback: str,
+    inbox: Inbox,
     database_url: str,  # noqa: F811
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    server = MCPServer(url=guarded, name="guarded", auth=OAuthLogin(store, guarded, redirect_uri=callback))
+    server = MCPServer(url=guarded, name="guarded", auth=OAuthLogin(store, guarded, redirect_uri=inbox.callback))
     chat = await store.create_chat(model=model(), tools=[server])
     codes = [await log_in_first(store, chat)]
 
@@ -171,6 +183,9 @@ async def test_a_login_is_a_url_question_of_the_call_and_another_process_carries
     assert question.tool_call.name == "add" and question.url is not None
     assert question.url.startswith(guarded.replace("/mcp", "/authorize?"))
     assert question.expires_at is not None
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {inbox.token}"}) as api:
+        shown = (await api.get(f"{inbox.root}/api/questions")).json()  # the inbox in the other process lists it
+    assert [(item["id"], item["kind"], item["url"]) for item in shown] == [(question.id, "url", question.url)]
     await server.close()
 
     status, page, target = await browse(question.url)  # the redirect reaches the inbox in the other process
@@ -179,7 +194,7 @@ async def test_a_login_is_a_url_question_of_the_call_and_another_process_carries
     assert (await store.question(question.id)).decision == "accept"
     assert fetch(target)[0] == 409  # the same redirect again: used, refused
 
-    worker = run_worker("carry", database_url, chat.id, {"url": guarded, "oauth": {"redirect_uri": callback}})
+    worker = run_worker("carry", database_url, chat.id, {"url": guarded, "oauth": {"redirect_uri": inbox.callback}})
     state, worker_logs = finished(worker)
     assert state == {"reply": "Done: 5", "waiting": False, "tasks": []}
     assert stats(guarded) == {"registrations": 1, "codes": 2, "refreshes": 0, "add_runs": 2}
@@ -194,10 +209,10 @@ async def test_a_login_is_a_url_question_of_the_call_and_another_process_carries
 async def test_processes_share_one_login_and_refresh_it_once(
     store: Store,
     guarded: str,
-    callback: str,
+    inbox: Inbox,
     database_url: str,  # noqa: F811
 ) -> None:
-    server = MCPServer(url=guarded, auth=OAuthLogin(store, guarded, redirect_uri=callback))
+    server = MCPServer(url=guarded, auth=OAuthLogin(store, guarded, redirect_uri=inbox.callback))
     await log_in_first(store, await store.create_chat(model=model(), tools=[server]))
     await server.close()
 
@@ -207,7 +222,7 @@ async def test_processes_share_one_login_and_refresh_it_once(
     await store.oauth.save_tokens(guarded, "", kept.tokens, utcnow() - timedelta(seconds=1))
 
     chats = [await store.create_chat(model=model()) for _ in range(3)]
-    options = {"url": guarded, "oauth": {"redirect_uri": callback}}
+    options = {"url": guarded, "oauth": {"redirect_uri": inbox.callback}}
     workers = [run_worker("ask", database_url, chat.id, options, "What is 2 + 3?") for chat in chats]
     for worker in workers:
         assert finished(worker)[0]["reply"] == "Done: 5"
