@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -32,11 +33,15 @@ from mcp.client.auth.extensions.client_credentials import (
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tarry import Chat, Field, Question
-from tarry.mcp import MCPServer, McpTool
+from tarry.mcp import LoginRequired, MCPServer, McpTool, OAuthLogin
+from tarry.store import Store
 from tarry.testing import ScriptedModel
 
 ROUNDS = 20
 REDIRECT = "http://localhost:3030/callback"
+CIMD = "https://conformance-test.local/client-metadata.json"
+STORE: Store | None = None
+"""With ``TARRY_CONFORMANCE_LOGIN=stored``: the store that keeps the login (tarry's ``OAuthLogin``)."""
 
 
 def sample(schema: Mapping[str, Any]) -> Any:
@@ -85,8 +90,11 @@ def calls_for(scenario: str, tools: list[McpTool]) -> list[dict[str, Any]]:
 
 
 async def answer(chat: Chat, question: Question) -> None:
-    """Accept the question: approve it, open its URL (consent), or fill in its form."""
-    if question.kind == "form":
+    """Accept the question: approve it, open its URL (consent, or a login), or fill in its form."""
+    if STORE is not None and question.key is not None and question.key.startswith("oauth-login:"):
+        assert question.url is not None
+        await log_in(STORE, question.url)  # the redirect answers the question
+    elif question.kind == "form":
         values = {field.name: value_for(field) for field in question.fields if field.name and field.default is None}
         await chat.answer(question, **values)
     else:
@@ -188,18 +196,39 @@ def oauth(url: str, scenario: str, context: Mapping[str, Any]) -> OAuthClientPro
     browser = Browser()
     return OAuthClientProvider(
         url, metadata, MemoryTokens(registered), redirect_handler=browser.open, callback_handler=browser.callback,
-        client_metadata_url="https://conformance-test.local/client-metadata.json",
+        client_metadata_url=CIMD,
     )  # fmt: skip
 
 
-async def main(url: str) -> None:
-    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
-    async with MCPServer(url=url, name="conformance", auth=oauth(url, scenario, context)) as server:
+async def log_in(store: Store, url: str) -> None:
+    """The person's browser and tarry's redirect endpoint: open the authorization URL, record the code it sends."""
+    async with httpx2.AsyncClient() as client:
+        response = await client.get(url)
+    location = response.headers.get("location")
+    if location is None:
+        raise RuntimeError(f"the authorization server did not redirect ({response.status_code})")
+    query = parse_qs(urlsplit(location).query)
+    state, code, iss = (query.get(name, [""])[0] for name in ("state", "code", "iss"))
+    outcome = await store.oauth.receive_code(state, code, iss or None)
+    if outcome != "done":
+        raise RuntimeError(f"the login's redirect was refused: {outcome}")
+
+
+def stored_login(store: Store, url: str, context: Mapping[str, Any]) -> OAuthLogin:
+    """tarry's ``OAuthLogin`` for the authorization-code scenarios, the login kept in ``store``."""
+    return OAuthLogin(
+        store, url, redirect_uri=REDIRECT, client_name="tarry conformance client", client_id=context.get("client_id"),
+        client_secret=context.get("client_secret"), client_metadata_url=CIMD,
+    )  # fmt: skip
+
+
+async def run(url: str, scenario: str, context: Mapping[str, Any], auth: Any, store: Store | None) -> None:
+    async with MCPServer(url=url, name="conformance", auth=auth) as server:
         calls = context.get("toolCalls")
         if calls is None:
             calls = calls_for(scenario, await server.list_tools())
-        chat = Chat(model=ScriptedModel([calls, "done"] if calls else ["done"]), tools=[server])
+        model = ScriptedModel([calls, "done"] if calls else ["done"])
+        chat = Chat(model=model, tools=[server]) if store is None else await store.create_chat(model, [server])
         answering = asyncio.create_task(answer_questions(chat))
         try:
             await chat.ask("Run the scenario.")
@@ -209,6 +238,27 @@ async def main(url: str) -> None:
         for message in chat.messages:
             if message.role == "tool":
                 print(message.content, file=sys.stderr)
+
+
+async def main(url: str) -> None:
+    global STORE
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    stored = os.environ.get("TARRY_CONFORMANCE_LOGIN") == "stored" and scenario.startswith("auth/")
+    if not stored or scenario.startswith("auth/client-credentials"):
+        await run(url, scenario, context, oauth(url, scenario, context), None)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        async with Store(f"sqlite:///{folder}/tarry.db") as store:
+            STORE = store
+            await store.setup()
+            for _ in range(ROUNDS):
+                try:
+                    await run(url, scenario, context, stored_login(store, url, context), store)
+                    return
+                except LoginRequired as login:  # the first login: the tools cannot be listed without it
+                    await log_in(store, login.url)
+            raise SystemExit(f"still no login after {ROUNDS} tries")
 
 
 if __name__ == "__main__":

@@ -91,10 +91,23 @@ def checks_of(output: Path) -> list[dict[str, Any]]:
     return found
 
 
+STORED_LOGIN = [scenario for scenario in SCENARIOS if scenario.startswith("auth/") and "credentials" not in scenario]
+"""The authorization-code scenarios, run again with tarry's ``OAuthLogin`` (the login kept in a store)."""
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_client_scenario(scenario: str, tmp_path: Path) -> None:
+    run_scenario(scenario, tmp_path, {})
+
+
+@pytest.mark.parametrize("scenario", STORED_LOGIN)
+def test_client_scenario_with_the_login_in_the_store(scenario: str, tmp_path: Path) -> None:
+    run_scenario(scenario, tmp_path, {"TARRY_CONFORMANCE_LOGIN": "stored"})
+
+
+def run_scenario(scenario: str, tmp_path: Path, extra: dict[str, str]) -> None:
     binary, node = suite()
-    env = {**os.environ, "PATH": f"{node}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**os.environ, **extra, "PATH": f"{node}{os.pathsep}{os.environ.get('PATH', '')}"}
     command = f"{sys.executable} {CLIENT}"
     run = subprocess.run(
         [str(binary), "client", "--command", command, "--scenario", scenario, "-o", str(tmp_path)],

@@ -172,7 +172,8 @@ class OAuthLogin(OAuthClientProvider):
     ``/oauth/callback`` (``create_app``), or :func:`tarry.web.oauth.serve_callback`'s.
     ``scope`` is asked for unless the server says which; ``user`` keeps one login per person
     (``None``: one for everyone). A pre-registered client is given as ``client_id`` (and
-    ``client_secret``); else the client registers itself (or uses ``client_metadata_url``).
+    ``client_secret``, sent with HTTP Basic authentication, which every authorization server
+    supports); else the client registers itself as a public client (or uses ``client_metadata_url``).
     ``login_ttl`` is how many seconds a person has to log in.
     """
 
@@ -196,7 +197,7 @@ class OAuthLogin(OAuthClientProvider):
             {
                 "client_name": client_name, "redirect_uris": [redirect_uri], "scope": scope,
                 "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-                "token_endpoint_auth_method": "client_secret_post" if client_secret else "none",
+                "token_endpoint_auth_method": "client_secret_basic" if client_secret else "none",
             }
         )  # fmt: skip
         self.tokens = StoredTokens(store, server_url, user=user)

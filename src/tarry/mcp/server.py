@@ -132,8 +132,17 @@ class MCPServer:
     # The connection
 
     async def connect(self) -> None:
-        """Open the connection now (it opens on first use otherwise)."""
-        await self.connection.session()
+        """Open the connection now (it opens on first use otherwise).
+
+        Raises :class:`~tarry.mcp.oauth.LoginRequired` when the server needs a person to log in first.
+        """
+        with watch_logins() as logins:
+            try:
+                await self.connection.session()
+            except Exception:
+                if logins:
+                    raise logins[-1] from None
+                raise
 
     async def __aenter__(self) -> MCPServer:
         await self.connect()
