@@ -235,7 +235,7 @@ class ServedTasks:
                 raise TaskTransitionError(f"Task {task_id} is {current}: it cannot become {status}")
             if status == current and current in TERMINAL:
                 raise TaskTransitionError(f"Task {task_id} is already {current}")
-            values = {"status": status, "status_message": status_message, "last_updated_at": now}
+            values: dict[str, Any] = {"status": status, "status_message": status_message, "last_updated_at": now}
             if status in TERMINAL:
                 values["result"] = result
             changed = connection.execute(
