@@ -1,0 +1,65 @@
+"""The tools the MCP server tests serve, importable by the server processes they start."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tarry import Field, Task, Tool, tool
+
+
+def mark(kind: str, what: str) -> None:
+    """Append a line to the file TARRY_TEST_MARKERS names: the proof that a tool ran (and how often)."""
+    path = os.environ.get("TARRY_TEST_MARKERS")
+    if path:
+        with open(path, "a") as markers:
+            markers.write(f"{kind} {what}\n")
+
+
+@tool
+def add(a: int, b: int) -> str:
+    """Adds two integers."""
+    return str(a + b)
+
+
+class PickColour(Tool):
+    """Asks which colour to paint a wall."""
+
+    def execute(self, wall: str) -> Task:
+        return self.ask("Which colour?", colour=Field(choices=["red", "blue"]), coats=Field("integer", default=1))
+
+    def resume(self, task: Task, wall: str) -> str:
+        assert task.answer is not None
+        return f"{wall}: {task.answer['coats']} coat(s) of {task.answer['colour']}"
+
+
+class Build(Tool):
+    """Starts a build that finishes when its release file exists."""
+
+    def execute(self, release: str) -> Task:
+        mark("build", release)
+        return Task(status_message="building", poll_interval=0.1, data={"release": release})
+
+    def resume(self, task: Task, release: str) -> str | Task:
+        if Path(release).exists():
+            return f"built {release}"
+        return Task(status_message="still building", poll_interval=0.1, data=task.data)
+
+
+class Transfer(Tool):
+    """Moves money; a person approves each transfer."""
+
+    requires_approval = True
+
+    def execute(self, amount: int, to: str) -> str:
+        mark("transfer", f"{to}:{amount}")
+        return f"Sent {amount} to {to}"
+
+
+@tool
+def fail() -> str:
+    """Always fails."""
+    raise RuntimeError("the disk is full")
+
+
+TOOLS = [add, PickColour(), Build(), Transfer(), fail]
