@@ -3,6 +3,7 @@
 ``Chat(tools=[MCPServer(command=[...])])`` or ``MCPServer(url=...)`` makes a server's
 tools callable by the model. Input requests, push elicitations and MCP tasks become
 paused calls: questions in ``pending_questions()``, :class:`McpTask` in ``pending_tasks()``.
+``serve(tools, store)`` is the other side: tarry tools as an MCP server (``tarry.mcp.serving``).
 """
 
 from tarry.mcp._sdk import require_sdk
@@ -14,4 +15,13 @@ from tarry.mcp.server import MCPServer  # noqa: E402
 from tarry.mcp.task import McpTask  # noqa: E402
 from tarry.mcp.tool import McpTool  # noqa: E402
 
-__all__ = ["MCPServer", "McpTask", "McpTool", "TaskReceiver"]
+__all__ = ["MCPServer", "McpTask", "McpTool", "TaskReceiver", "serve", "serve_stdio"]
+
+
+def __getattr__(name: str) -> object:
+    # The server side needs the store: import it only when it is asked for.
+    if name in ("serve", "serve_stdio"):
+        from tarry.mcp import serving
+
+        return getattr(serving, name)
+    raise AttributeError(f"module 'tarry.mcp' has no attribute {name!r}")

@@ -5,7 +5,7 @@ and ``tarry mcp serve --tools module:name`` runs either. See ``docs/mcp-server.m
 """
 
 from tarry.mcp.serving.app import build_server, serve, serve_stdio
-from tarry.mcp.serving.calls import ServedCalls
+from tarry.mcp.serving.calls import ServedCalls, served_agent
 from tarry.mcp.serving.request_state import RequestStateSigner
 
-__all__ = ["RequestStateSigner", "ServedCalls", "build_server", "serve", "serve_stdio"]
+__all__ = ["RequestStateSigner", "ServedCalls", "build_server", "serve", "serve_stdio", "served_agent"]

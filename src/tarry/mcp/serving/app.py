@@ -280,7 +280,7 @@ class McpFrontEnd:
 
 
 def build_server(
-    tools_or_agent: Agent | Iterable[Tool],
+    tools_or_agent: Agent | Iterable[object],
     store: Store,
     *,
     name: str = "tarry",
@@ -296,7 +296,7 @@ def build_server(
     tools = tools_or_agent.tools if isinstance(tools_or_agent, Agent) else list(tools_or_agent)
     calls = ServedCalls(
         store,
-        tools,  # type: ignore[arg-type]  # ServedCalls refuses what is not a Tool, naming it
+        tools,
         name=name,
         approvals=approvals,
         ttl_ms=ttl_ms,
@@ -311,7 +311,7 @@ def build_server(
 
 
 def serve(
-    tools_or_agent: Agent | Iterable[Tool],
+    tools_or_agent: Agent | Iterable[object],
     store: Store,
     *,
     name: str = "tarry",
@@ -375,7 +375,7 @@ def serve(
 
 
 async def serve_stdio(
-    tools_or_agent: Agent | Iterable[Tool],
+    tools_or_agent: Agent | Iterable[object],
     store: Store,
     **options: Any,
 ) -> None:

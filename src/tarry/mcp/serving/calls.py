@@ -25,7 +25,7 @@ from tarry.mcp.serving.call_model import CallModel, call_text
 from tarry.questions import Question
 from tarry.store import ServedTask, ServedTasks, Store
 from tarry.store.served_tasks import TaskTransitionError
-from tarry.tools import Tool
+from tarry.tools import Tool, tool
 
 logger = logging.getLogger("tarry.mcp.serving")
 Approvals = Literal["client", "inbox"]
@@ -52,6 +52,16 @@ def tool_result(content: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": content}], "isError": error is not None}
 
 
+def served_agent(tools: Iterable[Tool], *, name: str = "tarry") -> Agent:
+    """The agent whose chats are the calls an MCP server named ``name`` serves.
+
+    Give it to ``tarry worker --agents`` (or the Celery app) so background workers carry the
+    served calls on too: ``mcp_calls = served_agent(TOOLS)`` in a module, then
+    ``tarry worker --agents module:mcp_calls``.
+    """
+    return Agent(f"mcp:{name}", model=CallModel(), tools=list(tools))
+
+
 class ServedCalls:
     """The tools an MCP server serves, and the store their calls and tasks live in.
 
@@ -64,7 +74,7 @@ class ServedCalls:
     def __init__(
         self,
         store: Store,
-        tools: Iterable[Tool],
+        tools: Iterable[object],
         *,
         name: str = "tarry",
         approvals: Approvals = "client",
@@ -75,14 +85,15 @@ class ServedCalls:
         if approvals not in ("client", "inbox"):
             raise ValueError(f"approvals must be 'client' or 'inbox', got {approvals!r}")
         self.store = store
-        self.agent = Agent(f"mcp:{name}", model=CallModel(), tools=list(tools))
         self.tools: dict[str, Tool] = {}
-        for tool in self.agent.tools:
-            if not isinstance(tool, Tool):
-                raise TypeError(f"An MCP server serves tarry tools, got {tool!r}")
-            if tool.name in self.tools:
-                raise ValueError(f"Two tools are named {tool.name!r}")
-            self.tools[tool.name] = tool
+        for item in tools:
+            made = item if isinstance(item, Tool) else tool(item) if callable(item) else None
+            if made is None:
+                raise TypeError(f"An MCP server serves tarry tools or functions, got {item!r}")
+            if made.name in self.tools:
+                raise ValueError(f"Two tools are named {made.name!r}")
+            self.tools[made.name] = made
+        self.agent = served_agent(self.tools.values(), name=name)
         self.approvals = approvals
         self.ttl_ms = ttl_ms
         self.max_ttl_ms = max_ttl_ms
@@ -189,6 +200,7 @@ class ServedCalls:
         """The task brought up to date with its call (one write when its status changed), and the call's state."""
         if task.done():
             return task, CallState(task.status, task.status_message, result=task.result)
+        self.carry(task.chat_id)  # this process carries it on too (a no-op when it already does); claims keep it to one
         state = await self.state(task.chat_id)
         if state.status == task.status and state.status_message == task.status_message:
             return task, state
@@ -201,8 +213,6 @@ class ServedCalls:
             if again is None:
                 raise LookupError(f"Task {task.id} is gone") from None
             return again, CallState(again.status, again.status_message, result=again.result)
-        if not moved.done():
-            self.carry(task.chat_id)  # this process may carry it on too; the chat's claims keep it to one
         return moved, state
 
     async def cancel(self, task: ServedTask) -> ServedTask:

@@ -1,0 +1,104 @@
+"""tarry's MCP server in real OS processes, used by tarry's own MCP client (``MCPServer``).
+
+Every server process serves the same SQLite file: a task started through one is finished
+through another, and a task whose process was killed is carried on by another, its tool
+having run once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tarry import Chat, Message
+from tarry.mcp import MCPServer, McpTask
+from tarry.testing import ScriptedModel
+
+from .conftest import ServerProcess
+
+
+def _model(call: dict[str, Any]) -> ScriptedModel:
+    def turn(messages: list[Message]) -> Any:
+        return [call] if messages[-1].role == "user" else f"Done: {messages[-1].content}"
+
+    return ScriptedModel([turn] * 4)
+
+
+def _chat(url: str, call: dict[str, Any], protocol: str = "auto") -> Chat:
+    server = MCPServer(url=url, name="builds", protocol=protocol)  # type: ignore[arg-type]
+    return Chat(model=_model(call), tools=[server])
+
+
+async def _until_done(chat: Chat, within: float = 60.0) -> Message | None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    reply = await chat.complete()
+    while chat.waiting:
+        assert loop.time() < end, f"the chat still waits after {within} s: {await chat.pending_tasks()!r}"
+        await asyncio.sleep(0.1)
+        reply = await chat.complete()
+    return reply
+
+
+async def _until(condition: Callable[[], bool], within: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while not condition():
+        assert loop.time() < end, f"not true within {within} s"
+        await asyncio.sleep(0.05)
+
+
+def _runs(markers: Path, kind: str) -> list[str]:
+    lines = markers.read_text().splitlines() if markers.exists() else []
+    return [line for line in lines if line.startswith(f"{kind} ")]
+
+
+async def test_a_call_that_finishes_at_once_answers_at_once(start_server: Callable[..., ServerProcess]) -> None:
+    server = start_server()
+    chat = _chat(server.url, {"name": "add", "arguments": {"a": 2, "b": 3}}, "2026-07-28")
+    reply = await chat.ask("Add 2 and 3")
+    assert reply is not None and reply.content == "Done: 5"
+    assert not chat.waiting
+    # A 2025-11-25 client asks for a task wherever a tool allows one: the task is done at once.
+    chat = _chat(server.url, {"name": "add", "arguments": {"a": 2, "b": 3}}, "legacy")
+    await chat.ask("Add 2 and 3")
+    reply = await _until_done(chat)
+    assert reply is not None and reply.content == "Done: 5"
+
+
+async def test_a_legacy_task_is_a_task_for_tarrys_client_and_finishes_through_another_process(
+    start_server: Callable[..., ServerProcess], tmp_path: Path, markers: Path
+) -> None:
+    first, second = start_server(), start_server()
+    release = tmp_path / "release"
+    chat = _chat(first.url, {"name": "build", "arguments": {"release": str(release)}}, "legacy")
+    await chat.ask("Build it")
+    [task] = await chat.pending_tasks()
+    assert isinstance(task, McpTask) and task.status == "working"
+    # The client moves to the second process (a load balancer would): same chat, same task id.
+    moved = Chat(model=chat.model, tools=[MCPServer(url=second.url, name="builds", protocol="legacy")])
+    moved.messages, moved.records = chat.messages, chat.records
+    release.touch()
+    reply = await _until_done(moved)
+    assert reply is not None and reply.content == f"Done: built {release}"
+    assert len(_runs(markers, "build")) == 1
+
+
+async def test_a_killed_server_process_leaves_its_task_to_another_and_the_tool_runs_once(
+    start_server: Callable[..., ServerProcess], tmp_path: Path, markers: Path
+) -> None:
+    first = start_server(lease=1.0)
+    release = tmp_path / "release"
+    chat = _chat(first.url, {"name": "build", "arguments": {"release": str(release)}}, "legacy")
+    await chat.ask("Build it")
+    await _until(lambda: len(_runs(markers, "build")) == 1)  # the task is answered before its tool runs
+    first.kill()
+    second = start_server(lease=1.0)
+    moved = Chat(model=chat.model, tools=[MCPServer(url=second.url, name="builds", protocol="legacy")])
+    moved.messages, moved.records = chat.messages, chat.records
+    release.touch()
+    reply = await _until_done(moved)
+    assert reply is not None and reply.content == f"Done: built {release}"
+    assert len(_runs(markers, "build")) == 1
