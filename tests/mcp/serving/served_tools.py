@@ -33,17 +33,28 @@ class PickColour(Tool):
         return f"{wall}: {task.answer['coats']} coat(s) of {task.answer['colour']}"
 
 
+class BuildTask(Task):
+    """A build's task: cancelling it leaves a marker, the proof that a cancellation reached the tool."""
+
+    def cancel(self) -> Task:
+        mark("cancel", str(self.data.get("release")))
+        self.status = "cancelled"
+        return self
+
+
 class Build(Tool):
     """Starts a build that finishes when its release file exists."""
 
+    task_class = BuildTask
+
     def execute(self, release: str) -> Task:
         mark("build", release)
-        return Task(status_message="building", poll_interval=0.1, data={"release": release})
+        return BuildTask(status_message="building", poll_interval=0.1, data={"release": release})
 
     def resume(self, task: Task, release: str) -> str | Task:
         if Path(release).exists():
             return f"built {release}"
-        return Task(status_message="still building", poll_interval=0.1, data=task.data)
+        return BuildTask(status_message="still building", poll_interval=0.1, data=task.data)
 
 
 class Transfer(Tool):

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mcp_helpers import wait_for_questions
+
 from tarry import Chat, Message
 from tarry.mcp import MCPServer, McpTask
 from tarry.testing import ScriptedModel
@@ -102,3 +104,30 @@ async def test_a_killed_server_process_leaves_its_task_to_another_and_the_tool_r
     reply = await _until_done(moved)
     assert reply is not None and reply.content == f"Done: built {release}"
     assert len(_runs(markers, "build")) == 1
+
+
+async def test_a_tools_question_reaches_tarrys_client_in_both_eras(start_server: Callable[..., ServerProcess]) -> None:
+    server = start_server()
+    for protocol in ("legacy", "2026-07-28"):
+        chat = _chat(server.url, {"name": "pick_colour", "arguments": {"wall": "north"}}, protocol)
+        await chat.ask("Paint the north wall")
+        # 2025-11-25: the question arrives on tasks/result, which the running chat holds open meanwhile.
+        running = asyncio.ensure_future(_until_done(chat))
+        [question] = await wait_for_questions(chat)
+        assert question.message == "Which colour?" and [field.name for field in question.fields] == ["colour", "coats"]
+        assert await chat.answer(question, colour="blue", coats=2)
+        reply = await asyncio.wait_for(running, 60)
+        assert reply is not None and reply.content == "Done: north: 2 coat(s) of blue", protocol
+
+
+async def test_cancelling_a_task_reaches_the_running_tool(
+    start_server: Callable[..., ServerProcess], tmp_path: Path, markers: Path
+) -> None:
+    server = start_server()
+    release = tmp_path / "never"
+    chat = _chat(server.url, {"name": "build", "arguments": {"release": str(release)}}, "legacy")
+    await chat.ask("Build it")
+    await _until(lambda: len(_runs(markers, "build")) == 1)
+    await chat.cancel()
+    await _until(lambda: _runs(markers, "cancel") == [f"cancel {release}"])
+    assert not chat.waiting

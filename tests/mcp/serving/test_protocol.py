@@ -1,0 +1,81 @@
+"""tarry's MCP server in process, through the SDK's own client: tools, request state, task errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from mcp import Client
+from tarry.mcp.serving import RequestStateSigner, build_server
+from tarry.store import Store
+
+from .served_tools import TOOLS
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    async with Store(f"sqlite:///{tmp_path / 'served.db'}") as opened:
+        await opened.setup()
+        yield opened
+
+
+async def _no_answer(context: object, params: object) -> types.ElicitResult:
+    raise AssertionError("the test drives input rounds itself")
+
+
+async def test_each_tool_is_listed_with_its_json_schema(store: Store) -> None:
+    server, calls = build_server(TOOLS, store)
+    async with Client(server, mode="legacy") as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+    await calls.close()
+    assert sorted(listed) == ["add", "build", "fail", "pick_colour", "transfer"]
+    assert listed["add"].input_schema == TOOLS[0].parameters
+    assert listed["add"].description == "Adds two integers."
+    assert listed["build"].execution is not None and listed["build"].execution.task_support == "optional"
+
+
+async def test_a_tampered_request_state_is_refused(store: Store) -> None:
+    server, calls = build_server(TOOLS, store, request_state_key="k" * 32)
+    async with Client(server, mode="2026-07-28", elicitation_callback=_no_answer) as client:
+        asked = await client.session.call_tool("pick_colour", {"wall": "east"}, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult) and asked.request_state
+        [key] = asked.input_requests or {}
+        answer = {key: types.ElicitResult(action="accept", content={"colour": "red", "coats": 1})}
+        body, _, mac = asked.request_state.partition(".")
+        forged = RequestStateSigner("x" * 32).seal("some-other-chat", tool="pick_colour")
+        for tampered in (f"{body}x.{mac}", forged, f"{body}.{mac[:-2]}"):
+            with pytest.raises(MCPError, match="requestState was not issued by this server"):
+                await client.session.call_tool(
+                    "pick_colour", {"wall": "east"}, input_responses=answer, request_state=tampered
+                )
+        with pytest.raises(MCPError, match="belongs to the tool 'pick_colour', not 'add'"):
+            await client.session.call_tool(
+                "add", {"a": 1, "b": 1}, input_responses=answer, request_state=asked.request_state
+            )
+        done = await client.session.call_tool(
+            "pick_colour", {"wall": "east"}, input_responses=answer, request_state=asked.request_state
+        )
+    await calls.close()
+    assert isinstance(done, types.CallToolResult)
+    assert done.content[0].text == "east: 1 coat(s) of red"  # type: ignore[union-attr]
+
+
+async def test_bad_calls_get_clear_errors(store: Store) -> None:
+    server, calls = build_server(TOOLS, store)
+    async with Client(server, mode="legacy") as client:
+        with pytest.raises(MCPError, match="Unknown tool 'nope'; the tools are: add, build"):
+            await client.call_tool("nope", {})
+        wrong = await client.call_tool("add", {"a": "x", "b": 1})
+        assert wrong.is_error and "a" in wrong.content[0].text  # type: ignore[union-attr]
+        failed = await client.call_tool("fail", {})
+        assert failed.is_error and "the disk is full" in failed.content[0].text  # type: ignore[union-attr]
+        for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+            request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id="unknown"))
+            request = request.model_copy(update={"method": method})
+            with pytest.raises(MCPError, match="Task not found"):
+                await client.session.send_request(request, types.GetTaskResult)  # type: ignore[arg-type]
+    await calls.close()
