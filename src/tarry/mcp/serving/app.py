@@ -34,6 +34,7 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
+MISSING_CAPABILITY = -32021
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
 Owner = Callable[[Any], str | None]
 """Who a request acts for (the auth context a task is bound to), from the SDK's request context."""
@@ -73,11 +74,27 @@ def elicitation_params(question: Question, meta: Mapping[str, Any] | None = None
     return params
 
 
+def input_key(question: Question) -> str:
+    """The key a question is asked under in an ``InputRequiredResult``: the key a tool gave it, else its id."""
+    return question.key or question.id
+
+
 def _tool_entry(tool: Tool, *, tasks: bool) -> types.Tool:
     execution = types.ToolExecution(task_support="optional") if tasks else None
     return types.Tool(
         name=tool.name, description=tool.description, input_schema=dict(tool.parameters), execution=execution
     )
+
+
+def _require_elicitation(ctx: Any) -> None:
+    """Refuse (``-32021``) to ask a client that did not declare elicitation: it could not answer."""
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        raise MCPError(
+            code=MISSING_CAPABILITY,
+            message="This tool call waits for a person's answer, and the client declared no elicitation capability",
+            data={"requiredCapabilities": {"elicitation": {}}},
+        )
 
 
 def _no_task() -> MCPError:
@@ -157,6 +174,7 @@ class McpFrontEnd:
                 return types.CallToolResult.model_validate(state.result)
             if state.status == "input_required":
                 if modern:
+                    _require_elicitation(ctx)
                     return self._input_required(chat_id, params.name, state)
                 await self._elicit(ctx, state.questions, None)
             self.calls.carry(chat_id)
@@ -164,7 +182,7 @@ class McpFrontEnd:
 
     def _input_required(self, chat_id: str, tool: str, state: CallState) -> types.InputRequiredResult:
         requests = {
-            question.id: {"method": "elicitation/create", "params": elicitation_params(question)}
+            input_key(question): {"method": "elicitation/create", "params": elicitation_params(question)}
             for question in state.questions
         }
         return types.InputRequiredResult.model_validate(
@@ -174,7 +192,7 @@ class McpFrontEnd:
     async def _take_responses(self, chat_id: str, responses: Mapping[str, Any]) -> None:
         state = await self.calls.state(chat_id)
         for question in state.questions:
-            response = responses.get(question.id)
+            response = responses.get(input_key(question))
             if response is None:
                 continue  # asked again in the next input_required result
             answer = (
@@ -191,12 +209,7 @@ class McpFrontEnd:
             ) from error
 
     async def _elicit(self, ctx: Any, questions: Iterable[Question], task_id: str | None) -> None:
-        capabilities = ctx.session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None:
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message="This tool call waits for a person's answer, and the client declared no elicitation capability",
-            )
+        _require_elicitation(ctx)
         meta = {RELATED_TASK: {"taskId": task_id}} if task_id is not None else None
         for question in questions:
             request = types.ElicitRequest.model_validate(

@@ -1,0 +1,107 @@
+"""The tools the MCP conformance suite's server scenarios call, written as ordinary tarry tools.
+
+``tarry mcp serve --tools tests.mcp.servers.conformance_tools:TOOLS`` serves them; each
+scenario names the tool it calls and the shape it expects (``conformance list --server``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tarry import Field, Task, Tool, tool
+
+
+def _keyed(task: Task, key: str) -> Task:
+    """The task with its question asked under ``key`` (the scenarios expect named input requests)."""
+    assert task.question is not None
+    task.question.key = key
+    return task
+
+
+@tool
+def test_simple_text() -> str:
+    """Returns simple text content."""
+    return "This is a simple text response for testing."
+
+
+@tool
+def test_error_handling() -> str:
+    """Always fails, so the result is an error."""
+    raise RuntimeError("This tool intentionally returns an error for testing")
+
+
+class TestElicitation(Tool):
+    """Asks the user for a username and an email address."""
+
+    name = "test_elicitation"
+
+    def execute(self, message: str) -> Task:
+        return self.ask(
+            message,
+            username=Field(description="User's response"),
+            email=Field(description="User's email address"),
+        )
+
+    def resume(self, task: Task, message: str) -> str:
+        return f"User response: action=accept, content={task.answer}"
+
+
+class TestElicitationDefaults(Tool):
+    """Asks for values of every primitive type, each with a default (SEP-1034)."""
+
+    name = "test_elicitation_sep1034_defaults"
+
+    def execute(self) -> Task:
+        return self.ask(
+            "Please review and update the form fields with defaults",
+            name=Field(default="John Doe", required=False),
+            age=Field("integer", default=30, required=False),
+            score=Field("number", default=95.5, required=False),
+            status=Field(choices=["active", "inactive", "pending"], default="active", required=False),
+            verified=Field("boolean", default=True, required=False),
+        )
+
+    def resume(self, task: Task) -> str:
+        return f"Elicitation completed: action=accept, content={task.answer}"
+
+
+class InputRequiredElicitation(Tool):
+    """Asks for the user's name as a 2026-07-28 input request keyed ``user_name``."""
+
+    name = "test_input_required_result_elicitation"
+
+    def execute(self) -> Task:
+        return _keyed(self.ask("What is your name?", name=str), "user_name")
+
+    def resume(self, task: Task) -> str:
+        assert task.answer is not None
+        return f"Hello, {task.answer['name']}!"
+
+
+class InputRequiredState(Tool):
+    """Asks for a confirmation; the retry proves the request state came back intact."""
+
+    name = "test_input_required_result_request_state"
+
+    def execute(self) -> Task:
+        return _keyed(self.ask("Please confirm", ok=bool), "confirm")
+
+    def resume(self, task: Task) -> str:
+        return f"state-ok: confirmed={task.answer and task.answer['ok']}"
+
+
+class InputRequiredTampered(InputRequiredState):
+    """Like the request-state tool; the suite tampers with the state it echoes."""
+
+    name = "test_input_required_result_tampered_state"
+
+
+TOOLS: list[Any] = [
+    test_simple_text,
+    test_error_handling,
+    TestElicitation(),
+    TestElicitationDefaults(),
+    InputRequiredElicitation(),
+    InputRequiredState(),
+    InputRequiredTampered(),
+]

@@ -1,0 +1,23 @@
+"""The conformance suite's server scenarios that apply to a server of tarry tools (the rest: docs/mcp-server.md)."""
+
+SCENARIOS = [
+    "server-initialize",
+    "server-session-lifecycle",
+    "ping",
+    "tools-list",
+    "tools-call-simple-text",
+    "tools-call-error",
+    "tools-call-elicitation",
+    "elicitation-sep1034-defaults",
+    "dns-rebinding-protection",
+    "http-header-validation",
+    "server-sse-multiple-streams",
+    "input-required-result-basic-elicitation",
+    "input-required-result-request-state",
+    "input-required-result-tampered-state",
+    "input-required-result-result-type",
+    "input-required-result-missing-input-response",
+    "input-required-result-ignore-extra-params",
+    "input-required-result-validate-input",
+    "input-required-result-unsupported-methods",
+]
