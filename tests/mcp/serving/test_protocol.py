@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -79,3 +81,52 @@ async def test_bad_calls_get_clear_errors(store: Store) -> None:
             with pytest.raises(MCPError, match="Task not found"):
                 await client.session.send_request(request, types.GetTaskResult)  # type: ignore[arg-type]
     await calls.close()
+
+
+async def test_progress_goes_out_from_the_tasks_status_message(store: Store, tmp_path: Path) -> None:
+    server, calls = build_server(TOOLS, store, poll_interval_ms=20)
+    release = tmp_path / "release"
+    said: list[str | None] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        said.append(message)
+        release.touch()  # the build finishes once its first progress went out
+
+    async with Client(server, mode="2026-07-28") as client:
+        result = await client.call_tool("build", {"release": str(release)}, progress_callback=progress)
+    await calls.close()
+    assert result.content[0].text == f"built {release}"  # type: ignore[union-attr]
+    assert said[0] == "building"
+
+
+async def test_approval_is_asked_of_the_client_or_left_to_the_inbox(store: Store) -> None:
+    answers: list[str] = []
+
+    async def approve(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        answers.append(params.message)
+        return types.ElicitResult(action="accept", content={})
+
+    server, calls = build_server(TOOLS, store)
+    async with Client(server, mode="legacy", elicitation_callback=approve) as client:
+        sent = await client.call_tool("transfer", {"amount": 5, "to": "Bob"})
+    await calls.close()
+    assert sent.content[0].text == "Sent 5 to Bob" and len(answers) == 1  # type: ignore[union-attr]
+
+    server, calls = build_server(TOOLS, store, approvals="inbox", poll_interval_ms=20)
+    async with Client(server, mode="2026-07-28", elicitation_callback=approve) as client:
+        call = asyncio.ensure_future(client.call_tool("transfer", {"amount": 7, "to": "Ann"}))
+        [question] = await _wait_for(store.pending_questions)
+        assert question.kind == "approval" and not call.done()
+        assert await store.approve(question.id)  # a person in the inbox, not the client
+        sent = await asyncio.wait_for(call, 30)
+    await calls.close()
+    assert sent.content[0].text == "Sent 7 to Ann" and len(answers) == 1  # type: ignore[union-attr]
+
+
+async def _wait_for(read: Callable[[], Awaitable[list[Any]]], within: float = 30.0) -> list[Any]:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while not (found := await read()):
+        assert loop.time() < end, f"nothing within {within} s"
+        await asyncio.sleep(0.05)
+    return found

@@ -168,10 +168,14 @@ class McpFrontEnd:
                 chat_id = chat.id
         except InvalidArgumentsError as error:
             return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
+        reported: list[str] = []
         while True:
             state = await self.calls.state(chat_id)
             if state.result is not None:
                 return types.CallToolResult.model_validate(state.result)
+            if state.status_message is not None and state.status_message not in reported[-1:]:
+                reported.append(state.status_message)  # progress goes out from the task's status_message
+                await ctx.session.report_progress(len(reported), None, state.status_message)
             if state.status == "input_required":
                 if modern:
                     _require_elicitation(ctx)
