@@ -1,4 +1,4 @@
-"""The conformance suite's server scenarios that apply to a server of tarry tools (the rest: docs/mcp-server.md)."""
+"""The conformance suite's server scenarios that apply to a server of tarry tools (the rest: the docs page "tarry as an MCP server")."""
 
 SCENARIOS = [
     "server-initialize",

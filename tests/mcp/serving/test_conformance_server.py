@@ -2,7 +2,7 @@
 
 The server serves ``tests/mcp/servers/conformance_tools.py`` (ordinary tarry tools named as the
 scenarios expect). A scenario passes when at least one check succeeded and none failed; the
-scenarios that do not apply to a server of tarry tools are listed, with why, in docs/mcp-server.md.
+scenarios that do not apply to a server of tarry tools are listed, with why, on the docs page "tarry as an MCP server".
 """
 
 from __future__ import annotations
