@@ -1,4 +1,7 @@
-"""The conformance suite's server scenarios that apply to a server of tarry tools (the rest: the docs page "tarry as an MCP server")."""
+"""The conformance suite's server scenarios that apply to a server of tarry tools.
+
+The others are listed, with why, on the docs page "tarry as an MCP server".
+"""
 
 SCENARIOS = [
     "server-initialize",
