@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp_helpers import wait_for_questions
 
 from tarry import Chat, Message
@@ -70,17 +71,18 @@ async def test_a_call_that_finishes_at_once_answers_at_once(start_server: Callab
     assert reply is not None and reply.content == "Done: 5"
 
 
-async def test_a_legacy_task_is_a_task_for_tarrys_client_and_finishes_through_another_process(
-    start_server: Callable[..., ServerProcess], tmp_path: Path, markers: Path
+@pytest.mark.parametrize("protocol", ["legacy", "2026-07-28"])
+async def test_a_task_is_a_task_for_tarrys_client_and_finishes_through_another_process(
+    start_server: Callable[..., ServerProcess], tmp_path: Path, markers: Path, protocol: str
 ) -> None:
     first, second = start_server(), start_server()
     release = tmp_path / "release"
-    chat = _chat(first.url, {"name": "build", "arguments": {"release": str(release)}}, "legacy")
+    chat = _chat(first.url, {"name": "build", "arguments": {"release": str(release)}}, protocol)
     await chat.ask("Build it")
     [task] = await chat.pending_tasks()
-    assert isinstance(task, McpTask) and task.status == "working"
+    assert isinstance(task, McpTask) and task.status == "working" and task.task_id is not None
     # The client moves to the second process (a load balancer would): same chat, same task id.
-    moved = Chat(model=chat.model, tools=[MCPServer(url=second.url, name="builds", protocol="legacy")])
+    moved = Chat(model=chat.model, tools=[MCPServer(url=second.url, name="builds", protocol=protocol)])  # type: ignore[arg-type]
     moved.messages, moved.records = chat.messages, chat.records
     release.touch()
     reply = await _until_done(moved)
@@ -88,17 +90,18 @@ async def test_a_legacy_task_is_a_task_for_tarrys_client_and_finishes_through_an
     assert len(_runs(markers, "build")) == 1
 
 
+@pytest.mark.parametrize("protocol", ["legacy", "2026-07-28"])
 async def test_a_killed_server_process_leaves_its_task_to_another_and_the_tool_runs_once(
-    start_server: Callable[..., ServerProcess], tmp_path: Path, markers: Path
+    start_server: Callable[..., ServerProcess], tmp_path: Path, markers: Path, protocol: str
 ) -> None:
     first = start_server(lease=1.0)
     release = tmp_path / "release"
-    chat = _chat(first.url, {"name": "build", "arguments": {"release": str(release)}}, "legacy")
+    chat = _chat(first.url, {"name": "build", "arguments": {"release": str(release)}}, protocol)
     await chat.ask("Build it")
     await _until(lambda: len(_runs(markers, "build")) == 1)  # the task is answered before its tool runs
     first.kill()
     second = start_server(lease=1.0)
-    moved = Chat(model=chat.model, tools=[MCPServer(url=second.url, name="builds", protocol="legacy")])
+    moved = Chat(model=chat.model, tools=[MCPServer(url=second.url, name="builds", protocol=protocol)])  # type: ignore[arg-type]
     moved.messages, moved.records = chat.messages, chat.records
     release.touch()
     reply = await _until_done(moved)

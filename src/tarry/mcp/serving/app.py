@@ -36,6 +36,8 @@ METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
 MISSING_CAPABILITY = -32021
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
+MODERN_TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 Owner = Callable[[Any], str | None]
 """Who a request acts for (the auth context a task is bound to), from the SDK's request context."""
 
@@ -84,6 +86,34 @@ def _tool_entry(tool: Tool, *, tasks: bool) -> types.Tool:
     return types.Tool(
         name=tool.name, description=tool.description, input_schema=dict(tool.parameters), execution=execution
     )
+
+
+def _declares_tasks(ctx: Any) -> bool:
+    """Whether this request's client declared the SEP-2663 tasks extension."""
+    capabilities = ctx.session.client_capabilities
+    extensions = getattr(capabilities, "extensions", None) or {}
+    return TASKS_EXTENSION in extensions
+
+
+def _modern_fields(task: ServedTask) -> dict[str, Any]:
+    """A served task's SEP-2663 fields; a tool result with ``isError`` is ``completed`` there (not ``failed``)."""
+    status = "completed" if task.status == "failed" and task.result is not None else task.status
+    fields: dict[str, Any] = {
+        "taskId": task.id,
+        "status": status,
+        "createdAt": _iso(task.created_at),
+        "lastUpdatedAt": _iso(task.last_updated_at),
+        "ttlMs": task.ttl_ms,
+    }
+    if task.status_message is not None:
+        fields["statusMessage"] = task.status_message
+    if task.poll_interval_ms is not None:
+        fields["pollIntervalMs"] = task.poll_interval_ms
+    return fields
+
+
+def _modern_created(task: ServedTask) -> dict[str, Any]:
+    return {"resultType": "task", **_modern_fields(task)}
 
 
 def _require_elicitation(ctx: Any) -> None:
@@ -166,6 +196,11 @@ class McpFrontEnd:
                 _, arguments = self._arguments(params.name, params.arguments)
                 chat = await self.calls.begin(params.name, arguments)
                 chat_id = chat.id
+                if modern and _declares_tasks(ctx):
+                    state = await self.calls.state(chat)
+                    if state.result is None:  # it waits: from now on it is a task the client polls
+                        task = await self.calls.adopt(chat_id, params.name, owner=self.owner(ctx))
+                        return _modern_created(task)  # type: ignore[return-value]
         except InvalidArgumentsError as error:
             return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
         reported: list[str] = []
@@ -235,7 +270,39 @@ class McpFrontEnd:
             return await self._start_task(ctx, params)
         if legacy and ctx.method in TASK_METHODS:
             return await self._task_method(ctx, ctx.method, params)
+        if not legacy and ctx.method in MODERN_TASK_METHODS:
+            return await self._modern_task_method(ctx, ctx.method, params)
         return await call_next(ctx)
+
+    async def _modern_task_method(self, ctx: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """SEP-2663 ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` (2026-07-28)."""
+        task_id = params.get("taskId")
+        task = await self.calls.tasks.get(task_id, owner=self.owner(ctx)) if isinstance(task_id, str) else None
+        if task is None:
+            raise _no_task()
+        if method == "tasks/cancel":
+            if not task.done():
+                await self.calls.cancel(task)
+            return {"resultType": "complete"}
+        if method == "tasks/update":
+            responses = params.get("inputResponses")
+            if isinstance(responses, Mapping):
+                _, state = await self.calls.refresh(task)
+                for question in state.questions:
+                    answer = responses.get(input_key(question))
+                    if isinstance(answer, Mapping):
+                        await self._record(question, answer)
+            return {"resultType": "complete"}
+        task, state = await self.calls.refresh(task)
+        detailed = {"resultType": "complete", **_modern_fields(task)}
+        if task.status == "input_required":
+            detailed["inputRequests"] = {
+                input_key(question): {"method": "elicitation/create", "params": elicitation_params(question)}
+                for question in state.questions
+            }
+        if detailed["status"] == "completed":
+            detailed["result"] = task.result
+        return detailed
 
     async def _start_task(self, ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
@@ -323,6 +390,7 @@ def build_server(
     front = McpFrontEnd(calls, RequestStateSigner(request_state_key), owner, list_tasks=list_tasks)
     server = _TarryMcpServer(name, on_list_tools=front.list_tools, on_call_tool=front.call_tool)
     server.list_tasks = list_tasks
+    server.extensions[TASKS_EXTENSION] = {}
     server.middleware.append(front.middleware)
     return server, calls
 

@@ -122,6 +122,15 @@ class ServedCalls:
         self.carry(chat.id, call_text(tool, arguments), chat)
         return task
 
+    async def adopt(self, chat_id: str, tool: str, *, owner: str | None) -> ServedTask:
+        """Make a call that already runs (and now waits) a task the client polls; carry it on in this process."""
+        task = await self.tasks.create(
+            chat_id, tool, ttl_ms=self.task_ttl(None), poll_interval_ms=self.poll_interval_ms, owner=owner
+        )
+        self.carry(chat_id)
+        refreshed, _ = await self.refresh(task)
+        return refreshed
+
     def task_ttl(self, asked: int | None) -> int | None:
         """The time to live a task gets when the client asks for ``asked`` milliseconds."""
         ttl = self.ttl_ms if asked is None else asked
