@@ -6,6 +6,7 @@ scenario names the tool it calls and the shape it expects (``conformance list --
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tarry import Field, Task, Tool, tool
@@ -96,7 +97,57 @@ class InputRequiredTampered(InputRequiredState):
     name = "test_input_required_result_tampered_state"
 
 
+@tool
+def greet(name: str) -> str:
+    """Greets someone (finishes at once)."""
+    return f"Hello, {name}!"
+
+
+class SlowCompute(Tool):
+    """Computes for ``seconds`` seconds (as a task the client polls); 0 answers at once."""
+
+    name = "slow_compute"
+
+    def execute(self, seconds: float, label: str = "") -> str | Task:
+        if seconds <= 0:
+            return "computed"
+        return Task(status_message="computing", poll_interval=0.05, data={"until": time.time() + seconds})
+
+    def resume(self, task: Task, seconds: float, label: str = "") -> str | Task:
+        return "computed" if time.time() >= task.data["until"] else task
+
+
+class FailingJob(Tool):
+    """Fails after about a second, with a tool execution error."""
+
+    name = "failing_job"
+
+    def execute(self) -> Task:
+        return Task(status_message="working", poll_interval=0.05, data={"until": time.time() + 1})
+
+    def resume(self, task: Task) -> Task:
+        if time.time() < task.data["until"]:
+            return task
+        raise RuntimeError("the job failed")
+
+
+class ConfirmDelete(Tool):
+    """Asks before deleting a file."""
+
+    name = "confirm_delete"
+
+    def execute(self, filename: str) -> Task:
+        return self.ask(f"Delete {filename}?", confirm=bool)
+
+    def resume(self, task: Task, filename: str) -> str:
+        return f"deleted {filename}" if task.answer and task.answer["confirm"] else f"kept {filename}"
+
+
 TOOLS: list[Any] = [
+    greet,
+    SlowCompute(),
+    FailingJob(),
+    ConfirmDelete(),
     test_simple_text,
     test_error_handling,
     TestElicitation(),

@@ -23,4 +23,9 @@ SCENARIOS = [
     "input-required-result-ignore-extra-params",
     "input-required-result-validate-input",
     "input-required-result-unsupported-methods",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
 ]

@@ -35,6 +35,7 @@ INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
 MISSING_CAPABILITY = -32021
+HEADER_MISMATCH = -32020
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
 MODERN_TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -86,6 +87,13 @@ def _tool_entry(tool: Tool, *, tasks: bool) -> types.Tool:
     return types.Tool(
         name=tool.name, description=tool.description, input_schema=dict(tool.parameters), execution=execution
     )
+
+
+def _header(ctx: Any, name: str) -> str | None:
+    """A header of the HTTP request behind ``ctx`` (``None`` on stdio, or when it is absent)."""
+    headers = getattr(ctx.request, "headers", None)
+    value = headers.get(name) if headers is not None else None
+    return value if isinstance(value, str) else None
 
 
 def _declares_tasks(ctx: Any) -> bool:
@@ -276,7 +284,16 @@ class McpFrontEnd:
 
     async def _modern_task_method(self, ctx: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """SEP-2663 ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` (2026-07-28)."""
+        if not _declares_tasks(ctx):
+            raise MCPError(
+                code=MISSING_CAPABILITY,
+                message=f"{method} needs the {TASKS_EXTENSION} extension declared in the request's client capabilities",
+                data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+            )
         task_id = params.get("taskId")
+        named = _header(ctx, "mcp-name")
+        if named is not None and named != task_id:
+            raise MCPError(code=HEADER_MISMATCH, message=f"The Mcp-Name header {named!r} does not match the taskId")
         task = await self.calls.tasks.get(task_id, owner=self.owner(ctx)) if isinstance(task_id, str) else None
         if task is None:
             raise _no_task()
