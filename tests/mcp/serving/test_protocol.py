@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,23 @@ async def _wait_for(read: Callable[[], Awaitable[list[Any]]], within: float = 30
         assert loop.time() < end, f"nothing within {within} s"
         await asyncio.sleep(0.05)
     return found
+
+
+async def test_a_task_is_answered_only_for_the_auth_context_that_created_it(store: Store) -> None:
+    acting = contextvars.ContextVar[str | None]("acting", default=None)
+    server, calls = build_server(TOOLS, store, owner=lambda ctx: acting.get(), list_tasks=True)
+    chat = await store.create_chat(agent=calls.agent)
+    task = await calls.tasks.create(chat.id, "build", ttl_ms=60_000, owner="alice")
+    get = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task.id))
+    listing = types.ListTasksRequest(params=types.PaginatedRequestParams())
+    async with Client(server, mode="legacy") as client:
+        acting.set("bob")
+        with pytest.raises(MCPError, match="Task not found"):
+            await client.session.send_request(get, types.GetTaskResult)
+        assert (await client.session.send_request(listing, types.ListTasksResult)).tasks == []
+        acting.set("alice")
+        seen = await client.session.send_request(get, types.GetTaskResult)
+        listed = await client.session.send_request(listing, types.ListTasksResult)
+    await calls.close()
+    assert seen.task_id == task.id and seen.ttl == 60_000
+    assert [found.task_id for found in listed.tasks] == [task.id]
