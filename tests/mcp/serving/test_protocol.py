@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from mcp import Client
 from tarry.mcp.serving import RequestStateSigner, build_server
 from tarry.store import Store
+from tarry.testing import advance_clock
 
 from .served_tools import TOOLS
 
@@ -151,3 +152,16 @@ async def test_a_task_is_answered_only_for_the_auth_context_that_created_it(stor
     await calls.close()
     assert seen.task_id == task.id and seen.ttl == 60_000
     assert [found.task_id for found in listed.tasks] == [task.id]
+
+
+async def test_a_task_whose_call_never_started_fails_once_the_lease_is_over(store: Store) -> None:
+    server, calls = build_server(TOOLS, store)
+    chat = await store.create_chat(agent=calls.agent)  # as if the process died before the call started
+    task = await calls.tasks.create(chat.id, "build", ttl_ms=None)
+    get = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task.id))
+    async with Client(server, mode="legacy") as client:
+        assert (await client.session.send_request(get, types.GetTaskResult)).status == "working"
+        advance_clock(store.lease + 1)
+        failed = await client.session.send_request(get, types.GetTaskResult)
+    await calls.close()
+    assert failed.status == "failed" and "stopped before the call started" in (failed.status_message or "")

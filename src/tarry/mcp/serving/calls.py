@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 from tarry.agents import Agent
@@ -30,6 +31,8 @@ from tarry.tools import Tool, tool
 logger = logging.getLogger("tarry.mcp.serving")
 Approvals = Literal["client", "inbox"]
 INBOX_WAIT = "Waiting for a person to approve the call in the inbox"
+NOT_STARTED = "The call has not started yet"
+NEVER_STARTED = "The server process that took this call stopped before the call started; call the tool again"
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,8 @@ class ServedCalls:
 
     async def close(self) -> None:
         """Stop carrying calls on in this process; their leases run out and another process takes over."""
+        if self._woken in self.store.decision_hooks:
+            self.store.decision_hooks.remove(self._woken)
         runners = list(self._runners.values())
         for runner in runners:
             runner.cancel()
@@ -187,7 +192,7 @@ class ServedCalls:
             chat = await self.store.load_chat(chat, CallModel(), self.agent.tools)
         record = next(iter(chat.records.values()), None)
         if record is None:
-            return CallState("working", "The call has not started yet")
+            return CallState("working", NOT_STARTED)
         if record.result is not None:
             result = tool_result(record.result.content)
             if result["isError"]:  # 2025-11-25: a tool result with isError ends its task as failed
@@ -211,6 +216,8 @@ class ServedCalls:
             return task, CallState(task.status, task.status_message, result=task.result)
         self.carry(task.chat_id)  # this process carries it on too (a no-op when it already does); claims keep it to one
         state = await self.state(task.chat_id)
+        if state.status_message == NOT_STARTED and utcnow() - task.created_at > timedelta(seconds=self.store.lease):
+            state = CallState("failed", NEVER_STARTED)  # its process died between the answer and the call's start
         if state.status == task.status and state.status_message == task.status_message:
             return task, state
         try:
