@@ -19,6 +19,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 
@@ -262,8 +263,6 @@ class McpFrontEnd:
             request = types.ElicitRequest.model_validate(
                 {"method": "elicitation/create", "params": elicitation_params(question, meta)}
             )
-            from mcp.shared.message import ServerMessageMetadata
-
             answer = await ctx.session.send_request(
                 request, types.ElicitResult, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
             )
