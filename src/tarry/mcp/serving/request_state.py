@@ -1,11 +1,12 @@
 """Signed ``requestState`` for 2026-07-28 input requests: HMAC-SHA256 over the call it belongs to.
 
 The client echoes the state back verbatim, and it is attacker-controlled: the server trusts
-only what its own key signed. The retry's arguments are not used: the call's arguments are the
-ones recorded in its stored chat when it started, so a retry cannot change what runs. The state names the stored chat of the call, the tool, and when
+only what its own key signed. The state names the stored chat of the call, the tool, and when
 it stops being valid; a state signed for another tool, altered, or past its time is refused
-with an ``INVALID_PARAMS`` error. Every process of one server must share the key
-(``TARRY_MCP_STATE_KEY``) so any of them accepts a state another one issued.
+with an ``INVALID_PARAMS`` error. The retry's arguments are not used: the call's arguments are
+the ones its stored chat recorded when it started, so a retry cannot change what runs. Every
+process of one server must share the key (``TARRY_MCP_STATE_KEY``) so any of them accepts a
+state another one issued.
 """
 
 from __future__ import annotations
