@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,8 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> object:
     folder = tmp_path_factory.mktemp("conformance-server")
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TARRY_MCP_STATE_KEY": "conformance-request-state-key"}
-    argv = ["tarry", "mcp", "serve", "--tools", TOOLS, "--url", f"sqlite:///{folder / 'served.db'}"]
+    argv = [sys.executable, "-m", "tarry.cli", "mcp", "serve", "--tools", TOOLS]
+    argv += ["--url", f"sqlite:///{folder / 'served.db'}"]
     process = subprocess.Popen([*argv, "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     try:
         wait_for_port(port, process)

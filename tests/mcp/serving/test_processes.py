@@ -8,18 +8,19 @@ having run once.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import wait_for_questions
+from mcp_helpers import ROOT, wait_for_questions
 
 from tarry import Chat, Message
 from tarry.mcp import MCPServer, McpTask
 from tarry.testing import ScriptedModel
 
-from .conftest import ServerProcess
+from .conftest import TOOLS, ServerProcess
 
 
 def _model(call: dict[str, Any]) -> ScriptedModel:
@@ -134,3 +135,13 @@ async def test_cancelling_a_task_reaches_the_running_tool(
     await chat.cancel()
     await _until(lambda: _runs(markers, "cancel") == [f"cancel {release}"])
     assert not chat.waiting
+
+
+async def test_stdio_serves_the_same_tools(database: str, markers: Path, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "tarry.cli", "mcp", "serve", "--stdio", "--tools", TOOLS, "--url", database]
+    env = {"PYTHONPATH": str(ROOT), "TARRY_TEST_MARKERS": str(markers)}
+    server = MCPServer(command=command, env=env, cwd=ROOT, name="builds")
+    chat = Chat(model=_model({"name": "add", "arguments": {"a": 4, "b": 5}}), tools=[server])
+    await chat.ask("Add 4 and 5")
+    reply = await _until_done(chat)  # a 2025-11-25 stdio connection makes even this call a task
+    assert reply is not None and reply.content == "Done: 9"
