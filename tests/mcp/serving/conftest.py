@@ -69,3 +69,26 @@ def start_server(database: str, markers: Path) -> Iterator[Callable[..., ServerP
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def start_worker(database: str) -> Iterator[Callable[[], Callable[[], None]]]:
+    """Starts ``tarry worker`` for the served calls on the test's database; returns what stops it."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def stop(worker: subprocess.Popen[bytes]) -> None:
+        if worker.poll() is None:
+            worker.terminate()
+            worker.wait(10)
+
+    def start() -> Callable[[], None]:
+        agents = "tests.mcp.serving.served_tools:worker_agents"
+        argv = [sys.executable, "-m", "tarry.cli", "worker", "--agents", agents, "--url", database, "--lease", "1"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        worker = subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+        started.append(worker)
+        return lambda: stop(worker)
+
+    yield start
+    for worker in started:
+        stop(worker)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tarry import Field, Task, Tool, tool
+from tarry import Agent, Field, Task, Tool, tool
 
 
 def mark(kind: str, what: str) -> None:
@@ -74,3 +74,10 @@ def fail() -> str:
 
 
 TOOLS = [add, PickColour(), Build(), Transfer(), fail]
+
+
+def worker_agents() -> list[Agent]:
+    """What ``tarry worker --agents`` needs to carry the calls of ``tarry mcp serve --tools ...:TOOLS`` on."""
+    from tarry.mcp.serving import served_agent
+
+    return [served_agent(TOOLS)]

@@ -18,6 +18,7 @@ from mcp_helpers import ROOT, wait_for_questions
 
 from tarry import Chat, Message
 from tarry.mcp import MCPServer, McpTask
+from tarry.store import Store
 from tarry.testing import ScriptedModel
 
 from .conftest import TOOLS, ServerProcess
@@ -145,3 +146,42 @@ async def test_stdio_serves_the_same_tools(database: str, markers: Path, tmp_pat
     await chat.ask("Add 4 and 5")
     reply = await _until_done(chat)  # a 2025-11-25 stdio connection makes even this call a task
     assert reply is not None and reply.content == "Done: 9"
+
+
+async def test_tarry_worker_carries_a_served_call_on_when_no_server_process_is_left(
+    start_server: Callable[..., ServerProcess],
+    start_worker: Callable[[], Callable[[], None]],
+    database: str,
+    tmp_path: Path,
+    markers: Path,
+) -> None:
+    first = start_server(lease=1.0)
+    release = tmp_path / "release"
+    chat = _chat(first.url, {"name": "build", "arguments": {"release": str(release)}}, "legacy")
+    await chat.ask("Build it")
+    await _until(lambda: len(_runs(markers, "build")) == 1)
+    first.kill()
+    release.touch()
+    stop_worker = start_worker()
+    async with Store(database) as store:
+        await _until_async(lambda: _finished(store), within=120)
+    stop_worker()
+    # Whichever server process the client reaches now reads the finished task.
+    second = start_server()
+    moved = Chat(model=chat.model, tools=[MCPServer(url=second.url, name="builds", protocol="legacy")])
+    moved.messages, moved.records = chat.messages, chat.records
+    reply = await _until_done(moved)
+    assert reply is not None and reply.content == f"Done: built {release}"
+    assert len(_runs(markers, "build")) == 1
+
+
+async def _finished(store: Store) -> bool:
+    return any(summary.open_calls == 0 and summary.messages >= 3 for summary in await store.list_chats())
+
+
+async def _until_async(condition: Callable[[], Any], within: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while not await condition():
+        assert loop.time() < end, f"not true within {within} s"
+        await asyncio.sleep(0.1)

@@ -95,7 +95,7 @@ async def test_progress_goes_out_from_the_tasks_status_message(store: Store, tmp
         release.touch()  # the build finishes once its first progress went out
 
     async with Client(server, mode="2026-07-28") as client:
-        result = await client.call_tool("build", {"release": str(release)}, progress_callback=progress)
+        result = await client.call_tool("build", {"release": str(release)}, progress_callback=progress)  # type: ignore[arg-type]
     await calls.close()
     assert result.content[0].text == f"built {release}"  # type: ignore[union-attr]
     assert said[0] == "building"
