@@ -21,11 +21,13 @@ class ServerProcess:
 
     def __init__(self, database: str, markers: Path, lease: float) -> None:
         self.port = free_port()
+        # A file, not a pipe: a pipe nobody reads fills up and blocks the server.
+        self.log = open(markers.with_name(f"server-{self.port}.log"), "wb")  # noqa: SIM115 - closed in stop()
         env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "TARRY_MCP_STATE_KEY": KEY}
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         argv = [sys.executable, "-m", "tarry.cli", "mcp", "serve", "--tools", TOOLS, "--url", database]
         argv += ["--port", str(self.port), "--lease", str(lease)]
-        self.process = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=self.log)
         wait_for_port(self.port, self.process)
         self.url = f"http://127.0.0.1:{self.port}/mcp"
 
@@ -40,8 +42,7 @@ class ServerProcess:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        self.log.close()
 
 
 @pytest.fixture
