@@ -43,9 +43,13 @@ class BuildTask(Task):
 
 
 class Build(Tool):
-    """Starts a build that finishes when its release file exists."""
+    """Starts a build that finishes when its release file exists.
+
+    Checking on a build twice is harmless, so a check cut short by a dying process is run again.
+    """
 
     task_class = BuildTask
+    idempotent = True
 
     def execute(self, release: str) -> Task:
         mark("build", release)
