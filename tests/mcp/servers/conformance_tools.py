@@ -143,7 +143,23 @@ class ConfirmDelete(Tool):
         return f"deleted {filename}" if task.answer and task.answer["confirm"] else f"kept {filename}"
 
 
+class ToolWithProgress(Tool):
+    """Works in three steps; each step's status message goes out as a progress notification."""
+
+    name = "test_tool_with_progress"
+
+    def execute(self) -> Task:
+        return Task(status_message="0/100", poll_interval=0.7, data={"step": 0})
+
+    def resume(self, task: Task) -> str | Task:
+        step = task.data["step"] + 1
+        if step == 3:
+            return "Progress test completed"
+        return Task(status_message=f"{50 * step}/100", poll_interval=0.7, data={"step": step})
+
+
 TOOLS: list[Any] = [
+    ToolWithProgress(),
     greet,
     SlowCompute(),
     FailingJob(),

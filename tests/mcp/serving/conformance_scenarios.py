@@ -11,6 +11,7 @@ SCENARIOS = [
     "tools-call-simple-text",
     "tools-call-error",
     "tools-call-elicitation",
+    "tools-call-with-progress",
     "elicitation-sep1034-defaults",
     "dns-rebinding-protection",
     "http-header-validation",
