@@ -158,7 +158,45 @@ class ToolWithProgress(Tool):
         return Task(status_message=f"{50 * step}/100", poll_interval=0.7, data={"step": step})
 
 
+ADDRESS = {
+    "$anchor": "addressDef",
+    "type": "object",
+    "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+}
+
+
+class JsonSchemaTool(Tool):
+    """Tool with JSON Schema 2020-12 features."""
+
+    name = "json_schema_2020_12_tool"
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """A hand-written 2020-12 schema (the suite checks that it is listed as written, keyword for keyword)."""
+        return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"address": ADDRESS},
+            "properties": {
+                "name": {"type": "string"},
+                "address": {"$ref": "#/$defs/address"},
+                "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                "phone": {"type": "string"},
+                "email": {"type": "string"},
+            },
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
+            "additionalProperties": False,
+        }
+
+    def execute(self, name: str = "") -> str:
+        return f"contact {name}"
+
+
 TOOLS: list[Any] = [
+    JsonSchemaTool(),
     ToolWithProgress(),
     greet,
     SlowCompute(),

@@ -12,6 +12,7 @@ SCENARIOS = [
     "tools-call-error",
     "tools-call-elicitation",
     "tools-call-with-progress",
+    "json-schema-2020-12",
     "elicitation-sep1034-defaults",
     "dns-rebinding-protection",
     "http-header-validation",
