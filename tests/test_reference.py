@@ -16,6 +16,7 @@ MODULES = [
     "tarry.store",
     "tarry.models",
     "tarry.mcp",
+    "tarry.mcp.serving",
     "tarry.jobs",
     "tarry.web",
     "tarry.testing",

@@ -163,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=_serve)
     _add_chat(commands)
     _add_inbox(commands)
+    _add_mcp(commands)
     return parser
 
 
@@ -199,6 +200,19 @@ def _add_chat(commands: Any) -> None:
     chat.add_argument("--resume", metavar="CHAT_ID", help="carry a stored chat on instead of starting one")
     chat.add_argument("--instructions", metavar="TEXT", help="the system instructions of a new chat")
     chat.set_defaults(handler=_chat)
+
+
+def _mcp_serve(arguments: argparse.Namespace) -> int:
+    from tarry.cli import mcp_serve
+
+    importable_working_directory()
+    return mcp_serve.run(arguments)
+
+
+def _add_mcp(commands: Any) -> None:
+    from tarry.cli.mcp_serve import add_parser
+
+    add_parser(commands, _mcp_serve)
 
 
 def _inbox(name: str) -> Command:

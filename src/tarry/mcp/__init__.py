@@ -5,6 +5,7 @@ tools callable by the model. Input requests, push elicitations and MCP tasks bec
 paused calls: questions in ``pending_questions()``, :class:`McpTask` in ``pending_tasks()``.
 :class:`OAuthLogin` keeps an OAuth-protected server's login in a store; a login a call
 needs is a URL question of that call.
+``serve(tools, store)`` is the other side: tarry tools as an MCP server (``tarry.mcp.serving``).
 """
 
 from tarry.mcp._sdk import require_sdk
@@ -17,4 +18,23 @@ from tarry.mcp.server import MCPServer  # noqa: E402
 from tarry.mcp.task import McpTask  # noqa: E402
 from tarry.mcp.tool import McpTool  # noqa: E402
 
-__all__ = ["LoginRequired", "MCPServer", "McpTask", "McpTool", "OAuthLogin", "StoredTokens", "TaskReceiver"]
+__all__ = [
+    "LoginRequired",
+    "MCPServer",
+    "McpTask",
+    "McpTool",
+    "OAuthLogin",
+    "StoredTokens",
+    "TaskReceiver",
+    "serve",
+    "serve_stdio",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The server side needs the store: import it only when it is asked for.
+    if name in ("serve", "serve_stdio"):
+        from tarry.mcp import serving
+
+        return getattr(serving, name)
+    raise AttributeError(f"module 'tarry.mcp' has no attribute {name!r}")

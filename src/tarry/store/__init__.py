@@ -2,6 +2,7 @@
 
 from tarry.errors import StoreUnavailableError
 from tarry.store.problems import Problem
+from tarry.store.served_tasks import ServedTask, ServedTasks
 from tarry.store.store import Store
 
-__all__ = ["Problem", "Store", "StoreUnavailableError"]
+__all__ = ["Problem", "ServedTask", "ServedTasks", "Store", "StoreUnavailableError"]

@@ -1,0 +1,11 @@
+"""tarry tools as an MCP server whose slow calls and questions live in the store.
+
+``serve(tools, store)`` is a streamable HTTP ASGI app, ``serve_stdio`` the stdio entry point,
+and ``tarry mcp serve --tools module:name`` runs either. See ``docs/mcp-server.md``.
+"""
+
+from tarry.mcp.serving.app import build_server, serve, serve_stdio
+from tarry.mcp.serving.calls import ServedCalls, served_agent
+from tarry.mcp.serving.request_state import RequestStateSigner
+
+__all__ = ["RequestStateSigner", "ServedCalls", "build_server", "serve", "serve_stdio", "served_agent"]

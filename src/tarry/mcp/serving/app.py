@@ -1,0 +1,491 @@
+"""``serve``: tarry tools as an MCP server on the official SDK's low-level ``Server``.
+
+2025-11-25 clients get task-augmented ``tools/call`` and ``tasks/get|result|list|cancel``
+(served by a middleware, because the SDK has no tasks runtime and would sieve these results
+as plain tool results); questions reach them as ``elicitation/create`` on the request that
+waits (the call itself, or ``tasks/result`` with the related-task ``_meta``). 2026-07-28
+clients get input requests (multi-round-trip requests) whose ``requestState`` is signed
+(:mod:`tarry.mcp.serving.request_state`) and bound to the call's stored chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.applications import Starlette
+
+from tarry.agents import Agent
+from tarry.errors import TarryError
+from tarry.mcp.serving.calls import Approvals, CallState, ServedCalls
+from tarry.mcp.serving.request_state import RequestStateSigner
+from tarry.questions import Question
+from tarry.store import ServedTask, Store
+from tarry.tools import InvalidArgumentsError, Tool
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+INVALID_PARAMS = -32602
+METHOD_NOT_FOUND = -32601
+INTERNAL_ERROR = -32603
+MISSING_CAPABILITY = -32021
+HEADER_MISMATCH = -32020
+TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
+MODERN_TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+Owner = Callable[[Any], str | None]
+"""Who a request acts for (the auth context a task is bound to), from the SDK's request context."""
+
+
+def _iso(moment: Any) -> str:
+    return str(moment.isoformat().replace("+00:00", "Z"))
+
+
+def task_wire(task: ServedTask) -> dict[str, Any]:
+    """A served task as a 2025-11-25 ``Task`` object (``ttl`` is required, ``null`` meaning unlimited)."""
+    wire: dict[str, Any] = {
+        "taskId": task.id,
+        "status": task.status,
+        "createdAt": _iso(task.created_at),
+        "lastUpdatedAt": _iso(task.last_updated_at),
+        "ttl": task.ttl_ms,
+    }
+    if task.status_message is not None:
+        wire["statusMessage"] = task.status_message
+    if task.poll_interval_ms is not None:
+        wire["pollInterval"] = task.poll_interval_ms
+    return wire
+
+
+def elicitation_params(question: Question, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``elicitation/create`` params (wire form) that ask ``question``."""
+    params: dict[str, Any]
+    if question.kind == "url":
+        params = {"mode": "url", "message": question.message, "url": question.url, "elicitationId": question.id}
+    elif question.kind == "approval":
+        params = {"mode": "form", "message": question.message, "requestedSchema": {"type": "object", "properties": {}}}
+    else:
+        params = {"mode": "form", "message": question.message, "requestedSchema": question.requested_schema}
+    if meta:
+        params["_meta"] = dict(meta)
+    return params
+
+
+def input_key(question: Question) -> str:
+    """The key a question is asked under in an ``InputRequiredResult``: the key a tool gave it, else its id."""
+    return question.key or question.id
+
+
+def _tool_entry(tool: Tool, *, tasks: bool) -> types.Tool:
+    execution = types.ToolExecution(task_support="optional") if tasks else None
+    return types.Tool(
+        name=tool.name, description=tool.description, input_schema=dict(tool.parameters), execution=execution
+    )
+
+
+def _header(ctx: Any, name: str) -> str | None:
+    """A header of the HTTP request behind ``ctx`` (``None`` on stdio, or when it is absent)."""
+    headers = getattr(ctx.request, "headers", None)
+    value = headers.get(name) if headers is not None else None
+    return value if isinstance(value, str) else None
+
+
+def _declares_tasks(ctx: Any) -> bool:
+    """Whether this request's client declared the SEP-2663 tasks extension."""
+    capabilities = ctx.session.client_capabilities
+    extensions = getattr(capabilities, "extensions", None) or {}
+    return TASKS_EXTENSION in extensions
+
+
+def _modern_fields(task: ServedTask) -> dict[str, Any]:
+    """A served task's SEP-2663 fields; a tool result with ``isError`` is ``completed`` there (not ``failed``)."""
+    status = "completed" if task.status == "failed" and task.result is not None else task.status
+    fields: dict[str, Any] = {
+        "taskId": task.id,
+        "status": status,
+        "createdAt": _iso(task.created_at),
+        "lastUpdatedAt": _iso(task.last_updated_at),
+        "ttlMs": task.ttl_ms,
+    }
+    if task.status_message is not None:
+        fields["statusMessage"] = task.status_message
+    if task.poll_interval_ms is not None:
+        fields["pollIntervalMs"] = task.poll_interval_ms
+    return fields
+
+
+def _modern_created(task: ServedTask) -> dict[str, Any]:
+    return {"resultType": "task", **_modern_fields(task)}
+
+
+def _require_elicitation(ctx: Any) -> None:
+    """Refuse (``-32021``) to ask a client that did not declare elicitation: it could not answer."""
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        raise MCPError(
+            code=MISSING_CAPABILITY,
+            message="This tool call waits for a person's answer, and the client declared no elicitation capability",
+            data={"requiredCapabilities": {"elicitation": {}}},
+        )
+
+
+def _no_task() -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: Task not found")
+
+
+class _TarryMcpServer(Server[Any]):
+    """The SDK's low-level server, advertising 2025-11-25 tasks on handshake connections."""
+
+    list_tasks: bool = False
+
+    def get_capabilities(
+        self, *args: Any, protocol_version: str | None = None, **kwargs: Any
+    ) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(*args, protocol_version=protocol_version, **kwargs)
+        if protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return capabilities
+        tasks = types.ServerTasksCapability(
+            list=types.TasksListCapability() if self.list_tasks else None,
+            cancel=types.TasksCancelCapability(),
+            requests=types.ServerTasksRequestsCapability(
+                tools=types.TasksToolsCapability(call=types.TasksCallCapability())
+            ),
+        )
+        return capabilities.model_copy(update={"tasks": tasks})
+
+
+def default_owner(ctx: Any) -> str | None:
+    """The OAuth client the SDK's auth middleware verified for this request, else ``None``."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
+    token = get_access_token()
+    return None if token is None else f"oauth:{token.client_id}"
+
+
+class McpFrontEnd:
+    """The MCP methods of a tarry server, over :class:`ServedCalls`."""
+
+    def __init__(self, calls: ServedCalls, signer: RequestStateSigner, owner: Owner, *, list_tasks: bool) -> None:
+        self.calls = calls
+        self.signer = signer
+        self.owner = owner
+        self.list_tasks = list_tasks
+
+    # tools/list and tools/call
+
+    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        return types.ListToolsResult(tools=[_tool_entry(tool, tasks=not modern) for tool in self.calls.tools.values()])
+
+    def _arguments(self, name: str, arguments: Mapping[str, Any] | None) -> tuple[Tool, dict[str, Any]]:
+        tool = self.calls.tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self.calls.tools)) or "none"
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool {name!r}; the tools are: {known}")
+        arguments = dict(arguments or {})
+        tool.validate(arguments)  # raises InvalidArgumentsError naming the problem
+        return tool, arguments
+
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        try:
+            if modern and params.request_state is not None:
+                chat_id = self.signer.open(params.request_state, tool=params.name)
+                await self._take_responses(chat_id, params.input_responses or {})
+            else:
+                _, arguments = self._arguments(params.name, params.arguments)
+                chat = await self.calls.begin(params.name, arguments)
+                chat_id = chat.id
+                if modern and _declares_tasks(ctx):
+                    state = await self.calls.state(chat)
+                    if state.result is None:  # it waits: from now on it is a task the client polls
+                        task = await self.calls.adopt(chat_id, params.name, owner=self.owner(ctx))
+                        return _modern_created(task)  # type: ignore[return-value]
+        except InvalidArgumentsError as error:
+            return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
+        reported: list[str] = []
+        while True:
+            state = await self.calls.state(chat_id)
+            if state.result is not None:
+                return types.CallToolResult.model_validate(state.result)
+            if state.status_message is not None and state.status_message not in reported[-1:]:
+                reported.append(state.status_message)  # progress goes out from the task's status_message
+                await ctx.session.report_progress(len(reported), None, state.status_message)
+            if state.status == "input_required":
+                if modern:
+                    _require_elicitation(ctx)
+                    return self._input_required(chat_id, params.name, state)
+                await self._elicit(ctx, state.questions, None)
+            self.calls.carry(chat_id)
+            await asyncio.sleep(self.calls.poll_interval_ms / 1000)
+
+    def _input_required(self, chat_id: str, tool: str, state: CallState) -> types.InputRequiredResult:
+        requests = {
+            input_key(question): {"method": "elicitation/create", "params": elicitation_params(question)}
+            for question in state.questions
+        }
+        return types.InputRequiredResult.model_validate(
+            {"inputRequests": requests, "requestState": self.signer.seal(chat_id, tool=tool)}
+        )
+
+    async def _take_responses(self, chat_id: str, responses: Mapping[str, Any]) -> None:
+        state = await self.calls.state(chat_id)
+        for question in state.questions:
+            response = responses.get(input_key(question))
+            if response is None:
+                continue  # asked again in the next input_required result
+            answer = (
+                response.model_dump(by_alias=True, exclude_none=True) if hasattr(response, "model_dump") else response
+            )
+            await self._record(question, answer)
+
+    async def _record(self, question: Question, answer: Mapping[str, Any]) -> None:
+        try:
+            await self.calls.answer(question, str(answer.get("action")), answer.get("content"))
+        except (ValueError, TarryError) as error:  # an invalid answer: the question stays open and is asked again
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"The answer to {question.message!r} was refused: {error}"
+            ) from error
+
+    async def _elicit(self, ctx: Any, questions: Iterable[Question], task_id: str | None) -> None:
+        _require_elicitation(ctx)
+        meta = {RELATED_TASK: {"taskId": task_id}} if task_id is not None else None
+        for question in questions:
+            request = types.ElicitRequest.model_validate(
+                {"method": "elicitation/create", "params": elicitation_params(question, meta)}
+            )
+            answer = await ctx.session.send_request(
+                request, types.ElicitResult, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
+            )
+            await self._record(question, answer.model_dump(by_alias=True, exclude_none=True))
+
+    # 2025-11-25 tasks (a middleware: the SDK has no tasks runtime)
+
+    async def middleware(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+        legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        params = dict(ctx.params or {})
+        if legacy and ctx.method == "tools/call" and params.get("task") is not None:
+            return await self._start_task(ctx, params)
+        if legacy and ctx.method in TASK_METHODS:
+            return await self._task_method(ctx, ctx.method, params)
+        if not legacy and ctx.method in MODERN_TASK_METHODS:
+            return await self._modern_task_method(ctx, ctx.method, params)
+        return await call_next(ctx)
+
+    async def _modern_task_method(self, ctx: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """SEP-2663 ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` (2026-07-28)."""
+        if not _declares_tasks(ctx):
+            raise MCPError(
+                code=MISSING_CAPABILITY,
+                message=f"{method} needs the {TASKS_EXTENSION} extension declared in the request's client capabilities",
+                data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+            )
+        task_id = params.get("taskId")
+        named = _header(ctx, "mcp-name")
+        if named is not None and named != task_id:
+            raise MCPError(code=HEADER_MISMATCH, message=f"The Mcp-Name header {named!r} does not match the taskId")
+        task = await self.calls.tasks.get(task_id, owner=self.owner(ctx)) if isinstance(task_id, str) else None
+        if task is None:
+            raise _no_task()
+        if method == "tasks/cancel":
+            if not task.done():
+                await self.calls.cancel(task)
+            return {"resultType": "complete"}
+        if method == "tasks/update":
+            responses = params.get("inputResponses")
+            if isinstance(responses, Mapping):
+                _, state = await self.calls.refresh(task)
+                for question in state.questions:
+                    answer = responses.get(input_key(question))
+                    if isinstance(answer, Mapping):
+                        await self._record(question, answer)
+            return {"resultType": "complete"}
+        task, state = await self.calls.refresh(task)
+        detailed = {"resultType": "complete", **_modern_fields(task)}
+        if task.status == "input_required":
+            detailed["inputRequests"] = {
+                input_key(question): {"method": "elicitation/create", "params": elicitation_params(question)}
+                for question in state.questions
+            }
+        if detailed["status"] == "completed":
+            detailed["result"] = task.result
+        return detailed
+
+    async def _start_task(self, ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        task_params = params.get("task")
+        ttl = task_params.get("ttl") if isinstance(task_params, Mapping) else None
+        if not isinstance(name, str) or (ttl is not None and (not isinstance(ttl, int) or ttl < 0)):
+            raise MCPError(code=INVALID_PARAMS, message="tools/call needs a tool name and a task ttl in milliseconds")
+        try:
+            _, arguments = self._arguments(name, params.get("arguments"))
+        except InvalidArgumentsError as error:
+            raise MCPError(code=INVALID_PARAMS, message=str(error)) from error
+        task = await self.calls.start_task(name, arguments, ttl_ms=ttl, owner=self.owner(ctx))
+        return {"task": task_wire(task)}
+
+    async def _task_method(self, ctx: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        owner = self.owner(ctx)
+        if method == "tasks/list":
+            if not self.list_tasks:
+                raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
+            cursor = params.get("cursor")
+            try:
+                found = await self.calls.tasks.list(owner=owner, after=cursor, limit=101)
+            except ValueError as error:
+                raise MCPError(code=INVALID_PARAMS, message=f"Invalid cursor: {error}") from error
+            page = found[:100]
+            result: dict[str, Any] = {"tasks": [task_wire(task) for task in page]}
+            if len(found) > 100:
+                result["nextCursor"] = page[-1].id
+            return result
+        task_id = params.get("taskId")
+        task = await self.calls.tasks.get(task_id, owner=owner) if isinstance(task_id, str) else None
+        if task is None:
+            raise _no_task()
+        if method == "tasks/cancel":
+            if task.done():
+                raise MCPError(
+                    code=INVALID_PARAMS, message=f"Cannot cancel task: already in terminal status '{task.status}'"
+                )
+            return task_wire(await self.calls.cancel(task))
+        if method == "tasks/get":
+            task, _ = await self.calls.refresh(task)
+            return task_wire(task)
+        return await self._task_result(ctx, task)
+
+    async def _task_result(self, ctx: Any, task: ServedTask) -> dict[str, Any]:
+        """``tasks/result``: wait until the task ends, asking the client what the call asks meanwhile."""
+        while True:
+            task, state = await self.calls.refresh(task)
+            if task.done():
+                break
+            if task.status == "input_required":
+                await self._elicit(ctx, state.questions, task.id)
+                continue
+            await asyncio.sleep((task.poll_interval_ms or self.calls.poll_interval_ms) / 1000)
+        if task.result is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"Task {task.id} was {task.status}: it has no result")
+        meta = {**task.result.get("_meta", {}), RELATED_TASK: {"taskId": task.id}}
+        return {**task.result, "_meta": meta}
+
+
+def build_server(
+    tools_or_agent: Agent | Iterable[object],
+    store: Store,
+    *,
+    name: str = "tarry",
+    approvals: Approvals = "client",
+    request_state_key: bytes | str | None = None,
+    owner: Owner = default_owner,
+    list_tasks: bool = False,
+    ttl_ms: int | None = 3_600_000,
+    max_ttl_ms: int | None = 86_400_000,
+    poll_interval_ms: int = 500,
+) -> tuple[Server[Any], ServedCalls]:
+    """The SDK server that serves the tools, and the :class:`ServedCalls` behind it (see :func:`serve`)."""
+    tools = tools_or_agent.tools if isinstance(tools_or_agent, Agent) else list(tools_or_agent)
+    calls = ServedCalls(
+        store,
+        tools,
+        name=name,
+        approvals=approvals,
+        ttl_ms=ttl_ms,
+        max_ttl_ms=max_ttl_ms,
+        poll_interval_ms=poll_interval_ms,
+    )
+    front = McpFrontEnd(calls, RequestStateSigner(request_state_key), owner, list_tasks=list_tasks)
+    server = _TarryMcpServer(name, on_list_tools=front.list_tools, on_call_tool=front.call_tool)
+    server.list_tasks = list_tasks
+    server.extensions[TASKS_EXTENSION] = {}
+    server.middleware.append(front.middleware)
+    return server, calls
+
+
+def serve(
+    tools_or_agent: Agent | Iterable[object],
+    store: Store,
+    *,
+    name: str = "tarry",
+    approvals: Approvals = "client",
+    request_state_key: bytes | str | None = None,
+    path: str = "/mcp",
+    allowed_hosts: Iterable[str] = ("127.0.0.1:*", "localhost:*", "[::1]:*"),
+    allowed_origins: Iterable[str] = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"),
+    owner: Owner = default_owner,
+    list_tasks: bool = False,
+    ttl_ms: int | None = 3_600_000,
+    max_ttl_ms: int | None = 86_400_000,
+    poll_interval_ms: int = 500,
+) -> Starlette:
+    """tarry tools (a list, or an :class:`~tarry.Agent`'s) as an MCP server: a streamable HTTP ASGI app.
+
+    Every call is a stored chat in ``store``, so any server process behind one load balancer,
+    or ``tarry worker`` with the same tools, carries it on; a call that finishes at once
+    answers at once. ``approvals`` is who approves a tool that ``requires_approval``:
+    ``"client"`` (an elicitation) or ``"inbox"`` (a person in tarry's inbox on the server's
+    side). ``request_state_key`` signs 2026-07-28 request state (HMAC-SHA256); give every
+    process the same key (default: ``TARRY_MCP_STATE_KEY``, else a key of this process
+    only). ``allowed_hosts``/``allowed_origins`` are the SDK's DNS-rebinding protection: the
+    ``Host`` and ``Origin`` headers a request may carry. ``owner(ctx)`` names the auth
+    context a task is bound to (default: the OAuth client the SDK verified); ``list_tasks``
+    serves ``tasks/list`` (only sensible with an owner). Task times are milliseconds, as
+    MCP has them. The app's lifespan runs the SDK's session manager: when you mount it,
+    run its lifespan from yours.
+    """
+    server, calls = build_server(
+        tools_or_agent,
+        store,
+        name=name,
+        approvals=approvals,
+        request_state_key=request_state_key,
+        owner=owner,
+        list_tasks=list_tasks,
+        ttl_ms=ttl_ms,
+        max_ttl_ms=max_ttl_ms,
+        poll_interval_ms=poll_interval_ms,
+    )
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(allowed_hosts),
+        allowed_origins=list(allowed_origins),
+    )
+    app = server.streamable_http_app(streamable_http_path=path, transport_security=security)
+    sessions = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app_: Starlette) -> AsyncIterator[None]:
+        async with sessions(app_):
+            try:
+                yield
+            finally:
+                await calls.close()
+
+    app.router.lifespan_context = lifespan
+    app.state.calls = calls
+    return app
+
+
+async def serve_stdio(
+    tools_or_agent: Agent | Iterable[object],
+    store: Store,
+    **options: Any,
+) -> None:
+    """Serve the tools over stdio (one client, this process's stdin and stdout) until the client leaves."""
+    from mcp.server.stdio import stdio_server
+
+    server, calls = build_server(tools_or_agent, store, **options)
+    try:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        await calls.close()

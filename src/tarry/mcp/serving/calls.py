@@ -1,0 +1,250 @@
+"""``ServedCalls``: running served tool calls as stored chats, and what their MCP tasks look like now.
+
+Every ``tools/call`` becomes a stored chat of the agent :attr:`ServedCalls.agent` (the
+tools plus :class:`~tarry.mcp.serving.call_model.CallModel`), so the call is claimed, leased,
+paused and resumed exactly as a model's tool call is. This module knows nothing of the wire:
+the MCP front end (``app.py``) asks it to start calls, read their state and record answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from tarry.agents import Agent
+from tarry.calls import CallRecord
+from tarry.chat import Chat
+from tarry.clock import utcnow
+from tarry.jobs.carry import continue_chat
+from tarry.mcp.serving.call_model import CallModel, call_text
+from tarry.questions import Question
+from tarry.store import ServedTask, ServedTasks, Store
+from tarry.store.served_tasks import TaskTransitionError
+from tarry.tools import Tool, tool
+
+logger = logging.getLogger("tarry.mcp.serving")
+Approvals = Literal["client", "inbox"]
+INBOX_WAIT = "Waiting for a person to approve the call in the inbox"
+NOT_STARTED = "The call has not started yet"
+NEVER_STARTED = "The server process that took this call stopped before the call started; call the tool again"
+
+
+@dataclass(frozen=True)
+class CallState:
+    """Where a served call stands: its status for MCP, the message to show, the questions for the client."""
+
+    status: Literal["working", "input_required", "completed", "failed", "cancelled"]
+    status_message: str | None
+    questions: tuple[Question, ...] = ()
+    result: dict[str, Any] | None = None
+
+
+def tool_result(content: str) -> dict[str, Any]:
+    """The ``CallToolResult`` (wire form) for a call's result message: tarry's error results set ``isError``."""
+    error = None
+    with contextlib.suppress(ValueError):
+        parsed = json.loads(content)
+        if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+            error = parsed["error"]
+    return {"content": [{"type": "text", "text": content}], "isError": error is not None}
+
+
+def served_agent(tools: Iterable[Tool], *, name: str = "tarry") -> Agent:
+    """The agent whose chats are the calls an MCP server named ``name`` serves.
+
+    Give it to ``tarry worker --agents`` (or the Celery app) so background workers carry the
+    served calls on too: ``mcp_calls = served_agent(TOOLS)`` in a module, then
+    ``tarry worker --agents module:mcp_calls``.
+    """
+    return Agent(f"mcp:{name}", model=CallModel(), tools=list(tools))
+
+
+class ServedCalls:
+    """The tools an MCP server serves, and the store their calls and tasks live in.
+
+    ``approvals`` says who approves a tool that ``requires_approval``: ``"client"`` asks the
+    MCP client (an elicitation), ``"inbox"`` leaves the question to tarry's inbox on the
+    server's side. ``ttl_ms`` is a task's time to live when the client names none, and
+    ``max_ttl_ms`` caps what it names (``None``: no cap).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        tools: Iterable[object],
+        *,
+        name: str = "tarry",
+        approvals: Approvals = "client",
+        ttl_ms: int | None = 3_600_000,
+        max_ttl_ms: int | None = 86_400_000,
+        poll_interval_ms: int = 500,
+    ) -> None:
+        if approvals not in ("client", "inbox"):
+            raise ValueError(f"approvals must be 'client' or 'inbox', got {approvals!r}")
+        self.store = store
+        self.tools: dict[str, Tool] = {}
+        for item in tools:
+            made = item if isinstance(item, Tool) else tool(item) if callable(item) else None
+            if made is None:
+                raise TypeError(f"An MCP server serves tarry tools or functions, got {item!r}")
+            if made.name in self.tools:
+                raise ValueError(f"Two tools are named {made.name!r}")
+            self.tools[made.name] = made
+        self.agent = served_agent(self.tools.values(), name=name)
+        self.approvals = approvals
+        self.ttl_ms = ttl_ms
+        self.max_ttl_ms = max_ttl_ms
+        self.poll_interval_ms = poll_interval_ms
+        self.tasks = ServedTasks(store)
+        self._runners: dict[str, asyncio.Task[None]] = {}
+        self._wakes: dict[str, asyncio.Event] = {}
+        store.decision_hooks.append(self._woken)
+
+    # Starting calls
+
+    async def begin(self, tool: str, arguments: dict[str, Any]) -> Chat:
+        """Record a new call as a stored chat and run it until it finishes or waits."""
+        chat = await self.store.create_chat(agent=self.agent)
+        await chat.ask(call_text(tool, arguments))
+        return chat
+
+    async def start_task(
+        self, tool: str, arguments: dict[str, Any], *, ttl_ms: int | None, owner: str | None
+    ) -> ServedTask:
+        """Record a call that answers with a task: the task is durable before this returns; the call runs after."""
+        chat = await self.store.create_chat(agent=self.agent)
+        task = await self.tasks.create(
+            chat.id, tool, ttl_ms=self.task_ttl(ttl_ms), poll_interval_ms=self.poll_interval_ms, owner=owner
+        )
+        self.carry(chat.id, call_text(tool, arguments), chat)
+        return task
+
+    async def adopt(self, chat_id: str, tool: str, *, owner: str | None) -> ServedTask:
+        """Make a call that already runs (and now waits) a task the client polls; carry it on in this process."""
+        task = await self.tasks.create(
+            chat_id, tool, ttl_ms=self.task_ttl(None), poll_interval_ms=self.poll_interval_ms, owner=owner
+        )
+        self.carry(chat_id)
+        refreshed, _ = await self.refresh(task)
+        return refreshed
+
+    def task_ttl(self, asked: int | None) -> int | None:
+        """The time to live a task gets when the client asks for ``asked`` milliseconds."""
+        ttl = self.ttl_ms if asked is None else asked
+        if self.max_ttl_ms is not None and (ttl is None or ttl > self.max_ttl_ms):
+            return self.max_ttl_ms
+        return ttl
+
+    # Carrying calls on in this process
+
+    def carry(self, chat_id: str, first: str | None = None, chat: Chat | None = None) -> None:
+        """Carry the chat on in the background of this process unless it already is (claims keep it to one process)."""
+        running = self._runners.get(chat_id)
+        if running is not None and not running.done():
+            return
+        self._runners[chat_id] = asyncio.create_task(self._carry(chat_id, first, chat))
+
+    async def _carry(self, chat_id: str, first: str | None, chat: Chat | None) -> None:
+        wake = self._wakes.setdefault(chat_id, asyncio.Event())
+        try:
+            if first is not None and chat is not None:
+                await chat.ask(first)
+            while True:
+                wake.clear()
+                next_check = await continue_chat(self.store, chat_id, [self.agent])
+                if next_check is None:
+                    return
+                delay = max(0.0, (next_check - utcnow()).total_seconds())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), timeout=delay)
+        except Exception:
+            logger.exception("Carrying served call %s on failed; another process or a worker can take it over", chat_id)
+        finally:
+            self._wakes.pop(chat_id, None)
+            self._runners.pop(chat_id, None)
+
+    def _woken(self, question: Question) -> None:
+        if question.chat_id is not None and question.chat_id in self._wakes:
+            self._wakes[question.chat_id].set()
+
+    async def close(self) -> None:
+        """Stop carrying calls on in this process; their leases run out and another process takes over."""
+        if self._woken in self.store.decision_hooks:
+            self.store.decision_hooks.remove(self._woken)
+        runners = list(self._runners.values())
+        for runner in runners:
+            runner.cancel()
+        for runner in runners:
+            with contextlib.suppress(asyncio.CancelledError):
+                await runner
+
+    # Reading and moving calls
+
+    async def state(self, chat: Chat | str) -> CallState:
+        """Where the chat's one call stands, from the store (any process wrote it)."""
+        if isinstance(chat, str):
+            chat = await self.store.load_chat(chat, CallModel(), self.agent.tools)
+        record = next(iter(chat.records.values()), None)
+        if record is None:
+            return CallState("working", NOT_STARTED)
+        if record.result is not None:
+            result = tool_result(record.result.content)
+            if result["isError"]:  # 2025-11-25: a tool result with isError ends its task as failed
+                return CallState("failed", record.result.content, result=result)
+            return CallState("completed", None, result=result)
+        return self._open_state(record)
+
+    def _open_state(self, record: CallRecord) -> CallState:
+        waiting = record.pending_questions(utcnow())
+        askable = tuple(q for q in waiting if q.kind != "approval" or self.approvals == "client")
+        if askable:
+            return CallState("input_required", askable[0].message, askable)
+        if waiting:
+            return CallState("working", INBOX_WAIT)
+        message = record.task.status_message if record.task is not None else None
+        return CallState("working", message)
+
+    async def refresh(self, task: ServedTask) -> tuple[ServedTask, CallState]:
+        """The task brought up to date with its call (one write when its status changed), and the call's state."""
+        if task.done():
+            return task, CallState(task.status, task.status_message, result=task.result)
+        self.carry(task.chat_id)  # this process carries it on too (a no-op when it already does); claims keep it to one
+        state = await self.state(task.chat_id)
+        if state.status_message == NOT_STARTED and utcnow() - task.created_at > timedelta(seconds=self.store.lease):
+            state = CallState("failed", NEVER_STARTED)  # its process died between the answer and the call's start
+        if state.status == task.status and state.status_message == task.status_message:
+            return task, state
+        try:
+            moved = await self.tasks.move(
+                task.id, state.status, status_message=state.status_message, result=state.result
+            )
+        except TaskTransitionError:  # another process ended it first (a cancel, say): its word stands
+            again = await self.tasks.get(task.id, owner=task.owner)
+            if again is None:
+                raise LookupError(f"Task {task.id} is gone") from None
+            return again, CallState(again.status, again.status_message, result=again.result)
+        return moved, state
+
+    async def cancel(self, task: ServedTask) -> ServedTask:
+        """Mark the task cancelled (before answering) and ask whoever runs its call to cancel it (``Task.cancel()``)."""
+        cancelled = await self.tasks.move(task.id, "cancelled", status_message="Cancelled by the client")
+        await self.store.cancel(task.chat_id)
+        self.carry(task.chat_id)
+        return cancelled
+
+    async def answer(self, question: Question, action: str, content: dict[str, Any] | None) -> bool:
+        """Record the client's elicitation answer on ``question``: accept answers it, anything else declines."""
+        if action == "accept":
+            if question.kind == "approval":
+                return await self.store.approve(question.id)
+            if question.kind == "url":
+                return await self.store.answer(question.id)
+            return await self.store.answer(question.id, **(content or {}))
+        note = "The MCP client declined." if action == "decline" else "The MCP client dismissed the question."
+        return await self.store.decline(question.id, note)

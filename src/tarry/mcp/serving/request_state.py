@@ -1,0 +1,83 @@
+"""Signed ``requestState`` for 2026-07-28 input requests: HMAC-SHA256 over the call it belongs to.
+
+The client echoes the state back verbatim, and it is attacker-controlled: the server trusts
+only what its own key signed. The state names the stored chat of the call, the tool, and when
+it stops being valid; a state signed for another tool, altered, or past its time is refused
+with an ``INVALID_PARAMS`` error. The retry's arguments are not used: the call's arguments are
+the ones its stored chat recorded when it started, so a retry cannot change what runs. Every
+process of one server must share the key (``TARRY_MCP_STATE_KEY``) so any of them accepts a
+state another one issued.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+
+from mcp.shared.exceptions import MCPError
+
+KEY_VARIABLE = "TARRY_MCP_STATE_KEY"
+STATE_TTL = 24 * 3600
+"""Seconds a request state stays valid."""
+_INVALID_PARAMS = -32602
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class RequestStateSigner:
+    """Seals a call's chat id into a request state and opens it again, refusing any state it did not sign.
+
+    ``key`` (bytes, or text) defaults to ``TARRY_MCP_STATE_KEY``, else a random key that only
+    this process knows (so a state does not survive a restart or reach another process).
+    """
+
+    def __init__(self, key: bytes | str | None = None, *, ttl: float = STATE_TTL) -> None:
+        if key is None:
+            key = os.environ.get(KEY_VARIABLE) or secrets.token_bytes(32)
+        self._key = key.encode() if isinstance(key, str) else bytes(key)
+        if len(self._key) < 16:
+            raise ValueError("A request state key needs at least 16 bytes")
+        self.ttl = ttl
+
+    def _mac(self, body: str) -> str:
+        return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
+
+    def seal(self, chat_id: str, *, tool: str) -> str:
+        """The request state for the call whose stored chat is ``chat_id``."""
+        body = _b64(json.dumps({"chat": chat_id, "tool": tool, "until": int(time.time() + self.ttl)}).encode())
+        return f"{body}.{self._mac(body)}"
+
+    def open(self, state: str, *, tool: str) -> str:
+        """The chat id a state this signer sealed for ``tool`` names; raises ``MCPError`` for any other state."""
+        body, _, mac = state.partition(".")
+        if not mac or not hmac.compare_digest(mac, self._mac(body)):
+            raise MCPError(
+                code=_INVALID_PARAMS, message="The requestState was not issued by this server or was altered"
+            )
+        try:
+            claims = json.loads(_unb64(body))
+            chat_id, bound_tool, until = claims["chat"], claims["tool"], claims["until"]
+        except (ValueError, KeyError, TypeError) as error:  # pragma: no cover - signed by us, so well formed
+            raise _refused("The requestState cannot be read") from error
+        if bound_tool != tool:
+            raise MCPError(
+                code=_INVALID_PARAMS, message=f"The requestState belongs to the tool {bound_tool!r}, not {tool!r}"
+            )
+        if until < time.time():
+            raise _refused("The requestState has expired")
+        return str(chat_id)
+
+
+def _refused(why: str) -> MCPError:
+    return MCPError(code=_INVALID_PARAMS, message=why)

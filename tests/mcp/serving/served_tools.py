@@ -1,0 +1,87 @@
+"""The tools the MCP server tests serve, importable by the server processes they start."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tarry import Agent, Field, Task, Tool, tool
+
+
+def mark(kind: str, what: str) -> None:
+    """Append a line to the file TARRY_TEST_MARKERS names: the proof that a tool ran (and how often)."""
+    path = os.environ.get("TARRY_TEST_MARKERS")
+    if path:
+        with open(path, "a") as markers:
+            markers.write(f"{kind} {what}\n")
+
+
+@tool
+def add(a: int, b: int) -> str:
+    """Adds two integers."""
+    return str(a + b)
+
+
+class PickColour(Tool):
+    """Asks which colour to paint a wall."""
+
+    def execute(self, wall: str) -> Task:
+        return self.ask("Which colour?", colour=Field(choices=["red", "blue"]), coats=Field("integer", default=1))
+
+    def resume(self, task: Task, wall: str) -> str:
+        assert task.answer is not None
+        return f"{wall}: {task.answer['coats']} coat(s) of {task.answer['colour']}"
+
+
+class BuildTask(Task):
+    """A build's task: cancelling it leaves a marker, the proof that a cancellation reached the tool."""
+
+    def cancel(self) -> Task:
+        mark("cancel", str(self.data.get("release")))
+        self.status = "cancelled"
+        return self
+
+
+class Build(Tool):
+    """Starts a build that finishes when its release file exists.
+
+    Checking on a build twice is harmless, so a check cut short by a dying process is run again.
+    """
+
+    task_class = BuildTask
+    idempotent = True
+
+    def execute(self, release: str) -> Task:
+        mark("build", release)
+        return BuildTask(status_message="building", poll_interval=0.1, data={"release": release})
+
+    def resume(self, task: Task, release: str) -> str | Task:
+        if Path(release).exists():
+            return f"built {release}"
+        return BuildTask(status_message="still building", poll_interval=0.1, data=task.data)
+
+
+class Transfer(Tool):
+    """Moves money; a person approves each transfer."""
+
+    requires_approval = True
+
+    def execute(self, amount: int, to: str) -> str:
+        mark("transfer", f"{to}:{amount}")
+        return f"Sent {amount} to {to}"
+
+
+@tool
+def fail() -> str:
+    """Always fails."""
+    raise RuntimeError("the disk is full")
+
+
+TOOLS = [add, PickColour(), Build(), Transfer(), fail]
+
+
+def worker_agents() -> list[Agent]:
+    """What ``tarry worker --agents`` needs to carry the calls of ``tarry mcp serve --tools ...:TOOLS`` on."""
+    from tarry.mcp.serving import served_agent
+
+    return [served_agent(TOOLS)]
