@@ -267,7 +267,16 @@ class StoreJournal:
         note: str | None,
     ) -> bool:
         """Record the decision under the question's row lock, then update the question object."""
-        return await self.store.record_decision(question, decision, answer, note)
+        decided = await self.store._decide(question.id, decision, lambda _: answer, note)
+        if decided is None:
+            return False
+        question.decision, question.answer, question.note, question.decided_at = (
+            decided.decision,
+            decided.answer,
+            decided.note,
+            decided.decided_at,
+        )
+        return True
 
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
         """Save a question the running call asks while it runs."""

@@ -8,19 +8,20 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any
 
 from sqlalchemy import Connection, select, update
 
 from tarry.agents import Agent
-from tarry.calls import check_decision
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, CorruptStateError, UnknownQuestionError
 from tarry.messages import Model, ToolChoice
 from tarry.questions import Decision, Question
 from tarry.running import sync_twin
+from tarry.store.deciding import AnswerOf, decide_question
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import StoreJournal, Tail, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
@@ -313,83 +314,27 @@ class Store:
             raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
         return await self._decide(question_id, "decline", lambda question: None, note) is not None
 
-    async def record_decision(
-        self, question: Question, decision: Decision, answer: dict[str, Any] | None, note: str | None
-    ) -> bool:
-        """Settle an already checked decision on ``question``, update the object and run the decision hooks.
-
-        Every decision made through a chat of this store goes through here.
-        """
-        decided = await self._decide(question.id, decision, lambda _: answer, note)
-        if decided is None:
-            return False
-        question.decision, question.answer, question.note, question.decided_at = (
-            decided.decision,
-            decided.answer,
-            decided.note,
-            decided.decided_at,
-        )
-        return True
-
     async def _decide(
         self,
         question_id: str,
         decision: Decision,
-        answer_of: Callable[[Question], dict[str, Any] | None],
+        answer_of: AnswerOf,
         note: str | None = None,
     ) -> Question | None:
-        """Record a decision in one transaction under the row lock, in DESIGN's order of checks.
+        """Record a decision (:func:`~tarry.store.deciding.decide_question`), log it and run the decision hooks.
 
-        Unknown id (:class:`UnknownQuestionError`), then the answer (``answer_of`` validates it
-        against the question as stored), then decided already (``None``), then expired
-        (:class:`QuestionExpiredError`), then declining a running call (:class:`ToolCallRunningError`).
-        Returns the decided question, after running the decision hooks, or ``None`` when another
-        decision came first.
+        Returns the decided question, or ``None`` when another decision came first.
         """
-        query = (
-            select(
-                questions,
-                tool_calls.c.call_id,
-                tool_calls.c.name,
-                tool_calls.c.arguments,
-                tool_calls.c.claimed_by,
-                tool_calls.c.claimed_until,
-                tool_calls.c.result_message_id,
+        decided = await self.db.run_write(
+            partial(
+                decide_question,
+                question_id=_question_id(question_id),
+                decision=decision,
+                answer_of=answer_of,
+                note=note,
+                postgres=not self.db.is_sqlite,
             )
-            .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
-            .where(questions.c.id == _question_id(question_id))
-            .with_for_update(of=questions)
         )
-        postgres = not self.db.is_sqlite
-
-        def write(connection: Connection) -> Question | None:
-            row = connection.execute(query).mappings().one_or_none()
-            if row is None:
-                raise UnknownQuestionError(f"No question has the id {question_id!r}")
-            question = _question_of(row)
-            answer = answer_of(question)  # an invalid answer raises here and nothing is written
-            now = utcnow()
-            running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
-            closed = row["result_message_id"] is not None
-            if not check_decision(question, decision, running=running, closed=closed, now=now):
-                return None
-            result = connection.execute(
-                update(questions)
-                .where(questions.c.id == question.id, questions.c.decision.is_(None))
-                .values(decision=decision, answer=answer, note=note, decided_at=now)
-            )
-            if result.rowcount != 1:
-                return None
-            connection.execute(  # a process that read the call before this decision must read it again
-                update(tool_calls)
-                .where(tool_calls.c.id == row["tool_call_id"])
-                .values(version=tool_calls.c.version + 1)
-            )
-            wake(connection, row["chat_id"], postgres=postgres)
-            question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
-            return question
-
-        decided = await self.db.run_write(write)
         if decided is not None:
             call_id = decided.tool_call.id if decided.tool_call is not None else None
             ids = {"chat_id": decided.chat_id, "call_id": call_id, "question_id": decided.id}
