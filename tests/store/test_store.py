@@ -23,6 +23,7 @@ from tarry.errors import (
 from tarry.messages import ModelRequest
 from tarry.store import Store, StoreUnavailableError
 from tarry.store.engine import database_url
+from tarry.store.schema import HEAD
 from tarry.store.tables import metadata, tool_calls
 from tarry.testing import advance_clock
 from tarry.tools import ask
@@ -203,7 +204,7 @@ async def test_the_migrations_build_exactly_the_tables(store: Store) -> None:
         )
     )
     assert differences == []
-    assert version == "0004"
+    assert version == HEAD
     await store.setup()  # running it again changes nothing
 
 
