@@ -87,26 +87,23 @@ def judge(
     policy = question.policy
     if policy is None or decision == "cancel":
         return "decide"
-    tool = question.tool_call.name if question.tool_call is not None else "this"
+    what = f"the {question.tool_call.name} call" if question.tool_call is not None else "this question"
     if principal is None:
         if policy.by is not None or policy.count > 1:
             raise NotAllowedError(
-                f"The {tool} call's approval needs to know who decides (by=...): "
+                f"Deciding {what} needs to know who decides (by=...): "
                 f"its policy {'names who may' if policy.by else f'needs {policy.count} people'}"
             )
         return "decide"
     if policy.by is not None:
         if may_decide is None:
             raise NotAllowedError(
-                f"The {tool} call may be decided by {policy.by!r} only, and nothing checks who that is: "
-                "give the store may_decide=..."
+                f"Only {policy.by!r} may decide {what}, and nothing checks who that is: give the store may_decide=..."
             )
         if not may_decide(principal, question):
-            raise NotAllowedError(f"{principal.label} may not decide the {tool} call (it needs {policy.by!r})")
+            raise NotAllowedError(f"{principal.label} may not decide {what} (it needs {policy.by!r})")
     if decision != "accept" or policy.count == 1:
         return "decide"
     if any(vote.principal.id == principal.id for vote in question.votes):
-        raise NotAllowedError(
-            f"{principal.label} already approved the {tool} call; it needs {policy.count} different people"
-        )
+        raise NotAllowedError(f"{principal.label} already approved {what}; it needs {policy.count} different people")
     return "decide" if len(question.votes) + 1 >= policy.count else "count"
