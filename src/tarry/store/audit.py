@@ -14,7 +14,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, insert, select
 
 from tarry.principals import Channel, Principal
-from tarry.questions import Decision, Question
+from tarry.questions import Decision, Question, QuestionKind
 from tarry.store.tables import decision_events
 
 Outcome = Literal["decided", "counted", "lost", "expired", "refused", "running"]
@@ -41,7 +41,7 @@ class DecisionEvent:
     at: datetime
     chat_id: str
     question_id: str
-    kind: str
+    kind: QuestionKind
     message: str
     call_id: str | None
     tool: str | None
