@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from starlette.requests import HTTPConnection
 
 from tarry.principals import Principal
+from tarry.questions import SECRET
 from tarry.store import Store
 from tarry.testing import ScriptedModel
-from tests.store.approvers import FINANCE, Payout, may_decide
+from tests.store.approvers import FINANCE, Payout, Unlock, may_decide
 from tests.web.client import AUTH, Inbox, problem
 from tests.web.tools import call, park, pending, run
 
@@ -80,3 +83,22 @@ def test_identify_names_the_decider_and_a_policy_refusal_is_a_403(database_url: 
         page = client.get(f"/chats/{chat}").text
         assert "(one of several approvals)" in page and "Ann Archer" in page and "Bob Baker" in page
         client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def test_a_secret_field_is_typed_unseen_and_stays_out_of_what_the_api_shows(inbox: Inbox) -> None:
+    async def parked() -> str:
+        async with Store(inbox.url) as store:
+            chat = await store.create_chat(ScriptedModel([[call("unlock", vault="north")], "Open."]), [Unlock()])
+            await chat.ask("Open the north vault")
+            return chat.id
+
+    chat = run(parked)
+    [question] = pending(inbox.url, chat)
+    page = inbox.client.get("/", headers=AUTH).text
+    assert re.search(r'<input type="password" id="[^"]+" name="field:pin"', page), "the PIN is not typed unseen"
+    answered = inbox.client.post(
+        f"/api/questions/{question.id}/answer", json={"pin": "480175", "reason": "audit"}, headers=AUTH
+    )
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["question"]["answer"] == {"pin": SECRET, "reason": "audit"}
+    assert "480175" not in inbox.client.get("/api/history", headers=AUTH).text
