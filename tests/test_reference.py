@@ -20,6 +20,8 @@ MODULES = [
     "tarry.web",
     "tarry.testing",
     "tarry.errors",
+    "tarry.approvals",
+    "tarry.principals",
 ]
 
 

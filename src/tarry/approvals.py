@@ -17,6 +17,8 @@ from tarry.principals import Principal
 if TYPE_CHECKING:
     from tarry.questions import Decision, Question
 
+__all__ = ["Approval", "MayDecide", "Verdict", "Vote", "judge"]
+
 MayDecide = Callable[[Principal, "Question"], bool]
 """The application's check: may this principal decide this question? (See :class:`Approval` ``by``.)"""
 

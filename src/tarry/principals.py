@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+__all__ = ["CHANNELS", "Channel", "Principal", "check_channel", "principal_of"]
+
 Channel = Literal["api", "web", "cli", "code", "mcp"]
 """Through what a decision came: the JSON API, the inbox page, the ``tarry`` command, Python code, an MCP client."""
 CHANNELS: tuple[Channel, ...] = ("api", "web", "cli", "code", "mcp")
