@@ -311,3 +311,21 @@ def test_no_code_path_updates_or_deletes_the_audit_trail() -> None:
         if "decision_events" in path.read_text() and "migrations" not in path.parts
     ]
     assert sorted(uses) == ["audit.py", "tables.py"]  # every write of the trail goes through store/audit.py
+
+
+async def test_a_decision_notifies_listeners_on_postgresql(postgres_url: str) -> None:
+    import psycopg
+
+    from tarry.store.schedule import WAKE_CHANNEL
+
+    async with Store(postgres_url) as store:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(transfer("Bob", 5)), [TransferMoney()])
+        await chat.ask("Pay Bob 5")
+        [question] = await chat.pending_questions()
+        plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+        async with await psycopg.AsyncConnection.connect(plain, autocommit=True) as listener:
+            await listener.execute(f"LISTEN {WAKE_CHANNEL}")
+            assert await store.approve(question.id, by="ann")
+            notification = await anext(listener.notifies(timeout=10))
+        assert notification.payload == chat.id
