@@ -21,6 +21,8 @@ MODULES = [
     "tarry.web",
     "tarry.testing",
     "tarry.errors",
+    "tarry.approvals",
+    "tarry.principals",
 ]
 
 

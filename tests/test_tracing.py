@@ -89,7 +89,7 @@ async def test_a_stored_chat_traces_its_pause_decision_tool_call_and_transaction
         writes = named(spans, "store.write")
         assert writes and all(span.kind is SpanKind.CLIENT for span in writes)
         assert {attributes(span)["db.system.name"] for span in writes} == {"sqlite"}
-        assert any("_decide" in str(attributes(span)["tarry.transaction"]) for span in writes)
+        assert any("decide_question" in str(attributes(span)["tarry.transaction"]) for span in writes)
         assert named(spans, "store.read")
         assert [span.name for span in named(spans, "chat ")] == ["chat scripted", "chat scripted"]
 

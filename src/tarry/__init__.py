@@ -1,11 +1,27 @@
 """tarry: LLM chats whose tool calls can wait for approvals, answers and work that finishes later."""
 
 from tarry.agents import Agent
+from tarry.approvals import Approval
 from tarry.chat import Chat
 from tarry.messages import Message, ToolCall, Usage
+from tarry.principals import Principal
 from tarry.questions import Field, Question
 from tarry.tasks import Task, TaskStatus
 from tarry.tools import Tool, tool
 
-__all__ = ["Agent", "Chat", "Field", "Message", "Question", "Task", "TaskStatus", "Tool", "ToolCall", "Usage", "tool"]
+__all__ = [
+    "Agent",
+    "Approval",
+    "Chat",
+    "Field",
+    "Message",
+    "Principal",
+    "Question",
+    "Task",
+    "TaskStatus",
+    "Tool",
+    "ToolCall",
+    "Usage",
+    "tool",
+]
 __version__ = "0.1.0"

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from importlib.metadata import entry_points
 from typing import Any
 
+from tarry.approvals import Approval
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.clock import utcnow
 from tarry.errors import ClaimLostError, MissingToolsError, PendingToolCallsError, TarryError, UnknownQuestionError
@@ -29,6 +30,7 @@ from tarry.messages import (
     ToolChoice,
     result_text,
 )
+from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import Question
 from tarry.running import sync_twin
 from tarry.tasks import Task
@@ -148,31 +150,56 @@ class Chat:
             if record.open and record.task is not None and not record.task.waits_on_person()
         ]
 
-    async def answer(self, question: Question | str, value: Any = None, /, **values: Any) -> bool:
+    async def answer(
+        self,
+        question: Question | str,
+        value: Any = None,
+        /,
+        *,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+        **values: Any,
+    ) -> bool:
         """Answer ``question`` (a :class:`Question` or its id); answering an approval approves it.
 
-        A positional value answers a one-field question, keywords answer fields by name.
-        Returns ``True`` when this call recorded the decision and ``False`` when another
-        decision came first. Raises :class:`UnknownQuestionError`, :class:`InvalidAnswerError`
-        or :class:`QuestionExpiredError`.
+        A positional value answers a one-field question, keywords answer fields by name (a
+        field named ``by`` or ``channel`` is answered through a dict as the value). ``by`` says
+        who decides (an identity or a :class:`~tarry.principals.Principal`; ``None``: recorded
+        as nobody known), ``channel`` through what. Returns ``True`` when this call recorded
+        the decision (or, for an approval that needs several people, counted this approval)
+        and ``False`` when another decision came first. Raises :class:`UnknownQuestionError`,
+        :class:`InvalidAnswerError`, :class:`QuestionExpiredError` or :class:`NotAllowedError`.
         """
         target = await self._find(question)
         accepted = target.check_answer(value, values)
-        return await self._journal.decide(self, target, "accept", accepted, None)
+        return await self._journal.decide(
+            self, target, "accept", accepted, None, principal_of(by), check_channel(channel)
+        )
 
-    async def approve(self, question: Question | str) -> bool:
-        """Approve ``question``; same return value and errors as :meth:`answer`."""
+    async def approve(
+        self, question: Question | str, *, by: str | Principal | None = None, channel: Channel = "code"
+    ) -> bool:
+        """Approve ``question``; same arguments, return value and errors as :meth:`answer`."""
         target = await self._find(question)
-        return await self._journal.decide(self, target, "accept", target.check_answer(), None)
+        principal, through = principal_of(by), check_channel(channel)
+        return await self._journal.decide(self, target, "accept", target.check_answer(), None, principal, through)
 
-    async def decline(self, question: Question | str, note: str | None = None) -> bool:
+    async def decline(
+        self,
+        question: Question | str,
+        note: str | None = None,
+        *,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+    ) -> bool:
         """Decline ``question``; the note reaches the model with the declined result.
 
         Raises :class:`ToolCallRunningError` when the question's call runs right now.
         """
         if note is not None and not isinstance(note, str):
             raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
-        return await self._journal.decide(self, await self._find(question), "decline", None, note)
+        principal, through = principal_of(by), check_channel(channel)
+        return await self._journal.decide(self, await self._find(question), "decline", None, note, principal, through)
 
     async def cancel(self) -> None:
         """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result."""
@@ -200,7 +227,7 @@ class Chat:
                     await self._save(record, await action[1]())
                     continue
                 for question in record.pending_questions(utcnow()):
-                    await self._journal.decide(self, question, "cancel", None, None)
+                    await self._journal.decide(self, question, "cancel", None, None, None, "code")
                 await self._save(
                     record, Outcome(result=_error(record.call, f"The {record.call.name} call was cancelled."))
                 )
@@ -596,30 +623,35 @@ class Chat:
         for call in reply.tool_calls:
             if call.id in self.records or any(call.id == other.call.id for other in records):
                 raise TarryError(f"The model reused the tool call id {call.id!r}")
-            record = CallRecord(call, needs_approval=self._needs_approval(call))
-            if record.needs_approval:
+            policy = self._approval_of(call)
+            record = CallRecord(call, needs_approval=policy is not None)
+            if policy is not None:
                 tool = self.tools[call.name]
                 approval = Question(
-                    id="", kind="approval", message=f"Approve the {call.name} call?", ttl=tool.approval_ttl
+                    id="",
+                    kind="approval",
+                    message=f"Approve the {call.name} call?",
+                    ttl=tool.approval_ttl,
+                    policy=None if policy == Approval() else policy,
                 )
                 self._mint(approval, call)
                 record.questions.append(approval)
             records.append(record)
         return records
 
-    def _needs_approval(self, call: ToolCall) -> bool:
+    def _approval_of(self, call: ToolCall) -> Approval | None:
         tool = self.tools.get(call.name)
         if tool is None:
-            return False
+            return None
         try:
             tool.validate(call.arguments)
         except InvalidArgumentsError:
-            return False
+            return None
         try:
-            return tool.needs_approval(call)
+            return tool.approval_policy(call)
         except Exception:
             logger.exception("The approval rule of %s raised; asking a person to approve the call", call.name)
-            return True
+            return Approval()
 
     async def _find(self, question: Question | str) -> Question:
         """This chat's question with the id of ``question``, read again from the journal if it is new here."""

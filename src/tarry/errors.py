@@ -123,3 +123,10 @@ class RateLimitError(ProviderError):
 
 class ContextLengthError(ProviderError):
     """The transcript is longer than the model can read."""
+
+
+class NotAllowedError(TarryError):
+    """A decision its question's approval policy refuses: a person who may not decide it, or one who already approved.
+
+    Nothing is decided; the refused attempt is recorded in the audit trail. The web API answers 403.
+    """

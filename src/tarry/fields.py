@@ -113,7 +113,9 @@ class Field:
     characters. ``pattern`` is an ECMA-262 regular expression, searched for anywhere in the
     value as JSON Schema says (anchor it with ``^…$``). The attributes cover what an MCP
     ``requestedSchema`` can say, so a field maps to a JSON schema property and back without
-    loss (:meth:`to_schema`, :meth:`from_schema`).
+    loss (:meth:`to_schema`, :meth:`from_schema`). A ``secret`` field (a password, a one-time
+    code) is checked and handed to the tool like any other, but kept out of the audit trail
+    and of logs (its schema says ``writeOnly``).
 
     >>> Field("integer", minimum=1, maximum=5).check("3")
     3
@@ -132,6 +134,7 @@ class Field:
     pattern: str | None = None
     format: str | None = None
     name: str | None = None
+    secret: bool = False
 
     def __init__(
         self,
@@ -149,6 +152,7 @@ class Field:
         pattern: str | None = None,
         format: str | None = None,
         name: str | None = None,
+        secret: bool = False,
     ) -> None:
         where = f"Field {name!r}" if name else "Field"
         if type not in FIELD_TYPES:
@@ -194,6 +198,7 @@ class Field:
             "pattern": pattern,
             "format": format,
             "name": name,
+            "secret": bool(secret),
         }
         for attribute, value in values.items():
             object.__setattr__(self, attribute, value)
@@ -332,6 +337,8 @@ class Field:
             format=self.format,
             default=self.default,
         )
+        if self.secret:  # JSON Schema's word for a value that is sent but never shown back
+            schema["writeOnly"] = True
         return schema
 
     @classmethod
@@ -363,6 +370,7 @@ class Field:
             pattern=schema.get("pattern"),
             format=schema.get("format"),
             name=name,
+            secret=schema.get("writeOnly") is True,
         )
 
 

@@ -7,9 +7,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tarry.approvals import Vote, judge
 from tarry.calls import CallRecord, Claim, Outcome, check_decision
 from tarry.clock import utcnow
 from tarry.messages import Message
+from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
 from tarry.tracing import decision_attributes, mark
 
@@ -51,8 +53,15 @@ class Journal(Protocol):
         decision: Decision,
         answer: dict[str, Any] | None,
         note: str | None,
+        by: Principal | None,
+        channel: Channel,
     ) -> bool:
-        """Record a decision unless another came first (``False``); checks as :func:`check_decision`."""
+        """Record a decision unless another came first (``False``); checks as :func:`check_decision`.
+
+        Then applies the question's approval policy (:func:`~tarry.approvals.judge`): raises
+        :class:`~tarry.errors.NotAllowedError`, or only counts an approval (``True``, the
+        question stays open) while more people must approve.
+        """
         ...
 
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
@@ -115,14 +124,26 @@ class MemoryJournal:
         decision: Decision,
         answer: dict[str, Any] | None,
         note: str | None,
+        by: Principal | None,
+        channel: Channel,
     ) -> bool:
-        """Check and record the decision on the question object itself."""
+        """Check and record the decision on the question object itself.
+
+        An in-memory chat has no ``may_decide``: a policy that names ``by`` needs a store.
+        """
         record = chat.record_of(question)
         now = utcnow()
         running, closed = (record.running, not record.open) if record is not None else (False, False)
         if not check_decision(question, decision, running=running, closed=closed, now=now):
             return False
+        if judge(question, decision, by, None) == "count":
+            assert by is not None
+            question.votes.append(Vote(by, now))
+            return True
+        if question.policy is not None and by is not None and decision == "accept":
+            question.votes.append(Vote(by, now))
         question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
+        question.decided_by, question.channel = by, channel
         mark(f"decision {decision}", decision_attributes(question))
         if (event := self._decided.get(question.id)) is not None:
             event.set()

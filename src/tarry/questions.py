@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from tarry.approvals import Approval, Vote
 from tarry.errors import InvalidAnswerError
 from tarry.fields import FIELD_TYPES, FORMATS, Field, FieldType, fields_from_schema
 from tarry.messages import ToolCall
+from tarry.principals import Channel, Principal
 
 __all__ = [
     "DECISIONS",
@@ -28,6 +30,8 @@ QuestionKind = Literal["approval", "form", "url"]
 QUESTION_KINDS: tuple[QuestionKind, ...] = ("approval", "form", "url")
 Decision = Literal["accept", "decline", "cancel"]
 DECISIONS: tuple[Decision, ...] = ("accept", "decline", "cancel")
+SECRET = "[secret]"
+"""What the audit trail holds in place of a secret field's value."""
 
 
 @dataclass(eq=False)
@@ -60,6 +64,14 @@ class Question:
     """Protocol state that travels with the question (kept verbatim, never shown)."""
     ttl: float | None = None
     """Seconds the question stays open once recorded; the chat sets ``expires_at`` from it."""
+    policy: Approval | None = None
+    """An approval's policy (who may decide, how many must approve), when its tool names one."""
+    votes: list[Vote] = field(default_factory=list)
+    """The approvals counted so far toward ``policy.count``, while more are needed (and after)."""
+    decided_by: Principal | None = None
+    """Who made the decision, when they said (``by=``); ``None`` for a decision made without an identity."""
+    channel: Channel | None = None
+    """Through what the decision came: ``api``, ``web``, ``cli``, ``code`` or ``mcp``."""
 
     def __post_init__(self) -> None:
         if self.kind not in QUESTION_KINDS:
@@ -127,8 +139,25 @@ class Question:
             raise InvalidAnswerError(errors)
         return accepted
 
+    def take_decision(self, other: Question) -> None:
+        """Copy what ``other`` (the same question, read again) records of its decision and approvals onto this one."""
+        self.decision, self.answer, self.note, self.decided_at = (
+            other.decision,
+            other.answer,
+            other.note,
+            other.decided_at,
+        )
+        self.votes, self.decided_by, self.channel = list(other.votes), other.decided_by, other.channel
+
+    def redact(self, answer: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """``answer`` with each secret field's value replaced by :data:`SECRET`, for the trail and for logs."""
+        if answer is None:
+            return None
+        secret = {item.name for item in self.fields if item.secret}
+        return {name: SECRET if name in secret else value for name, value in answer.items()}
+
     def to_dict(self) -> dict[str, Any]:
-        """The question as JSON-safe data (times as ISO 8601 text)."""
+        """The question as JSON-safe data (times as ISO 8601 text; secret answer values left out)."""
         return {
             "id": self.id,
             "kind": self.kind,
@@ -146,9 +175,13 @@ class Question:
             "asked_at": _iso(self.asked_at),
             "chat_id": self.chat_id,
             "decision": self.decision,
-            "answer": self.answer,
+            "answer": self.redact(self.answer),
             "note": self.note,
             "decided_at": _iso(self.decided_at),
+            "decided_by": None if self.decided_by is None else self.decided_by.to_dict(),
+            "channel": self.channel,
+            "policy": None if self.policy is None else self.policy.to_dict(),
+            "votes": [vote.to_dict() for vote in self.votes],
             "source": self.source,
         }
 

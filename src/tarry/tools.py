@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Protocol, Self, TypeVar, get_type_hints, overl
 
 import pydantic
 
+from tarry.approvals import Approval
 from tarry.errors import TarryWarning
 from tarry.messages import ToolCall, ToolSchema
 from tarry.questions import Field, FieldType, Question
@@ -77,7 +78,9 @@ class Tool:
 
     Attributes to set on a subclass:
 
-    - ``requires_approval``: ``True``, ``False`` or a method ``(self, call) -> bool``.
+    - ``requires_approval``: ``True``, ``False``, an :class:`~tarry.approvals.Approval` policy
+      (``Approval(count=2, by="finance")``: two people of finance), or a method
+      ``(self, call) -> bool | Approval``.
     - ``approval_ttl``: seconds a person has to approve, or ``None`` for no limit.
     - ``idempotent``: ``True`` when running a call twice is harmless, so a call whose
       process died is run again instead of being closed as interrupted.
@@ -86,7 +89,7 @@ class Tool:
 
     name: str = ""
     description: str = ""
-    requires_approval: bool | Callable[..., bool] = False
+    requires_approval: bool | Approval | Callable[..., bool | Approval] = False
     approval_ttl: float | None = None
     idempotent: bool = False
     task_class: ClassVar[type[Task]] = Task
@@ -123,8 +126,18 @@ class Tool:
 
     def needs_approval(self, call: ToolCall) -> bool:
         """Whether a person must approve ``call`` before it runs (``requires_approval`` applied)."""
+        return self.approval_policy(call) is not None
+
+    def approval_policy(self, call: ToolCall) -> Approval | None:
+        """The approval ``call`` needs (``requires_approval`` applied once): ``None`` when it needs none.
+
+        ``True`` is ``Approval()``: one person, anyone.
+        """
         rule = self.requires_approval
-        return bool(rule(call) if callable(rule) else rule)
+        verdict = rule(call) if callable(rule) else rule
+        if isinstance(verdict, Approval):
+            return verdict
+        return Approval() if verdict else None
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments ``execute`` receives; raises :class:`InvalidArgumentsError` naming the problem."""
@@ -240,7 +253,7 @@ class FunctionTool(Tool):
         *,
         name: str | None = None,
         description: str | None = None,
-        requires_approval: bool | Callable[[ToolCall], bool] = False,
+        requires_approval: bool | Approval | Callable[[ToolCall], bool | Approval] = False,
         approval_ttl: float | None = None,
         idempotent: bool = False,
     ) -> None:
@@ -271,7 +284,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    requires_approval: bool | Callable[[ToolCall], bool] = False,
+    requires_approval: bool | Approval | Callable[[ToolCall], bool | Approval] = False,
     approval_ttl: float | None = None,
     idempotent: bool = False,
 ) -> Callable[[F], FunctionTool]: ...
@@ -281,7 +294,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    requires_approval: bool | Callable[[ToolCall], bool] = False,
+    requires_approval: bool | Approval | Callable[[ToolCall], bool | Approval] = False,
     approval_ttl: float | None = None,
     idempotent: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:

@@ -11,11 +11,18 @@ TOOL_CALL: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "arguments": {"type": "object"}},
 }
+CHANNELS = ["api", "web", "cli", "code", "mcp"]
+PRINCIPAL: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "name"],
+    "additionalProperties": False,
+    "properties": {"id": {"type": "string", "minLength": 1}, "name": {"type": ["string", "null"]}},
+}
 QUESTION: dict[str, Any] = {
     "type": "object",
     "required": [
         "id", "kind", "message", "requested_schema", "url", "tool_call", "expires_at", "asked_at",
-        "chat_id", "decision", "answer", "note", "decided_at", "source",
+        "chat_id", "decision", "answer", "note", "decided_at", "decided_by", "channel", "policy", "votes", "source",
     ],
     "additionalProperties": False,
     "properties": {
@@ -40,6 +47,24 @@ QUESTION: dict[str, Any] = {
         "answer": {"type": ["object", "null"]},
         "note": {"type": ["string", "null"]},
         "decided_at": TIME,
+        "decided_by": {"anyOf": [PRINCIPAL, {"type": "null"}]},
+        "channel": {"enum": [None, *CHANNELS]},
+        "policy": {
+            "anyOf": [
+                {
+                    "type": "object", "required": ["count", "by"], "additionalProperties": False,
+                    "properties": {"count": {"type": "integer", "minimum": 1}, "by": {"type": ["string", "null"]}},
+                },
+                {"type": "null"},
+            ]
+        },
+        "votes": {
+            "type": "array",
+            "items": {
+                "type": "object", "required": ["id", "name", "at"], "additionalProperties": False,
+                "properties": {**PRINCIPAL["properties"], "at": TIME},
+            },
+        },
         "source": {"type": ["string", "null"]},
     },
 }  # fmt: skip
@@ -100,3 +125,32 @@ SHOW: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
+HISTORY: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": [
+            "id", "at", "chat_id", "question_id", "kind", "message", "call_id", "tool", "arguments", "decision",
+            "outcome", "answer", "note", "by", "channel", "detail",
+        ],
+        "additionalProperties": False,
+        "properties": {
+            "id": {"type": "integer"},
+            "at": {**TIME, "type": "string"},
+            "chat_id": {"type": "string"},
+            "question_id": {"type": "string"},
+            "kind": {"enum": ["approval", "form", "url"]},
+            "message": {"type": "string"},
+            "call_id": {"type": ["string", "null"]},
+            "tool": {"type": ["string", "null"]},
+            "arguments": {"type": ["object", "null"]},
+            "decision": {"enum": ["accept", "decline", "cancel"]},
+            "outcome": {"enum": ["decided", "counted", "lost", "expired", "refused", "running"]},
+            "answer": {"type": ["object", "null"]},
+            "note": {"type": ["string", "null"]},
+            "by": {"anyOf": [PRINCIPAL, {"type": "null"}]},
+            "channel": {"enum": CHANNELS},
+            "detail": {"type": ["string", "null"]},
+        },
+    },
+}  # fmt: skip

@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 EXIT_STATUSES = (
     "exit status: 0 recorded, 1 other error, 2 usage, 3 someone else decided first, 4 expired, "
-    "5 invalid answer, 6 unknown id, 7 database unusable, 8 call running (see docs/cli.md)"
+    "5 invalid answer, 6 unknown id, 7 database unusable, 8 call running, 9 not allowed (see docs/cli.md)"
 )
 
 
@@ -250,6 +250,20 @@ def _add_inbox(commands: Any) -> None:
     decline = add("decline", "decline a question; the note reaches the model")
     decline.add_argument("question", metavar="QUESTION_ID")
     decline.add_argument("--note", help="why, for the model")
+    for deciding in (answer, approve, decline):
+        deciding.add_argument(
+            "--as", dest="by", metavar="IDENTITY", help="who decides, for the audit trail (default: your OS user name)"
+        )
+        deciding.add_argument(
+            "--may-decide", metavar="MODULE:NAME",
+            help="your app's may_decide(principal, question) function, for approvals whose policy names who may",
+        )  # fmt: skip
+    history = add("history", "list the audit trail: every attempt to decide a question, oldest first")
+    history.add_argument("--chat", metavar="CHAT_ID", help="only this chat's decisions")
+    history.add_argument("--question", metavar="QUESTION_ID", help="only this question's decisions")
+    history.add_argument("--after", type=int, metavar="EVENT_ID", help="only events after this one")
+    history.add_argument("--limit", type=int, metavar="N", help="at most N events")
+    history.add_argument("--json", action="store_true", help="print JSON (a list of events)")
     chats = add("chats", "list the stored chats, oldest first")
     chats.add_argument("--waiting", action="store_true", help="only chats whose tool calls wait")
     chats.add_argument("--json", action="store_true", help="print JSON (a list of chats)")

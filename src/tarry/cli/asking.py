@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 from typing import Any
 
 from rich.console import Console
@@ -22,6 +23,8 @@ class Asker:
 
     def __init__(self, chat: Chat, reader: LineReader, out: Console) -> None:
         self.chat = chat
+        self.who = getpass.getuser()
+        """Who the person at the terminal decides as: their OS user name."""
         self.reader = reader
         self.out = out
 
@@ -52,7 +55,7 @@ class Asker:
             choice, _, note = reply.partition(":")
             choice = choice.strip().lower()
             if choice in YES and not note:
-                self._recorded(await self.chat.approve(question), "approved")
+                self._recorded(await self.chat.approve(question, by=self.who, channel="cli"), "approved")
                 return
             if choice in NO:
                 await self._decline(question, note.strip() or None)
@@ -71,7 +74,7 @@ class Asker:
         while True:
             reply = (await self._line("  y = I agree to go on, n = decline> ")).lower()
             if reply in YES:
-                self._recorded(await self.chat.answer(question), "agreed")
+                self._recorded(await self.chat.answer(question, by=self.who, channel="cli"), "agreed")
                 return
             if reply in NO:
                 await self._decline(question, None)
@@ -93,7 +96,7 @@ class Asker:
             if value is not None:
                 values[field.name] = value
         try:
-            recorded = await self.chat.answer(question, **values)
+            recorded = await self.chat.answer(question, values, by=self.who, channel="cli")
         except InvalidAnswerError as error:  # only what spans fields is left to find here
             for name, problem in error.errors.items():
                 self.out.print(f"  [red]{escape(name)}: {escape(problem)}[/]")
@@ -121,7 +124,7 @@ class Asker:
                 self.out.print(f"  [red]{escape(str(error))}[/]")
 
     async def _decline(self, question: Question, note: str | None) -> None:
-        recorded = await self.chat.decline(question, note)
+        recorded = await self.chat.decline(question, note, by=self.who, channel="cli")
         self._recorded(recorded, "declined" + (f" (note: {note})" if note else ""))
 
     def _recorded(self, recorded: bool, what: str) -> None:

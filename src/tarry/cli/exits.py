@@ -9,6 +9,7 @@ from tarry.errors import (
     ChatNotFoundError,
     CorruptStateError,
     InvalidAnswerError,
+    NotAllowedError,
     QuestionExpiredError,
     StoreError,
     ToolCallRunningError,
@@ -37,6 +38,8 @@ class Exit(IntEnum):
     """The database cannot be used: unreachable, missing the schema, or holding unreadable rows."""
     RUNNING = 8
     """The question's call is running right now, so it cannot be declined."""
+    NOT_ALLOWED = 9
+    """The approval's policy refused the person (``--as``): not allowed to decide it, or already approved."""
     INTERRUPTED = 130
     """Ctrl-C: the chat is parked in the database and can be resumed."""
 
@@ -47,6 +50,7 @@ _BY_ERROR: tuple[tuple[type[BaseException], Exit], ...] = (
     (ChatNotFoundError, Exit.UNKNOWN),
     (QuestionExpiredError, Exit.EXPIRED),
     (ToolCallRunningError, Exit.RUNNING),
+    (NotAllowedError, Exit.NOT_ALLOWED),
     (CorruptStateError, Exit.DATABASE),
     (StoreError, Exit.DATABASE),
 )

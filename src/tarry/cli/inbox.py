@@ -1,5 +1,5 @@
-"""The inbox from a shell: ``tarry pending``, ``answer``, ``approve``, ``decline``, ``chats``, ``show``,
-``tasks`` and ``cancel``.
+"""The inbox from a shell: ``tarry pending``, ``answer``, ``approve``, ``decline``, ``history``, ``chats``,
+``show``, ``tasks`` and ``cancel``.
 
 Each command opens the store, does one thing, and exits with a status from :class:`~tarry.cli.exits.Exit`.
 """
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
+import importlib
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -81,25 +83,76 @@ def field_values(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
+def decider(arguments: argparse.Namespace, store: Store) -> str:
+    """Who a decision command decides as (``--as``, else the OS user name); installs ``--may-decide`` on the store."""
+    if arguments.may_decide:
+        store.may_decide = load_function(arguments.may_decide)
+    return str(arguments.by or getpass.getuser())
+
+
+def load_function(spec: str) -> Callable[..., Any]:
+    """The function a ``module:name`` spec names (the working directory is importable)."""
+    from tarry.cli import importable_working_directory
+
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise ValueError(f"--may-decide looks like 'package.module:name', got {spec!r}")
+    importable_working_directory()
+    found = getattr(importlib.import_module(module_name), name)
+    if not callable(found):
+        raise TypeError(f"{spec} is {found!r}, not a function")
+    return found  # type: ignore[no-any-return]
+
+
 async def answer(store: Store, arguments: argparse.Namespace) -> int:
     """``tarry answer``: record an answer (an approval when the question is one and no value is given)."""
-    recorded = await store.answer(arguments.question, arguments.value, **field_values(arguments.field))
+    by = decider(arguments, store)
+    values = field_values(arguments.field)
+    if arguments.value is None:  # the fields as one dict, so a field may be named "by" or "channel"
+        recorded = await store.answer(arguments.question, values or None, by=by, channel="cli")
+    else:
+        recorded = await store.answer(arguments.question, arguments.value, by=by, channel="cli", **values)
     return await _decided(store, arguments.question, recorded)
 
 
 async def approve(store: Store, arguments: argparse.Namespace) -> int:
     """``tarry approve``: approve a question (accept it as it stands)."""
-    return await _decided(store, arguments.question, await store.approve(arguments.question))
+    by = decider(arguments, store)
+    return await _decided(store, arguments.question, await store.approve(arguments.question, by=by, channel="cli"))
 
 
 async def decline(store: Store, arguments: argparse.Namespace) -> int:
     """``tarry decline``: decline a question; the note reaches the model."""
-    return await _decided(store, arguments.question, await store.decline(arguments.question, arguments.note))
+    by = decider(arguments, store)
+    recorded = await store.decline(arguments.question, arguments.note, by=by, channel="cli")
+    return await _decided(store, arguments.question, recorded)
+
+
+async def history(store: Store, arguments: argparse.Namespace) -> int:
+    """``tarry history``: the audit trail, oldest first."""
+    events = await store.history(arguments.chat, arguments.question, after=arguments.after, limit=arguments.limit)
+    if arguments.json:
+        print_json([event.to_dict() for event in events])
+        return Exit.OK
+    out = console()
+    if not events:
+        out.print("No decisions recorded.")
+    for event in events:
+        who = event.by.label if event.by is not None else "nobody known"
+        what = f"{event.decision} {event.outcome}" + (f" ({event.detail})" if event.detail else "")
+        out.print(
+            f"[dim]{event.id}[/]  {event.at:%Y-%m-%d %H:%M:%S}  [bold]{escape(who)}[/] via {event.channel}: "
+            f"{escape(what)}  {escape(event.tool or event.kind)}  [dim]question {event.question_id}[/]"
+        )
+    return Exit.OK
 
 
 async def _decided(store: Store, question_id: str, recorded: bool) -> int:
     question = await store.question(question_id)
     call = describe_call(question.tool_call)
+    if recorded and question.decision is None and question.policy is not None:
+        print(f"Recorded: approval {len(question.votes)} of {question.policy.count} ({call}); it waits for more.")
+        return Exit.OK
     if recorded:
         print(f"Recorded: {_decision_text(question)} ({call}).")
         return Exit.OK
@@ -215,4 +268,4 @@ async def cancel(store: Store, arguments: argparse.Namespace) -> int:
     return Exit.OK
 
 
-__all__ = ["answer", "approve", "cancel", "chats", "decline", "pending", "run", "show", "tasks"]
+__all__ = ["answer", "approve", "cancel", "chats", "decline", "history", "pending", "run", "show", "tasks"]

@@ -1,8 +1,9 @@
 """Persisted chats: SQLite by default, PostgreSQL at scale (``tarry[postgres]``)."""
 
 from tarry.errors import StoreUnavailableError
+from tarry.store.audit import DecisionEvent
 from tarry.store.problems import Problem
 from tarry.store.served_tasks import ServedTask, ServedTasks
 from tarry.store.store import Store
 
-__all__ = ["Problem", "ServedTask", "ServedTasks", "Store", "StoreUnavailableError"]
+__all__ = ["DecisionEvent", "Problem", "ServedTask", "ServedTasks", "Store", "StoreUnavailableError"]

@@ -25,8 +25,17 @@ from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsError, StoreUnavailableError
 from tarry.messages import Message
+from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
-from tarry.store.rows import Row, apply_call_row, call_from_row, message_from_row, message_values, question_values
+from tarry.store.rows import (
+    Row,
+    apply_call_row,
+    call_from_row,
+    message_from_row,
+    message_values,
+    question_from_row,
+    question_values,
+)
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
 from tarry.store.tables import chats, messages, questions, tool_calls
 from tarry.tasks import Task
@@ -265,9 +274,15 @@ class StoreJournal:
         decision: Decision,
         answer: dict[str, Any] | None,
         note: str | None,
+        by: Principal | None,
+        channel: Channel,
     ) -> bool:
         """Record the decision under the question's row lock, then update the question object."""
-        return await self.store.record_decision(question, decision, answer, note)
+        decided = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel)
+        if decided is None:
+            return False
+        question.take_decision(decided)
+        return True
 
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
         """Save a question the running call asks while it runs."""
@@ -286,12 +301,7 @@ class StoreJournal:
         while question.decision is None and not question.expired(utcnow()):
             row = await self.db.run_read(lambda connection: connection.execute(query).mappings().one())
             if row["decision"] is not None:
-                question.decision, question.answer, question.note, question.decided_at = (
-                    row["decision"],
-                    row["answer"],
-                    row["note"],
-                    row["decided_at"],
-                )
+                question.take_decision(question_from_row(row, question.tool_call))
                 break
             await asyncio.sleep(self.store.poll_interval)
         return question

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from tarry.approvals import Approval, Vote
 from tarry.calls import CallRecord
 from tarry.errors import CorruptStateError
 from tarry.messages import Message, ToolCall, Usage
+from tarry.principals import Channel, Principal
 from tarry.questions import Question, fields_from_schema
 from tarry.store.engine import UnreadableJson
 from tarry.store.tables import Json, metadata
@@ -119,6 +121,18 @@ def question_values(question: Question) -> dict[str, Any]:
         "answer": question.answer,
         "note": question.note,
         "decided_at": question.decided_at,
+        "policy": None if question.policy is None else question.policy.to_dict(),
+        "votes": [vote.to_dict() for vote in question.votes] or None,
+        **decider_values(question.decided_by, question.channel),
+    }
+
+
+def decider_values(by: Principal | None, channel: Channel | None) -> dict[str, Any]:
+    """The columns of a question row that say who decided it, through what."""
+    return {
+        "decided_by": None if by is None else by.id,
+        "decided_by_name": None if by is None else by.name,
+        "channel": channel,
     }
 
 
@@ -147,6 +161,10 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
             source=row["source"],
             key=row["key"],
             extra=dict(row["extra"] or {}),
+            policy=None if row["policy"] is None else Approval.from_dict(row["policy"]),
+            votes=[Vote.from_dict(vote) for vote in row["votes"] or ()],
+            decided_by=None if row["decided_by"] is None else Principal(row["decided_by"], row["decided_by_name"]),
+            channel=row["channel"],
         )
     except _UNREADABLE as error:
         asker = "" if call is None else f" of the {call.name} call {call.id}"
@@ -207,12 +225,7 @@ def apply_call_row(record: CallRecord, row: Row, question_rows: list[Row], tool:
         if held is None:
             updated.append(fresh)
         else:
-            held.decision, held.answer, held.note, held.decided_at = (
-                fresh.decision,
-                fresh.answer,
-                fresh.note,
-                fresh.decided_at,
-            )
+            held.take_decision(fresh)
             updated.append(held)
     record.questions = updated
     record.needs_approval = bool(row["needs_approval"])

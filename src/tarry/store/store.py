@@ -8,19 +8,23 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any
 
 from sqlalchemy import Connection, select, update
 
 from tarry.agents import Agent
-from tarry.calls import check_decision
+from tarry.approvals import MayDecide
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, CorruptStateError, UnknownQuestionError
 from tarry.messages import Model, ToolChoice
+from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import Decision, Question
 from tarry.running import sync_twin
+from tarry.store.audit import DecisionEvent, read_history
+from tarry.store.deciding import AnswerOf, decide_question
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import StoreJournal, Tail, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
@@ -48,7 +52,9 @@ class Store:
     that waits for a person's answer looks for it. ``durability="full"`` (the default) makes
     every commit survive a power cut; ``"fast"`` lets the database skip the disk sync at each
     commit (SQLite ``synchronous=NORMAL``, PostgreSQL ``synchronous_commit=off``), so a power
-    cut can undo the last commits, a claim among them. The store's engine belongs to the event
+    cut can undo the last commits, a claim among them. ``may_decide(principal, question) -> bool``
+    says who may decide an approval whose :class:`~tarry.approvals.Approval` policy names ``by``
+    (a plain function: it runs inside the decision's transaction). The store's engine belongs to the event
     loop that first uses it; use it as ``async with Store() as store:`` or call :meth:`close`.
 
     Synchronous code uses ``with Store() as store:`` and the ``_sync`` twin of each verb
@@ -65,6 +71,7 @@ class Store:
         lease: float = 60.0,
         poll_interval: float = 0.25,
         durability: Durability = "full",
+        may_decide: MayDecide | None = None,
     ) -> None:
         for name, value in (("lease", lease), ("poll_interval", poll_interval)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -79,6 +86,8 @@ class Store:
         """Called with each question right after a decision on it is recorded through this store."""
         self.cancel_hooks: list[CancelHook] = []
         """Called with a chat's id right after :meth:`cancel` recorded a cancellation request."""
+        self.may_decide = may_decide
+        """The application's check of who may decide a question whose approval policy names ``by``."""
         self.journal = StoreJournal(self)
         self.oauth = OAuthRecords(self)
         """Logins to OAuth-protected MCP servers (tokens, registrations, codes), shared by every process."""
@@ -294,112 +303,116 @@ class Store:
             raise UnknownQuestionError(f"No question has the id {question_id!r}")
         return _question_of(row)
 
-    async def answer(self, question_id: str, value: Any = None, /, **values: Any) -> bool:
+    async def answer(
+        self,
+        question_id: str,
+        value: Any = None,
+        /,
+        *,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+        **values: Any,
+    ) -> bool:
         """Answer a question by id; ``True`` when this call recorded the decision, ``False`` when another came first.
 
-        Same validation and errors as :meth:`tarry.Chat.answer`.
+        Same arguments, validation and errors as :meth:`tarry.Chat.answer`: ``by`` says who
+        decides, ``channel`` through what; both go to the question and the audit trail.
         """
-        return (
-            await self._decide(question_id, "accept", lambda question: question.check_answer(value, values)) is not None
-        )
 
-    async def approve(self, question_id: str) -> bool:
-        """Approve a question by id; see :meth:`answer`."""
-        return await self._decide(question_id, "accept", lambda question: question.check_answer()) is not None
+        def answer_of(question: Question) -> dict[str, Any]:
+            return question.check_answer(value, values)
 
-    async def decline(self, question_id: str, note: str | None = None) -> bool:
+        return await self._decide(question_id, "accept", answer_of, None, by, channel) is not None
+
+    async def approve(self, question_id: str, *, by: str | Principal | None = None, channel: Channel = "code") -> bool:
+        """Approve a question by id; see :meth:`answer`.
+
+        With an :class:`~tarry.approvals.Approval` policy that needs several people, ``True``
+        means this approval was counted; the question stays listed until enough people approved.
+        """
+        return await self._decide(question_id, "accept", _approval, None, by, channel) is not None
+
+    async def decline(
+        self,
+        question_id: str,
+        note: str | None = None,
+        *,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+    ) -> bool:
         """Decline a question by id; the note reaches the model.
 
         Raises :class:`ToolCallRunningError` while the question's call runs.
         """
         if note is not None and not isinstance(note, str):
             raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
-        return await self._decide(question_id, "decline", lambda question: None, note) is not None
+        return await self._decide(question_id, "decline", _no_answer, note, by, channel) is not None
 
-    async def record_decision(
-        self, question: Question, decision: Decision, answer: dict[str, Any] | None, note: str | None
-    ) -> bool:
-        """Settle an already checked decision on ``question``, update the object and run the decision hooks.
+    async def history(
+        self,
+        chat_id: str | None = None,
+        question_id: str | None = None,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
+    ) -> list[DecisionEvent]:
+        """The audit trail, oldest first: every attempt to decide a question, also the ones that lost.
 
-        Every decision made through a chat of this store goes through here.
+        Narrowed to one chat or one question when named; ``after`` (an event's ``id``) and
+        ``limit`` page through it.
         """
-        decided = await self._decide(question.id, decision, lambda _: answer, note)
-        if decided is None:
-            return False
-        question.decision, question.answer, question.note, question.decided_at = (
-            decided.decision,
-            decided.answer,
-            decided.note,
-            decided.decided_at,
-        )
-        return True
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+        if any(value is not None and "\x00" in value for value in (chat_id, question_id)):
+            return []  # no id holds one, and PostgreSQL refuses it in a query
+        return await self.db.run_read(lambda connection: read_history(connection, chat_id, question_id, after, limit))
 
     async def _decide(
         self,
         question_id: str,
         decision: Decision,
-        answer_of: Callable[[Question], dict[str, Any] | None],
-        note: str | None = None,
+        answer_of: AnswerOf,
+        note: str | None,
+        by: str | Principal | None,
+        channel: Channel,
     ) -> Question | None:
-        """Record a decision in one transaction under the row lock, in DESIGN's order of checks.
+        """Record a decision (:func:`~tarry.store.deciding.decide_question`), log it and run the decision hooks.
 
-        Unknown id (:class:`UnknownQuestionError`), then the answer (``answer_of`` validates it
-        against the question as stored), then decided already (``None``), then expired
-        (:class:`QuestionExpiredError`), then declining a running call (:class:`ToolCallRunningError`).
-        Returns the decided question, after running the decision hooks, or ``None`` when another
-        decision came first.
+        Returns the question as the attempt left it (decided, or one more approval counted), or
+        ``None`` when another decision came first; raises the refusal the trail recorded.
         """
-        query = (
-            select(
-                questions,
-                tool_calls.c.call_id,
-                tool_calls.c.name,
-                tool_calls.c.arguments,
-                tool_calls.c.claimed_by,
-                tool_calls.c.claimed_until,
-                tool_calls.c.result_message_id,
-            )
-            .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
-            .where(questions.c.id == _question_id(question_id))
-            .with_for_update(of=questions)
+        work = partial(
+            decide_question,
+            question_id=_question_id(question_id),
+            decision=decision,
+            answer_of=answer_of,
+            note=note,
+            by=principal_of(by),
+            channel=check_channel(channel),
+            may_decide=self.may_decide,
+            postgres=not self.db.is_sqlite,
         )
-        postgres = not self.db.is_sqlite
-
-        def write(connection: Connection) -> Question | None:
-            row = connection.execute(query).mappings().one_or_none()
-            if row is None:
-                raise UnknownQuestionError(f"No question has the id {question_id!r}")
-            question = _question_of(row)
-            answer = answer_of(question)  # an invalid answer raises here and nothing is written
-            now = utcnow()
-            running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
-            closed = row["result_message_id"] is not None
-            if not check_decision(question, decision, running=running, closed=closed, now=now):
-                return None
-            result = connection.execute(
-                update(questions)
-                .where(questions.c.id == question.id, questions.c.decision.is_(None))
-                .values(decision=decision, answer=answer, note=note, decided_at=now)
+        settled = await self.db.run_write(work)
+        if settled.refusal is not None:
+            raise settled.refusal
+        question = settled.question
+        if question is None:
+            return None
+        call_id = question.tool_call.id if question.tool_call is not None else None
+        ids = {"chat_id": question.chat_id, "call_id": call_id, "question_id": question.id}
+        if question.decision is None:
+            who = question.votes[-1].principal.label
+            logger.info(
+                "Counted an approval of question %s of chat %s by %s", question.id, question.chat_id, who, extra=ids
             )
-            if result.rowcount != 1:
-                return None
-            connection.execute(  # a process that read the call before this decision must read it again
-                update(tool_calls)
-                .where(tool_calls.c.id == row["tool_call_id"])
-                .values(version=tool_calls.c.version + 1)
-            )
-            wake(connection, row["chat_id"], postgres=postgres)
-            question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
             return question
-
-        decided = await self.db.run_write(write)
-        if decided is not None:
-            call_id = decided.tool_call.id if decided.tool_call is not None else None
-            ids = {"chat_id": decided.chat_id, "call_id": call_id, "question_id": decided.id}
-            logger.info("Recorded %s on question %s of chat %s", decision, decided.id, decided.chat_id, extra=ids)
-            mark(f"decision {decision}", decision_attributes(decided))
-            await self._run_hooks(decided)
-        return decided
+        who = "nobody known" if question.decided_by is None else question.decided_by.label
+        logger.info(
+            "Recorded %s on question %s of chat %s by %s", decision, question.id, question.chat_id, who, extra=ids
+        )
+        mark(f"decision {decision}", decision_attributes(question))
+        await self._run_hooks(question)
+        return question
 
     async def cancel(self, chat_id: str) -> bool:
         """Ask whichever process carries the chat on to cancel it; returns ``False`` when it was already asked.
@@ -438,6 +451,7 @@ class Store:
     answer_sync = sync_twin(answer)
     approve_sync = sync_twin(approve)
     decline_sync = sync_twin(decline)
+    history_sync = sync_twin(history)
     cancel_sync = sync_twin(cancel)
 
     async def _run_hooks(self, question: Question) -> None:
@@ -458,6 +472,14 @@ async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], 
 def _question_of(row: Row) -> Question:
     """The question of a row of ``questions`` joined with its call's ``call_id``, ``name`` and ``arguments``."""
     return question_from_row(row, call_from_row(row))
+
+
+def _approval(question: Question) -> dict[str, Any]:
+    return question.check_answer()
+
+
+def _no_answer(question: Question) -> None:
+    return None
 
 
 def _question_id(question_id: object) -> str:

@@ -138,6 +138,12 @@ questions = Table(
     Column("answer", Json),
     Column("note", Text),
     Column("decided_at", UTCDateTime),
+    # Accountable decisions (0007): the approval policy, the approvals counted so far, and who decided through what.
+    Column("policy", Json),
+    Column("votes", Json),
+    Column("decided_by", String(200)),
+    Column("decided_by_name", String(200)),
+    Column("channel", String(16)),
     Index("ix_tarry_questions_call", "tool_call_id"),
     Index(
         "ix_tarry_questions_undecided",
@@ -177,4 +183,31 @@ mcp_logins = Table(
     Column("received_at", UTCDateTime),
     Column("used_at", UTCDateTime),
     Index("ix_tarry_mcp_logins_server", "server", "identity"),
+)
+
+decision_events = Table(
+    # The audit trail (0007): one row per attempt to decide, written in the decision's own transaction.
+    # Append-only: tarry never updates or deletes these rows (a test reads the code to check), and it
+    # keeps them when a chat goes (no foreign key), so the trail outlives what it describes.
+    "tarry_decision_events",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("at", UTCDateTime, nullable=False),
+    Column("chat_id", String(36), nullable=False),
+    Column("question_id", String(36), nullable=False),
+    Column("call_id", String(200)),
+    Column("tool", String(200)),
+    Column("arguments", Json),
+    Column("kind", String(16), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("decision", String(16), nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("answer", Json),
+    Column("note", Text),
+    Column("by_id", String(200)),
+    Column("by_name", String(200)),
+    Column("channel", String(16), nullable=False),
+    Column("detail", Text),
+    Index("ix_tarry_decision_events_chat", "chat_id", "id"),
+    Index("ix_tarry_decision_events_question", "question_id"),
 )

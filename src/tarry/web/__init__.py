@@ -14,9 +14,18 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(f"tarry.web needs the web extra: pip install 'tarry[web]' (missing: {error.name})") from error
 
-from tarry.web.access import Authorize, ChatRef, Shown
+from tarry.web.access import TOKEN_HOLDER, Authorize, ChatRef, Identify, Shown
 from tarry.web.app import create_app
 from tarry.web.decisions import OnAnswer
 from tarry.web.oauth import serve_callback
 
-__all__ = ["Authorize", "ChatRef", "OnAnswer", "Shown", "create_app", "serve_callback"]
+__all__ = [
+    "TOKEN_HOLDER",
+    "Authorize",
+    "ChatRef",
+    "Identify",
+    "OnAnswer",
+    "Shown",
+    "create_app",
+    "serve_callback",
+]

@@ -14,7 +14,9 @@ from urllib.parse import urlsplit
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
+from tarry.principals import Principal, principal_of
 from tarry.questions import Question
+from tarry.store.audit import DecisionEvent
 from tarry.store.waiting import WaitingTask
 
 
@@ -25,8 +27,12 @@ class ChatRef:
     chat_id: str
 
 
-Shown = Question | WaitingTask | ChatRef
+Shown = Question | WaitingTask | ChatRef | DecisionEvent
 """What ``authorize`` is asked about, item by item; each has a ``chat_id``."""
+Identify = Callable[[HTTPConnection], str | Principal | Awaitable[str | Principal | None] | None]
+"""Says who is asking (an identity or a :class:`~tarry.principals.Principal`), for the decisions they make."""
+TOKEN_HOLDER = Principal("inbox-token", "Inbox token holder")
+"""Who a decision made with the login token is recorded as: the token names nobody in particular."""
 Authorize = Callable[[HTTPConnection, Shown | None], bool | Awaitable[bool]]
 """Decides whether a request may see (and answer) a question, a task or a chat; ``None``: the inbox as a whole."""
 T = TypeVar("T", bound=Shown)
@@ -80,13 +86,14 @@ class Access:
     cookie, and scripts send it as ``Authorization: Bearer …``.
     """
 
-    def __init__(self, authorize: Authorize | None, token: str | None) -> None:
+    def __init__(self, authorize: Authorize | None, token: str | None, identify: Identify | None = None) -> None:
         if authorize is not None and token is not None:
             raise ValueError(
                 "create_app takes authorize or token, not both: with authorize your app authenticates "
                 "people and no login token is used"
             )
         self.authorize = authorize
+        self.identify = identify
         self.token = token if authorize is None else None
         if authorize is None and not self.token:
             self.token = secrets.token_urlsafe(24)
@@ -145,6 +152,26 @@ class Access:
             raise NotLoggedIn()
         if not await self.allowed(connection, item):
             raise Forbidden("You may not see or answer this.")
+
+    async def principal(self, connection: HTTPConnection) -> Principal | None:
+        """Who a decision of this request is recorded as.
+
+        ``identify(request)`` when given; else, with the login token, :data:`TOKEN_HOLDER`; else
+        the user the host app's authentication middleware set (``request.user``), if any.
+        """
+        if self.identify is not None:
+            found = self.identify(connection)
+            if inspect.isawaitable(found):
+                found = await found
+            return principal_of(found)
+        if self.token is not None:
+            return TOKEN_HOLDER
+        identity = user_identity(connection)
+        if identity is None:
+            return None
+        user = connection.scope.get("user")
+        name = getattr(user, "display_name", None)
+        return Principal(identity, name if isinstance(name, str) and name and name != identity else None)
 
     def who(self, connection: HTTPConnection) -> str | None:
         """Who is asking, as far as the inbox can tell: the session, the bearer token, else the browser.

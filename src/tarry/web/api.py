@@ -10,7 +10,7 @@ from tarry.web.access import Forbidden, NotLoggedIn
 from tarry.web.decisions import Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
-from tarry.web.schemas import DecisionOut, DeclineIn, QuestionOut, TaskOut
+from tarry.web.schemas import DecisionEventOut, DecisionOut, DeclineIn, QuestionOut, TaskOut
 from tarry.web.views import oldest_first
 
 PROBLEM_DETAILS = {
@@ -74,13 +74,15 @@ def api_router(decider: Decider) -> APIRouter:
         request: Request, question_id: str, action: Action, values: dict[str, Any] | None, note: str | None
     ) -> DecisionOut:
         try:
-            result: Result = await decider.decide(request, question_id, action, values, note)
+            result: Result = await decider.decide(request, question_id, action, values, note, "api")
         except NotLoggedIn:
             raise Problem(401, "Log in first.") from None
         except Forbidden as error:
             raise Problem(403, error.reason) from None
         if result.outcome == "invalid":
             raise Problem(400, "The answer does not fit the question.", errors=result.errors, question_id=question_id)
+        if result.outcome == "refused":
+            raise Problem(403, result.errors["policy"], question_id=question_id)
         if result.outcome in PROBLEM_DETAILS:
             status, detail = PROBLEM_DETAILS[result.outcome]
             raise Problem(status, detail, question_id=question_id)
@@ -123,6 +125,21 @@ def api_router(decider: Decider) -> APIRouter:
     @router.get("/tasks", response_model=list[TaskOut], summary="Paused tasks: work that finishes later")
     async def list_tasks(request: Request, chat_id: str | None = CHAT) -> list[TaskOut]:
         return [TaskOut.of(waiting) for waiting in await access.shown(request, await store.waiting_tasks(chat_id))]
+
+    @router.get(
+        "/history",
+        response_model=list[DecisionEventOut],
+        summary="The audit trail: every attempt to decide, oldest first",
+    )
+    async def history(
+        request: Request,
+        chat_id: str | None = CHAT,
+        question_id: str | None = Query(default=None, description="Only this question's.", max_length=200),
+        after: int | None = Query(default=None, description="Only events after this event id.", ge=0),
+        limit: int = Query(default=100, description="At most this many events.", ge=1, le=1000),
+    ) -> list[DecisionEventOut]:
+        events = await store.history(chat_id, question_id, after=after, limit=limit)
+        return [DecisionEventOut.of(event) for event in await access.shown(request, events)]
 
     router.include_router(writes)
     return router

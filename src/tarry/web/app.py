@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
 from tarry.store import Store
-from tarry.web.access import Access, Authorize
+from tarry.web.access import Access, Authorize, Identify
 from tarry.web.api import API_REFUSALS, api_router
 from tarry.web.decisions import Decider, OnAnswer
 from tarry.web.guard import Guard
@@ -31,6 +31,7 @@ def create_app(
     authorize: Authorize | None = None,
     on_answer: OnAnswer | None = None,
     token: str | None = None,
+    identify: Identify | None = None,
 ) -> FastAPI:
     """The inbox page and JSON API for what ``store``'s chats wait on, as an ASGI app.
 
@@ -45,12 +46,19 @@ def create_app(
     ``/login?token=…`` for a session cookie; scripts send ``Authorization: Bearer <token>``.
     Passing both ``authorize`` and ``token`` raises ``ValueError``.
 
+    Every decision made through the app records who made it: ``identify(request)`` returns an
+    identity or a :class:`~tarry.principals.Principal` (sync or async); without it, a login
+    token's decisions are recorded as :data:`~tarry.web.access.TOKEN_HOLDER` and, with
+    ``authorize``, as the user the host app's authentication middleware set
+    (``request.user.identity``). The page records the channel ``web``, the API ``api``. An
+    approval its policy refuses (:class:`~tarry.errors.NotAllowedError`) is a 403.
+
     ``on_answer(question)`` runs after each decision recorded through the app, with the
     decided question (sync or async). The store's ``decision_hooks`` run in any case, before
     it: register the worker's wake-up or the Celery enqueue there once for every way of
     answering, and use ``on_answer`` for what only the web should do.
     """
-    access = Access(authorize, token)
+    access = Access(authorize, token, identify)
     decider = Decider(store, access, on_answer)
     pages = Pages(access)
 

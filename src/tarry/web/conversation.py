@@ -11,6 +11,7 @@ from sqlalchemy import Connection, select
 from tarry.messages import Message, ToolCall
 from tarry.questions import Question
 from tarry.store import Store
+from tarry.store.audit import DecisionEvent
 from tarry.store.journal import fetch_tail
 from tarry.store.rows import message_from_row
 from tarry.store.tables import chats
@@ -29,6 +30,8 @@ class CallView:
     result: str | None = None
     waits: str | None = None
     question: Question | None = None
+    decisions: list[DecisionEvent] = field(default_factory=list)
+    """What people decided about the call (approvals counted, decisions made), oldest first."""
 
 
 @dataclass
@@ -72,8 +75,20 @@ def _result_text(message: Message) -> str:
         return visible(message.content)
 
 
-def turns(messages: Sequence[Message], questions: Sequence[Question], tasks: Sequence[WaitingTask]) -> list[Turn]:
-    """The conversation as turns: tool results sit with their calls, and open calls say what they wait on."""
+def turns(
+    messages: Sequence[Message],
+    questions: Sequence[Question],
+    tasks: Sequence[WaitingTask],
+    events: Sequence[DecisionEvent] = (),
+) -> list[Turn]:
+    """The conversation as turns: tool results sit with their calls, with who decided what.
+
+    Open calls say what they wait on.
+    """
+    decided: dict[str, list[DecisionEvent]] = {}
+    for event in events:
+        if event.call_id is not None and event.outcome in ("decided", "counted") and event.decision != "cancel":
+            decided.setdefault(event.call_id, []).append(event)
     results = {message.tool_call_id: message for message in messages if message.role == "tool"}
     asked = {question.tool_call.id: question for question in questions if question.tool_call is not None}
     working = {waiting.task.tool_call.id: waiting for waiting in tasks if waiting.task.tool_call is not None}
@@ -83,7 +98,7 @@ def turns(messages: Sequence[Message], questions: Sequence[Question], tasks: Seq
             continue
         turn = Turn(message)
         for call in message.tool_calls:
-            view = CallView(call, pretty_json(dict(call.arguments)))
+            view = CallView(call, pretty_json(dict(call.arguments)), decisions=decided.get(call.id, []))
             if call.id in results:
                 view.result = _result_text(results[call.id])
             elif call.id in asked:

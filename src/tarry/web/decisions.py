@@ -12,7 +12,14 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from tarry.errors import InvalidAnswerError, QuestionExpiredError, ToolCallRunningError, UnknownQuestionError
+from tarry.errors import (
+    InvalidAnswerError,
+    NotAllowedError,
+    QuestionExpiredError,
+    ToolCallRunningError,
+    UnknownQuestionError,
+)
+from tarry.principals import Channel
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.web.access import Access
@@ -21,8 +28,21 @@ logger = logging.getLogger("tarry.web")
 OnAnswer = Callable[[Question], Awaitable[None] | None]
 """Runs after a decision was recorded through the inbox, with the decided question."""
 Action = Literal["answer", "approve", "decline"]
-Outcome = Literal["answered", "approved", "declined", "taken", "yours", "expired", "unknown", "invalid", "running"]
-"""``taken``: someone else decided first; ``yours``: the same person already decided it through this app."""
+Outcome = Literal[
+    "answered",
+    "approved",
+    "counted",
+    "declined",
+    "taken",
+    "yours",
+    "expired",
+    "unknown",
+    "invalid",
+    "running",
+    "refused",
+]
+"""``counted``: an approval that needs more people was counted; ``taken``: someone else decided first;
+``yours``: the same person already decided it through this app; ``refused``: its approval policy refused them."""
 REMEMBERED = 10_000
 """How many recent decisions the app remembers the deciders of."""
 
@@ -38,7 +58,7 @@ class Result:
     @property
     def recorded(self) -> bool:
         """True when this attempt recorded the decision."""
-        return self.outcome in ("answered", "approved", "declined")
+        return self.outcome in ("answered", "approved", "counted", "declined")
 
 
 def safe_url(url: str | None) -> bool:
@@ -68,23 +88,27 @@ class Decider:
         action: Action,
         values: Mapping[str, Any] | None = None,
         note: str | None = None,
+        channel: Channel = "web",
     ) -> Result:
-        """Answer, approve or decline; raises ``NotLoggedIn``/``Forbidden`` from :class:`Access`."""
+        """Answer, approve or decline as whoever :meth:`Access.principal` says; raises ``NotLoggedIn``/``Forbidden``."""
         try:
             question = await self.store.question(question_id)
         except UnknownQuestionError:
             return Result("unknown")
         await self.access.require(request, question)
+        by = await self.access.principal(request)
         try:
             if action == "decline":
-                recorded = await self.store.decline(question.id, note)
+                recorded = await self.store.decline(question.id, note, by=by, channel=channel)
             else:
                 if question.kind == "url" and not safe_url(question.url):
                     raise InvalidAnswerError({"url": "only http and https links can be accepted"})
                 if action == "approve":
-                    recorded = await self.store.approve(question.id)
+                    recorded = await self.store.approve(question.id, by=by, channel=channel)
                 else:
-                    recorded = await self.store.answer(question.id, **dict(values or {}))
+                    recorded = await self.store.answer(question.id, dict(values or {}), by=by, channel=channel)
+        except NotAllowedError as error:
+            return Result("refused", question, {"policy": str(error)})
         except InvalidAnswerError as error:
             return Result("invalid", question, error.errors)
         except QuestionExpiredError:
@@ -102,6 +126,8 @@ class Decider:
             while len(self._deciders) > REMEMBERED:
                 self._deciders.popitem(last=False)
         decided = await self.store.question(question.id)
+        if decided.decision is None:  # one approval of several counted: nothing is decided yet
+            return Result("counted", decided)
         await self._after(decided)
         outcome: Outcome = {"answer": "answered", "approve": "approved", "decline": "declined"}[action]  # type: ignore[assignment]
         return Result(outcome, decided)

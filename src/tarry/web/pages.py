@@ -30,7 +30,9 @@ NOTE_LIMIT = 10_000
 NOTICES = {
     "answered": ("ok", "Your answer was recorded. The chat carries on."),
     "approved": ("ok", "Approved. The chat carries on."),
+    "counted": ("ok", "Your approval was counted. The call needs more people's approval before it runs."),
     "declined": ("ok", "Declined. Your note goes to the model."),
+    "refused": ("warn", "You may not decide this call, or you already approved it. Nothing was changed."),
     "taken": ("warn", "Someone else already answered this question. Your answer was not recorded."),
     "yours": ("warn", "You already decided this question. Nothing was changed."),
     "expired": ("warn", "This question expired before your answer arrived. Nothing was recorded."),
@@ -185,7 +187,8 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
             raise Refused(404, "no-chat")
         questions = await access.shown(request, await store.pending_questions(chat_id))
         tasks = await access.shown(request, await store.waiting_tasks(chat_id))
-        return {"chat_id": chat_id, "turns": turns(messages, questions, tasks)}
+        events = await access.shown(request, await store.history(chat_id))
+        return {"chat_id": chat_id, "turns": turns(messages, questions, tasks, events)}
 
     async def fingerprint(request: Request, chat: str | None) -> str:
         questions = await access.shown(request, await store.pending_questions(chat))

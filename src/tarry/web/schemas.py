@@ -7,9 +7,50 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tarry.approvals import Approval, Vote
 from tarry.messages import ToolCall
+from tarry.principals import Principal
 from tarry.questions import Question
+from tarry.store.audit import DecisionEvent
 from tarry.store.waiting import WaitingTask
+
+
+class PrincipalOut(BaseModel):
+    """Who decided: a stable id and, when known, a display name."""
+
+    id: str
+    name: str | None
+
+    @classmethod
+    def of(cls, principal: Principal | None) -> PrincipalOut | None:
+        """The body for ``principal``, or ``None`` (a decision made without an identity)."""
+        return None if principal is None else cls(id=principal.id, name=principal.name)
+
+
+class PolicyOut(BaseModel):
+    """An approval's policy: how many distinct people must approve, and who may (a group the app checks)."""
+
+    count: int
+    by: str | None
+
+    @classmethod
+    def of(cls, policy: Approval | None) -> PolicyOut | None:
+        """The body for ``policy``, or ``None``."""
+        return None if policy is None else cls(count=policy.count, by=policy.by)
+
+
+class VoteOut(BaseModel):
+    """One approval counted toward a policy: who, and when."""
+
+    by: PrincipalOut
+    at: datetime
+
+    @classmethod
+    def of(cls, vote: Vote) -> VoteOut:
+        """The body for ``vote``."""
+        by = PrincipalOut.of(vote.principal)
+        assert by is not None
+        return cls(by=by, at=vote.at)
 
 
 class ToolCallOut(BaseModel):
@@ -42,6 +83,12 @@ class QuestionOut(BaseModel):
     answer: dict[str, Any] | None
     note: str | None
     decided_at: datetime | None
+    decided_by: PrincipalOut | None = Field(
+        description="Who decided; null when undecided or decided without an identity."
+    )
+    channel: Literal["api", "web", "cli", "code", "mcp"] | None = Field(description="Through what it was decided.")
+    policy: PolicyOut | None = Field(description="The approval's policy, when its tool names one.")
+    votes: list[VoteOut] = Field(description="The approvals counted so far toward the policy's count.")
 
     @classmethod
     def of(cls, question: Question) -> QuestionOut:
@@ -59,9 +106,13 @@ class QuestionOut(BaseModel):
             asked_at=question.asked_at,
             expires_at=question.expires_at,
             decision=question.decision,
-            answer=question.answer,
+            answer=question.redact(question.answer),
             note=question.note,
             decided_at=question.decided_at,
+            decided_by=PrincipalOut.of(question.decided_by),
+            channel=question.channel,
+            policy=PolicyOut.of(question.policy),
+            votes=[VoteOut.of(vote) for vote in question.votes],
         )
 
 
@@ -102,4 +153,46 @@ class TaskOut(BaseModel):
             poll_interval=task.poll_interval,
             since=waiting.since,
             next_check=waiting.next_check,
+        )
+
+
+class DecisionEventOut(BaseModel):
+    """One attempt to decide a question, from the audit trail."""
+
+    id: int = Field(description="The event's number; pass it as `after` to read the events that follow.")
+    at: datetime
+    chat_id: str
+    question_id: str
+    kind: Literal["approval", "form", "url"]
+    message: str = Field(description="The question as it was shown.")
+    tool_call: ToolCallOut | None
+    decision: Literal["accept", "decline", "cancel"]
+    outcome: Literal["decided", "counted", "lost", "expired", "refused", "running"]
+    answer: dict[str, Any] | None = Field(description="The answer's values; a secret field's value reads [secret].")
+    note: str | None
+    by: PrincipalOut | None
+    channel: Literal["api", "web", "cli", "code", "mcp"]
+    detail: str | None = Field(description="What stopped an attempt that did not decide.")
+
+    @classmethod
+    def of(cls, event: DecisionEvent) -> DecisionEventOut:
+        """The body for ``event``."""
+        call = None
+        if event.call_id is not None and event.tool is not None:
+            call = ToolCallOut(id=event.call_id, name=event.tool, arguments=event.arguments or {})
+        return cls(
+            id=event.id,
+            at=event.at,
+            chat_id=event.chat_id,
+            question_id=event.question_id,
+            kind=event.kind,
+            message=event.message,
+            tool_call=call,
+            decision=event.decision,
+            outcome=event.outcome,
+            answer=event.answer,
+            note=event.note,
+            by=PrincipalOut.of(event.by),
+            channel=event.channel,
+            detail=event.detail,
         )

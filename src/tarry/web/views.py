@@ -161,9 +161,11 @@ def _field_view(item: Field, input_name: str, input_id: str, typed: list[str] | 
     else:
         widget = "textarea" if item.max_length is None or item.max_length > 200 else "text"
         input_type = INPUT_TYPES.get(item.format or "", "text")
+        if item.secret:  # typed unseen, and never a textarea
+            widget, input_type = "text", "password"
         if input_type != "text":
             widget = "text"
-    value = current[-1] if current else ""
+    value = current[-1] if current and not item.secret else ""  # a secret is never echoed back into the page
     return FieldView(
         field=item,
         input_name=input_name,

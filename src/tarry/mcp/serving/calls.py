@@ -239,12 +239,12 @@ class ServedCalls:
         return cancelled
 
     async def answer(self, question: Question, action: str, content: dict[str, Any] | None) -> bool:
-        """Record the client's elicitation answer on ``question``: accept answers it, anything else declines."""
+        """Record the client's answer on ``question`` (channel ``mcp``): accept answers it, anything else declines."""
         if action == "accept":
             if question.kind == "approval":
-                return await self.store.approve(question.id)
+                return await self.store.approve(question.id, channel="mcp")
             if question.kind == "url":
-                return await self.store.answer(question.id)
-            return await self.store.answer(question.id, **(content or {}))
+                return await self.store.answer(question.id, channel="mcp")
+            return await self.store.answer(question.id, content or {}, channel="mcp")
         note = "The MCP client declined." if action == "decline" else "The MCP client dismissed the question."
-        return await self.store.decline(question.id, note)
+        return await self.store.decline(question.id, note, channel="mcp")

@@ -1,0 +1,153 @@
+"""The audit trail: one append-only row per attempt to decide a question, and reading it back.
+
+Rows are only ever inserted, in the transaction of the attempt they describe; nothing in tarry
+updates or deletes them. An attempt that lost (another decision came first, the question had
+expired, a policy refused it) is recorded too, with what stopped it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import Connection, insert, select
+
+from tarry.principals import Channel, Principal
+from tarry.questions import Decision, Question, QuestionKind
+from tarry.store.tables import decision_events
+
+Outcome = Literal["decided", "counted", "lost", "expired", "refused", "running"]
+"""What came of an attempt.
+
+``decided``: the decision was recorded; ``counted``: an approval was counted and more people must
+approve; ``lost``: another decision came first (or the call had ended); ``expired``: the
+question's time ran out; ``refused``: its approval policy refused the person; ``running``: a
+decline came while the call ran.
+"""
+
+
+@dataclass(frozen=True)
+class DecisionEvent:
+    """One attempt to decide a question, as the audit trail keeps it.
+
+    The question as it was shown (``message``, the call's ``tool`` and ``arguments``), the
+    ``decision`` tried, its ``outcome``, the ``answer`` values (secret fields redacted) or the
+    decline ``note``, who (``by``; ``None``: no identity given), through what (``channel``),
+    when (``at``), and for a lost attempt what stopped it (``detail``).
+    """
+
+    id: int
+    at: datetime
+    chat_id: str
+    question_id: str
+    kind: QuestionKind
+    message: str
+    call_id: str | None
+    tool: str | None
+    arguments: dict[str, Any] | None
+    decision: Decision
+    outcome: Outcome
+    answer: dict[str, Any] | None
+    note: str | None
+    by: Principal | None
+    channel: Channel
+    detail: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as JSON-safe data (the time as ISO 8601 text)."""
+        return {
+            "id": self.id,
+            "at": self.at.isoformat(),
+            "chat_id": self.chat_id,
+            "question_id": self.question_id,
+            "kind": self.kind,
+            "message": self.message,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "decision": self.decision,
+            "outcome": self.outcome,
+            "answer": self.answer,
+            "note": self.note,
+            "by": None if self.by is None else self.by.to_dict(),
+            "channel": self.channel,
+            "detail": self.detail,
+        }
+
+
+def record_attempt(
+    connection: Connection,
+    question: Question,
+    decision: Decision,
+    outcome: Outcome,
+    *,
+    at: datetime,
+    by: Principal | None,
+    channel: Channel,
+    answer: dict[str, Any] | None = None,
+    note: str | None = None,
+    detail: str | None = None,
+) -> None:
+    """Append one attempt on ``question`` to the trail; secret answer fields are redacted here."""
+    call = question.tool_call
+    connection.execute(
+        insert(decision_events).values(
+            at=at,
+            chat_id=question.chat_id,
+            question_id=question.id,
+            call_id=None if call is None else call.id,
+            tool=None if call is None else call.name,
+            arguments=None if call is None else dict(call.arguments),
+            kind=question.kind,
+            message=question.message,
+            decision=decision,
+            outcome=outcome,
+            answer=question.redact(answer),
+            note=note,
+            by_id=None if by is None else by.id,
+            by_name=None if by is None else by.name,
+            channel=channel,
+            detail=detail,
+        )
+    )
+
+
+def read_history(
+    connection: Connection,
+    chat_id: str | None,
+    question_id: str | None,
+    after: int | None,
+    limit: int | None,
+) -> list[DecisionEvent]:
+    """The trail's events, oldest first, of one chat or question when named, after event id ``after``."""
+    query = select(decision_events).order_by(decision_events.c.id)
+    if chat_id is not None:
+        query = query.where(decision_events.c.chat_id == chat_id)
+    if question_id is not None:
+        query = query.where(decision_events.c.question_id == question_id)
+    if after is not None:
+        query = query.where(decision_events.c.id > after)
+    if limit is not None:
+        query = query.limit(limit)
+    return [
+        DecisionEvent(
+            id=row["id"],
+            at=row["at"],
+            chat_id=row["chat_id"],
+            question_id=row["question_id"],
+            kind=row["kind"],
+            message=row["message"],
+            call_id=row["call_id"],
+            tool=row["tool"],
+            arguments=row["arguments"],
+            decision=row["decision"],
+            outcome=row["outcome"],
+            answer=row["answer"],
+            note=row["note"],
+            by=None if row["by_id"] is None else Principal(row["by_id"], row["by_name"]),
+            channel=row["channel"],
+            detail=row["detail"],
+        )
+        for row in connection.execute(query).mappings()
+    ]

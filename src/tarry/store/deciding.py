@@ -1,0 +1,135 @@
+"""Recording a decision on a question: one transaction under the question's row lock.
+
+Every decision goes through :func:`decide_question`, whether it comes from a chat object
+(``Chat.answer`` through the store's journal) or from the store by id (``Store.answer``), so
+the checks, the row lock and what a decision changes live in one place, like ``claim_call``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from tarry.approvals import MayDecide, Vote, judge
+from tarry.calls import check_decision
+from tarry.clock import utcnow
+from tarry.errors import NotAllowedError, QuestionExpiredError, TarryError, ToolCallRunningError, UnknownQuestionError
+from tarry.principals import Channel, Principal
+from tarry.questions import Decision, Question
+from tarry.store.audit import Outcome, record_attempt
+from tarry.store.rows import call_from_row, decider_values, question_from_row
+from tarry.store.schedule import wake
+from tarry.store.tables import questions, tool_calls
+
+AnswerOf = Callable[[Question], dict[str, Any] | None]
+"""Checks an answer against the question as stored and returns the values to record (raises when invalid)."""
+
+_LOCKED_QUESTION = (
+    select(
+        questions,
+        tool_calls.c.call_id,
+        tool_calls.c.name,
+        tool_calls.c.arguments,
+        tool_calls.c.claimed_by,
+        tool_calls.c.claimed_until,
+        tool_calls.c.result_message_id,
+    )
+    .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
+    .with_for_update(of=questions)
+)
+
+
+@dataclass
+class Settled:
+    """What an attempt to decide came to, once its transaction committed.
+
+    ``question`` is the question as this attempt left it (decided, or with one more approval
+    counted) or ``None`` when another decision came first; ``refusal`` is the error to raise
+    now that the attempt is on the trail (expired, running, not allowed).
+    """
+
+    question: Question | None = None
+    refusal: TarryError | None = None
+
+
+def decide_question(
+    connection: Connection,
+    question_id: str,
+    decision: Decision,
+    answer_of: AnswerOf,
+    note: str | None,
+    by: Principal | None,
+    channel: Channel,
+    may_decide: MayDecide | None,
+    *,
+    postgres: bool,
+) -> Settled:
+    """Record a decision under the row lock, in DESIGN's order of checks, and append the attempt to the trail.
+
+    Unknown id (:class:`UnknownQuestionError`, raised: nothing to record), then the answer
+    (``answer_of`` validates it against the question as stored; raised, nothing written), then
+    decided already (lost), then expired (:class:`QuestionExpiredError`), then declining a
+    running call (:class:`ToolCallRunningError`), then the approval policy
+    (:func:`~tarry.approvals.judge`: :class:`NotAllowedError`, or one approval counted). Every
+    outcome after the answer's check is appended to the trail in this transaction, and the
+    refusals are returned to raise after the commit. A recorded decision bumps the call's
+    version (a process that read the call must read it again) and wakes the chat.
+    """
+    row = connection.execute(_LOCKED_QUESTION.where(questions.c.id == question_id)).mappings().one_or_none()
+    if row is None:
+        raise UnknownQuestionError(f"No question has the id {question_id!r}")
+    question = question_from_row(row, call_from_row(row))
+    answer = answer_of(question)  # an invalid answer raises here and nothing is written
+    now = utcnow()
+    running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
+    closed = row["result_message_id"] is not None
+    attempt = partial(record_attempt, connection, question, decision, at=now, by=by, channel=channel, note=note)
+    try:
+        if not check_decision(question, decision, running=running, closed=closed, now=now):
+            attempt("lost", answer=answer, detail=_why_lost(question))
+            return Settled()
+        verdict = judge(question, decision, by, may_decide)
+    except (QuestionExpiredError, ToolCallRunningError, NotAllowedError) as refusal:
+        outcome: Outcome = (
+            "expired"
+            if isinstance(refusal, QuestionExpiredError)
+            else "running"
+            if isinstance(refusal, ToolCallRunningError)
+            else "refused"
+        )
+        attempt(outcome, answer=answer, detail=str(refusal))
+        return Settled(refusal=refusal)
+    if question.policy is not None and by is not None and decision == "accept":
+        question.votes.append(Vote(by, now))
+    votes = [vote.to_dict() for vote in question.votes] or None
+    if verdict == "count":
+        connection.execute(update(questions).where(questions.c.id == question.id).values(votes=votes))
+        assert question.policy is not None
+        attempt("counted", answer=answer, detail=f"{len(question.votes)} of {question.policy.count} approvals")
+        return Settled(question)
+    decided = connection.execute(
+        update(questions)
+        .where(questions.c.id == question.id, questions.c.decision.is_(None))
+        .values(decision=decision, answer=answer, note=note, decided_at=now, votes=votes, **decider_values(by, channel))
+    )
+    if decided.rowcount != 1:  # the row lock makes this unreachable; kept so a decision can never be written twice
+        raise RuntimeError(f"Question {question.id} was decided while this process held its row lock")
+    connection.execute(
+        update(tool_calls).where(tool_calls.c.id == row["tool_call_id"]).values(version=tool_calls.c.version + 1)
+    )
+    wake(connection, row["chat_id"], postgres=postgres)
+    attempt("decided", answer=answer)
+    question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
+    question.decided_by, question.channel = by, channel
+    return Settled(question)
+
+
+def _why_lost(question: Question) -> str:
+    if question.decision is None:
+        return "the call had already ended"
+    who = "nobody known" if question.decided_by is None else question.decided_by.label
+    return f"already decided ({question.decision}) by {who}"

@@ -1,0 +1,69 @@
+"""``tarry approve --as``, the OS user by default, ``--may-decide`` for policies, and ``tarry history``."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+from pathlib import Path
+
+from tarry.cli.exits import Exit
+from tarry.store import Store
+from tarry.testing import ScriptedModel
+from tests.cli import schemas
+from tests.cli.conftest import tarry
+from tests.cli.test_inbox import parked, valid
+from tests.store.approvers import Payout
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_decisions_record_the_os_user_or_as_and_history_lists_them(store: Store, database_url: str) -> None:
+    first, second = await parked(store, "pay Bob"), await parked(store, "pay Bob")
+    [one], [two] = await first.pending_questions(), await second.pending_questions()
+    done = await asyncio.to_thread(tarry, "approve", one.id, "--url", database_url)
+    assert done.returncode == Exit.OK, done.stderr
+    declined = await asyncio.to_thread(tarry, "decline", two.id, "--as", "ann", "--note", "no", "--url", database_url)
+    assert declined.returncode == Exit.OK, declined.stderr
+    late = await asyncio.to_thread(tarry, "approve", two.id, "--as", "bob", "--url", database_url)
+    assert late.returncode == Exit.TOO_LATE
+    assert (await store.question(one.id)).decided_by is not None
+    assert (await store.question(one.id)).decided_by.id == getpass.getuser()  # type: ignore[union-attr]
+
+    listed = await asyncio.to_thread(tarry, "history", "--url", database_url)
+    assert listed.returncode == Exit.OK, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 3
+    assert f"{getpass.getuser()} via cli: accept decided" in lines[0]
+    assert "ann via cli: decline decided" in lines[1] and "transfer_money" in lines[1]
+    assert "bob via cli: accept lost (already decided (decline) by ann)" in lines[2]
+    as_json = await asyncio.to_thread(tarry, "history", "--json", "--question", two.id, "--url", database_url)
+    events = valid(schemas.HISTORY, as_json.stdout)
+    assert [(event["outcome"], event["by"]["id"], event["note"]) for event in events] == [
+        ("decided", "ann", "no"),
+        ("lost", "bob", None),
+    ]
+    chat_only = await asyncio.to_thread(tarry, "history", "--json", "--chat", first.id, "--url", database_url)
+    assert [event["question_id"] for event in valid(schemas.HISTORY, chat_only.stdout)] == [one.id]
+
+
+async def test_a_two_person_policy_from_the_shell(store: Store, database_url: str) -> None:
+    chat = await store.create_chat(
+        ScriptedModel([[{"name": "payout", "arguments": {"to": "Carol", "amount": 9}}], "Paid."]), [Payout()]
+    )
+    await chat.ask("Pay Carol")
+    [question] = await chat.pending_questions()
+    check = ["--may-decide", "tests.store.approvers:may_decide", "--url", database_url]
+    unchecked = await asyncio.to_thread(tarry, "approve", question.id, "--as", "ann", "--url", database_url)
+    assert unchecked.returncode == Exit.NOT_ALLOWED
+    assert "nothing checks who that is" in unchecked.stderr
+    outsider = await asyncio.to_thread(tarry, "approve", question.id, "--as", "mallory", *check, cwd=ROOT)
+    assert outsider.returncode == Exit.NOT_ALLOWED
+    assert "mallory may not decide the payout call (it needs 'finance')" in outsider.stderr
+    first = await asyncio.to_thread(tarry, "approve", question.id, "--as", "ann", *check, cwd=ROOT)
+    assert first.returncode == Exit.OK, first.stderr
+    assert "Recorded: approval 1 of 2 (payout(to='Carol', amount=9)); it waits for more." in first.stdout
+    second = await asyncio.to_thread(tarry, "approve", question.id, "--as", "bob", *check, cwd=ROOT)
+    assert second.returncode == Exit.OK, second.stderr
+    assert "Recorded: approved" in second.stdout
+    outcomes = [event.outcome for event in await store.history(question_id=question.id)]
+    assert outcomes == ["refused", "refused", "counted", "decided"]
