@@ -319,12 +319,28 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
                 listed = await store.pending_questions()
                 timings.append(time.perf_counter() - started)
         assert len(listed) == waiting, len(listed)
+        page_timings, paged = [], 0
+        for _ in range(5):  # every page of PAGE, five times over
+            cursor = None
+            while True:
+                with counter.measure() as page_figures:
+                    started = time.perf_counter()
+                    page = await store.pending_questions(limit=PAGE, cursor=cursor)
+                    page_timings.append(time.perf_counter() - started)
+                paged += len(page)
+                if page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
+        assert paged == 5 * waiting, paged
         plan = await query_plan(store)
     return {
         "chats": finished + waiting,
         "waiting": waiting,
         "statements": figures["statements"],
         "p50_ms": statistics.median(timings) * 1000,
+        "page_statements": page_figures["statements"],
+        "page_p50_ms": statistics.median(page_timings) * 1000,
+        "page_p99_ms": percentile(page_timings, 0.99) * 1000,
         "plan": plan,
     }
 
@@ -371,7 +387,9 @@ async def query_plan(store: Store) -> str:
         .join(c, q.c.tool_call_id == c.c.id)
         .where(q.c.decision.is_(None), c.c.result_message_id.is_(None))
         .where((q.c.expires_at.is_(None)) | (q.c.expires_at > utcnow()))
-        .order_by(c.c.id, q.c.number)
+        .where(q.c.tool_call_id >= 0, (q.c.tool_call_id > 0) | (q.c.number > 0))
+        .order_by(q.c.tool_call_id, q.c.number)
+        .limit(PAGE + 1)
     )
     dialect = sqlite.dialect() if store.db.is_sqlite else postgresql.dialect()
     compiled = query.compile(dialect=dialect)
@@ -445,6 +463,7 @@ def fresh_postgres(url: str) -> str:
     return f"{url}?options=-csearch_path%3D{schema}"
 
 
+PAGE = 50
 LANGGRAPH_MODES: list[tuple[str, str | None]] = [
     ('LangGraph, `durability="sync"`', "sync"),
     ('LangGraph, default `durability` ("async")', None),

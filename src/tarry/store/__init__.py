@@ -1,7 +1,8 @@
 """Persisted chats: SQLite by default, PostgreSQL at scale (``tarry[postgres]``)."""
 
 from tarry.errors import StoreUnavailableError
+from tarry.store.paging import QuestionPage
 from tarry.store.problems import Problem
 from tarry.store.store import Store
 
-__all__ = ["Problem", "Store", "StoreUnavailableError"]
+__all__ = ["Problem", "QuestionPage", "Store", "StoreUnavailableError"]
