@@ -145,19 +145,25 @@ def listing_section(folder: Path, postgres: str | None, scale: int, waiting: int
 
 
 def answers_section(postgres: str | None, processes: int, each: int) -> list[str]:
-    """Answers per second with ``processes`` processes on PostgreSQL, each decision checked to be recorded once."""
+    """Answers per second with ``processes`` processes on PostgreSQL, one and four answers at a time in each."""
     lines = [f"## Answers per second (PostgreSQL, {processes} processes)", ""]
     if not postgres:
         return [*lines, "Not measured in this run: no `--postgres URL` was given.", ""]
-    result = answers_per_second(fresh_postgres(postgres), processes, each)
-    assert result["answers"] == processes * each, result  # every decision recorded, and once
-    return [
-        *lines,
-        f"{result['processes']} processes each approved their share of {result['answers']:,} questions (one",
-        "transaction each, row lock, conditional update; each question approved once, and the count of recorded",
-        f"decisions checked) in {result['seconds']:.2f} s: **{result['per_second']:,.0f} answers per second**.",
+    lines += [
+        f"{processes} processes approve {processes * each:,} questions, each its own share: `store.approve(id)` one",
+        "at a time, or from several tasks at once on the process's connection pool. Each decision is one transaction",
+        "(row lock, conditional update). The run then checks that every question was decided and that the",
+        "decisions the processes were told they recorded add up to the number of questions: each exactly once.",
         "",
+        "| answers at a time per process | questions | seconds | answers per second |",
+        "|---|---|---|---|",
     ]
+    for concurrency in (1, 4):
+        result = answers_per_second(fresh_postgres(postgres), processes, each, concurrency)
+        lines.append(
+            f"| {concurrency} | {result['answers']:,} | {result['seconds']:.2f} | **{result['per_second']:,.0f}** |"
+        )
+    return [*lines, ""]
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any, Protocol, TypedDict
 
 from peers import PEERS, VERSIONS, peer_sides
-from sqlalchemy import Connection, event, insert, select, text
+from sqlalchemy import Connection, event, func, insert, select, text
 
 from tarry import Message, Tool
 from tarry.store import Store
@@ -457,17 +457,22 @@ async def prepare_answers(url: str, count: int) -> list[str]:
         return [question.id for question in await store.pending_questions()]
 
 
-def answers_per_second(url: str, processes: int, per_process: int) -> dict[str, float]:
+def answers_per_second(url: str, processes: int, per_process: int, concurrency: int = 1) -> dict[str, float]:
+    """``processes`` processes approve their shares of the questions, each ``concurrency`` at a time.
+
+    Each question is approved by one process; afterwards every question must be decided and the
+    processes' counts of recorded decisions must add up to the number of questions.
+    """
     ids = asyncio.run(prepare_answers(url, processes * per_process))
     with tempfile.TemporaryDirectory() as folder:
-        ids_file, go = Path(folder) / "ids.json", Path(folder) / "go"
+        go = Path(folder) / "go"
         workers = []
         for number in range(processes):
             part = Path(folder) / f"part{number}.json"
             part.write_text(json.dumps(ids[number::processes]))
             workers.append(
                 subprocess.Popen(
-                    [sys.executable, __file__, "--answer", url, str(part), str(go)],
+                    [sys.executable, __file__, "--answer", url, str(part), str(go), str(concurrency)],
                     stdout=subprocess.PIPE,
                     text=True,
                     cwd=ROOT,
@@ -480,8 +485,21 @@ def answers_per_second(url: str, processes: int, per_process: int) -> dict[str, 
         go.touch()
         recorded = sum(int(worker.communicate()[0]) for worker in workers)
         elapsed = time.perf_counter() - started
-        del ids_file
-    return {"processes": processes, "answers": recorded, "seconds": elapsed, "per_second": recorded / elapsed}
+    undecided = asyncio.run(count_undecided(url))
+    assert recorded == len(ids) and undecided == 0, (recorded, len(ids), undecided)
+    return {
+        "processes": processes,
+        "concurrency": concurrency,
+        "answers": recorded,
+        "seconds": elapsed,
+        "per_second": recorded / elapsed,
+    }
+
+
+async def count_undecided(url: str) -> int:
+    async with Store(url) as store:
+        query = select(func.count()).select_from(questions).where(questions.c.decision.is_(None))
+        return int(await store.db.run_read(lambda connection: connection.execute(query).scalar_one()))
 
 
 def ready_and_wait(part: str, go: str) -> None:
@@ -491,14 +509,16 @@ def ready_and_wait(part: str, go: str) -> None:
         time.sleep(0.005)
 
 
-async def answer_part(url: str, ids: list[str], part: str, go: str) -> None:
+async def answer_part(url: str, ids: list[str], part: str, go: str, concurrency: int) -> None:
     async with Store(url) as store:
-        await store.pending_questions()
+        await store.pending_questions(limit=1)  # connects before the clock starts
         await asyncio.to_thread(ready_and_wait, part, go)
-        recorded = 0
-        for question_id in ids:
-            recorded += await store.approve(question_id)
-    print(recorded)
+
+        async def lane(share: list[str]) -> int:
+            return sum([await store.approve(question_id) for question_id in share])
+
+        recorded = await asyncio.gather(*(lane(ids[number::concurrency]) for number in range(concurrency)))
+    print(sum(recorded))
 
 
 SCHEMAS: list[tuple[str, str]] = []
@@ -662,8 +682,10 @@ def machine_load(at_start: float, at_end: float) -> list[str]:
 def main() -> None:
     """``python bench/store_bench.py --answer …`` is one answering process; anything else runs bench/report.py."""
     if sys.argv[1:2] == ["--answer"]:
-        url, part, go = sys.argv[2:5]
-        asyncio.run(answer_part(url, json.loads(Path(part).read_text()), part, go))
+        url, part, go, *concurrency = sys.argv[2:6]
+        asyncio.run(
+            answer_part(url, json.loads(Path(part).read_text()), part, go, int(concurrency[0] if concurrency else 1))
+        )
         return
     from report import main as report
 
