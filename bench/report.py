@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -35,6 +36,8 @@ from store_bench import (
     writes_per_step,
 )
 
+GOALS: list[tuple[str, str, bool]] = []
+"""(goal, this run's figure, met) of issue 14, filled in by the sections as they measure."""
 COMMAND = 'pip install -e ".[bench,postgres]" && python bench/report.py'
 STEP_SIZES = [10, 50, 100, 250, 500, 1000]
 
@@ -114,10 +117,24 @@ def bytes_section(folder: Path, sizes: list[int], figures: Path | None) -> list[
         other = f"{peer[number]['write_bytes']:,}" if peer else "not measured"
         lines.append(f"| {row['messages']:,} | {row['statements']} | {row['write_bytes']:,} | {other} |")
     lines.append("")
+    growth = tarry[-1]["write_bytes"] / tarry[0]["write_bytes"]
+    GOALS.append(("bytes written per step stay flat as a chat grows",
+                  f"{tarry[0]['write_bytes']:,} B at {tarry[0]['messages']:,} messages, "
+                  f"{tarry[-1]['write_bytes']:,} B at {tarry[-1]['messages']:,}", growth < 1.1))  # fmt: skip
     if figures is not None:
         plot_bytes(series, figures / "bytes-per-step.png")
         lines += ["![Bytes written per step against the chat's length](img/bytes-per-step.png)", ""]
     return lines
+
+
+def plan_steps(plan: str) -> list[str]:
+    """The steps of a query plan without PostgreSQL's cost estimates and conditions, for a table cell."""
+    steps = []
+    for line in plan.splitlines():
+        step = re.sub(r"\s*\(cost=[^)]*\)", "", line).strip().removeprefix("->").strip()
+        if step and not re.match(r"(Index Cond|Filter|Recheck Cond|Hash Cond|Sort Key):", step):
+            steps.append(step.replace("|", "/"))
+    return steps
 
 
 def listing_section(folder: Path, postgres: str | None, scale: int, waiting: int) -> list[str]:
@@ -136,7 +153,9 @@ def listing_section(folder: Path, postgres: str | None, scale: int, waiting: int
     ]
     for label, url in targets:
         found = asyncio.run(listing_at_scale(url, scale - waiting, waiting))
-        plan = found["plan"].replace("\n", "; ").replace("|", "/")
+        plan = "; ".join(plan_steps(found["plan"]))
+        GOALS.append((f"a page of {PAGE} in ≤ 5 ms p50 ({label}, {scale:,} chats, {waiting:,} waiting)",
+                      f"{found['page_p50_ms']:.2f} ms", found["page_p50_ms"] <= 5))  # fmt: skip
         lines.append(
             f"| {label} | {found['page_statements']} | {found['p50_ms']:.1f} ms | {found['page_p50_ms']:.2f} ms "
             f"| {found['page_p99_ms']:.2f} ms | {plan} |"
@@ -160,9 +179,31 @@ def answers_section(postgres: str | None, processes: int, each: int) -> list[str
     ]
     for concurrency in (1, 4):
         result = answers_per_second(fresh_postgres(postgres), processes, each, concurrency)
+        GOALS.append((f"≥ 2,000 answers per second, {processes} processes, {concurrency} at a time in each",
+                      f"{result['per_second']:,.0f}", result["per_second"] >= 2000))  # fmt: skip
         lines.append(
             f"| {concurrency} | {result['answers']:,} | {result['seconds']:.2f} | **{result['per_second']:,.0f}** |"
         )
+    return [*lines, ""]
+
+
+def latency_goals(rows: list[tuple[str, str, dict[str, float]]]) -> None:
+    """Against the goal: tarry's default at or below half the fastest peer's p50, per database and phase."""
+    for database in dict.fromkeys(where for where, _, _ in rows):
+        tarry = next(row for where, label, row in rows if where == database and label.startswith("tarry"))
+        peers = [(label, row) for where, label, row in rows if where == database and not label.startswith("tarry")]
+        for key, phase in (("park_p50_ms", "run to the approval and save"), ("finish_p50_ms", "carry on")):
+            if peers:
+                label, fastest = min(peers, key=lambda peer: peer[1][key])
+                ratio = tarry[key] / fastest[key]
+                figure = f"{tarry[key]:.1f} ms against {fastest[key]:.1f} ms ({label.replace('`', '')}): {ratio:.2f}×"
+                GOALS.append((f"{phase} ≤ 0.5× the fastest peer ({database})", figure, ratio <= 0.5))
+
+
+def goals_section() -> list[str]:
+    """The goals of issue 14 beside this run's figures."""
+    lines = ["## The goals of issue 14, in this run", "", "| goal | this run | met |", "|---|---|---|"]
+    lines += [f"| {goal} | {figure} | {'yes' if met else 'no'} |" for goal, figure, met in GOALS]
     return [*lines, ""]
 
 
@@ -191,6 +232,7 @@ def main() -> None:
                 plot_latency(latency_rows, figures / "latency.png")
                 at = latency_lines.index("") + 1  # after the heading
                 latency_lines[at:at] = ["![p50 latency per chat beside the peers](img/latency.png)", ""]
+            latency_goals(latency_rows)
             body = [
                 *latency_lines,
                 *bytes_section(folder, sizes, figures),
@@ -202,9 +244,10 @@ def main() -> None:
     head = [
         "# Benchmarks",
         "",
-        f"Regenerate this page and its plots with one command: `{COMMAND}` (about five minutes; the",
-        "PostgreSQL parts need `--postgres URL` or `TARRY_TEST_POSTGRES_URL`, a server where the run may create",
-        "schemas). The `bench` extra pins the peers (LangGraph with its SQLite and PostgreSQL checkpointers,",
+        f"Regenerate this page and its plots with one command: `{COMMAND}` (under 3 minutes of CPU; the",
+        "line below says how long this run took). The PostgreSQL parts need `--postgres URL` or",
+        "`TARRY_TEST_POSTGRES_URL`, a server where the run may create schemas (it drops them at the end).",
+        "The `bench` extra pins the peers (LangGraph with its SQLite and PostgreSQL checkpointers,",
         "pydantic-ai, the OpenAI Agents SDK) and matplotlib; a peer that is not installed is left out, and says so.",
         "Background work (workers, Celery) has its own page: [Background work](benchmarks-jobs.md).",
         "",
@@ -214,7 +257,7 @@ def main() -> None:
         *machine_load(load_at_start, os.getloadavg()[0]),
         "",
     ]
-    out.write_text("\n".join([*head, *body]).rstrip() + "\n")
+    out.write_text("\n".join([*head, *goals_section(), *body]).rstrip() + "\n")
     print(f"Wrote {out}" + (f" and the plots in {figures}" if figures else ""))
 
 

@@ -25,6 +25,7 @@ def test_the_report_runs_every_part_with_tiny_counts(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = page.read_text()
     for heading in (
+        "## The goals of issue 14, in this run",
         "## Latency per chat, beside the peers",
         "## Bytes written per step as the chat grows (SQLite file)",
         "## `pending_questions()` at scale, whole and in pages of 50",
