@@ -17,7 +17,10 @@ class QuestionPage(list[Question]):
     ``next_cursor`` is ``None`` on the last page; otherwise pass it as ``cursor=`` to get the
     questions after this page. It is opaque text, safe in a URL, and stays valid while questions
     are asked and answered: the next page starts after the last question of this one, whatever
-    happened to it since.
+    happened to it since. Questions are ordered by their call's row id, so a question asked after
+    a page was read comes on a later page, with one exception on PostgreSQL: a call whose
+    transaction took a smaller id but committed after the page was read sorts before the cursor,
+    and shows from the next walk from the first page on.
     """
 
     def __init__(self, questions: Iterable[Question] = (), next_cursor: str | None = None) -> None:
