@@ -1,20 +1,18 @@
-"""Store benchmarks: latency per chat (beside LangGraph), writes per step, listing at scale, answers per second.
+"""Store benchmarks: latency per chat (beside the peers), writes per step, listing at scale, answers per second.
 
-Run: ``pip install -e ".[bench,postgres]" && python bench/store_bench.py [--postgres URL] [--out FILE]``.
-Each figure is measured in this run; the page it writes says on what machine and when. LangGraph, the peer
-for the latency figures, is imported only when it is installed; without it the script measures tarry alone.
+The measurements; bench/report.py runs them and writes docs/benchmarks.md (``python bench/store_bench.py``
+does the same). LangGraph and the peers of bench/peers.py are imported only when they are installed;
+without them the page says so and shows tarry alone.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib.metadata
 import importlib.util
 import json
 import operator
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -28,7 +26,8 @@ from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Protocol, TypedDict
 
-from sqlalchemy import Connection, event, insert, select, text
+from peers import PEERS, VERSIONS, peer_sides
+from sqlalchemy import Connection, event, func, insert, select, text
 
 from tarry import Message, Tool
 from tarry.store import Store
@@ -151,12 +150,18 @@ def graph_route(state: GraphState) -> str:
     return "tools" if state["messages"][-1].get("tool_calls") else "__end__"
 
 
-def compile_graph(checkpointer: Any) -> Any:
+def graph_lookup(state: GraphState) -> dict[str, list[dict[str, Any]]]:
+    """Runs ``Lookup`` on the model's call, with no approval: the step of :func:`writes_per_step`."""
+    call = state["messages"][-1]["tool_calls"][0]
+    return {"messages": [{"role": "tool", "tool_call_id": call["id"], "content": Lookup().execute("x")}]}
+
+
+def compile_graph(checkpointer: Any, tools: Any = graph_tools) -> Any:
     from langgraph.graph import END, START, StateGraph
 
     builder = StateGraph(GraphState)
     builder.add_node("model", graph_model)
-    builder.add_node("tools", graph_tools)
+    builder.add_node("tools", tools)
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", graph_route, ["tools", END])
     builder.add_edge("tools", "model")
@@ -257,11 +262,16 @@ async def interleaved_latency(sides: list[Side], count: int) -> dict[str, dict[s
 
 
 async def latency_per_chat(
-    tarry_url: str, fast_url: str, count: int, langgraph: list[tuple[str, str | Path, str | None]]
+    tarry_url: str,
+    fast_url: str,
+    count: int,
+    langgraph: list[tuple[str, str | Path, str | None]],
+    others: dict[str, str | Path] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """tarry on ``tarry_url`` (and with fast commits on ``fast_url``) beside each LangGraph set-up in ``langgraph``.
+    """tarry on ``tarry_url`` (and with fast commits on ``fast_url``) beside each LangGraph set-up in ``langgraph``
+    and each other peer in ``others`` (see bench/peers.py).
 
-    ``langgraph`` holds (label, file or URL, durability).
+    ``langgraph`` holds (label, file or URL, durability); ``others`` maps a peer's name to its file or URL.
     """
     async with AsyncExitStack() as stack:
         sides: list[Side] = [
@@ -273,6 +283,7 @@ async def latency_per_chat(
                 sides.append(await langgraph_sqlite(stack, where, durability, label))
             else:
                 sides.append(await langgraph_postgres(stack, where, durability, label))
+        sides += await peer_sides(stack, others or {})
         return await interleaved_latency(sides, count)
 
 
@@ -293,6 +304,42 @@ async def writes_per_step(url: str, sizes: list[int]) -> list[dict[str, int]]:
             with counter.measure() as figures:
                 await chat.ask("measure")
             rows.append({"messages": len(chat.messages), **figures})
+    return rows
+
+
+async def langgraph_writes_per_step(path: Path, sizes: list[int]) -> list[dict[str, int]]:
+    """The step of :func:`writes_per_step` in LangGraph on a SQLite checkpointer (``durability="sync"``).
+
+    Bytes are what the step added to the checkpointer's tables: the checkpoints' and their metadata's
+    serialised bytes and the pending writes' values (LangGraph keeps every checkpoint of a thread).
+    """
+    async with AsyncExitStack() as stack:
+        side = await langgraph_sqlite(stack, path, "sync", "LangGraph")
+        graph = compile_graph(side.checkpointer, graph_lookup)
+        config = side.config(0)
+        connection = side.checkpointer.conn
+
+        async def stored() -> int:
+            total = 0
+            for sql in (
+                "SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) FROM checkpoints",
+                "SELECT coalesce(sum(length(value)), 0) FROM writes",
+            ):
+                async with connection.execute(sql) as cursor:
+                    total += int((await cursor.fetchone())[0])
+            return total
+
+        async def step() -> int:
+            state = await graph.ainvoke({"messages": [{"role": "user", "content": "again"}]}, config, durability="sync")
+            return len(state["messages"])
+
+        rows, length = [], 0
+        for size in sizes:
+            while length + 4 < size:
+                length = await step()
+            before = await stored()
+            length = await step()
+            rows.append({"messages": length, "write_bytes": await stored() - before})
     return rows
 
 
@@ -319,12 +366,28 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
                 listed = await store.pending_questions()
                 timings.append(time.perf_counter() - started)
         assert len(listed) == waiting, len(listed)
+        page_timings, paged = [], 0
+        for _ in range(5):  # every page of PAGE, five times over
+            cursor = None
+            while True:
+                with counter.measure() as page_figures:
+                    started = time.perf_counter()
+                    page = await store.pending_questions(limit=PAGE, cursor=cursor)
+                    page_timings.append(time.perf_counter() - started)
+                paged += len(page)
+                if page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
+        assert paged == 5 * waiting, paged
         plan = await query_plan(store)
     return {
         "chats": finished + waiting,
         "waiting": waiting,
         "statements": figures["statements"],
         "p50_ms": statistics.median(timings) * 1000,
+        "page_statements": page_figures["statements"],
+        "page_p50_ms": statistics.median(page_timings) * 1000,
+        "page_p99_ms": percentile(page_timings, 0.99) * 1000,
         "plan": plan,
     }
 
@@ -371,7 +434,9 @@ async def query_plan(store: Store) -> str:
         .join(c, q.c.tool_call_id == c.c.id)
         .where(q.c.decision.is_(None), c.c.result_message_id.is_(None))
         .where((q.c.expires_at.is_(None)) | (q.c.expires_at > utcnow()))
-        .order_by(c.c.id, q.c.number)
+        .where(q.c.tool_call_id >= 0, (q.c.tool_call_id > 0) | (q.c.number > 0))
+        .order_by(q.c.tool_call_id, q.c.number)
+        .limit(PAGE + 1)
     )
     dialect = sqlite.dialect() if store.db.is_sqlite else postgresql.dialect()
     compiled = query.compile(dialect=dialect)
@@ -392,17 +457,22 @@ async def prepare_answers(url: str, count: int) -> list[str]:
         return [question.id for question in await store.pending_questions()]
 
 
-def answers_per_second(url: str, processes: int, per_process: int) -> dict[str, float]:
+def answers_per_second(url: str, processes: int, per_process: int, concurrency: int = 1) -> dict[str, float]:
+    """``processes`` processes approve their shares of the questions, each ``concurrency`` at a time.
+
+    Each question is approved by one process; afterwards every question must be decided and the
+    processes' counts of recorded decisions must add up to the number of questions.
+    """
     ids = asyncio.run(prepare_answers(url, processes * per_process))
     with tempfile.TemporaryDirectory() as folder:
-        ids_file, go = Path(folder) / "ids.json", Path(folder) / "go"
+        go = Path(folder) / "go"
         workers = []
         for number in range(processes):
             part = Path(folder) / f"part{number}.json"
             part.write_text(json.dumps(ids[number::processes]))
             workers.append(
                 subprocess.Popen(
-                    [sys.executable, __file__, "--answer", url, str(part), str(go)],
+                    [sys.executable, __file__, "--answer", url, str(part), str(go), str(concurrency)],
                     stdout=subprocess.PIPE,
                     text=True,
                     cwd=ROOT,
@@ -415,8 +485,21 @@ def answers_per_second(url: str, processes: int, per_process: int) -> dict[str, 
         go.touch()
         recorded = sum(int(worker.communicate()[0]) for worker in workers)
         elapsed = time.perf_counter() - started
-        del ids_file
-    return {"processes": processes, "answers": recorded, "seconds": elapsed, "per_second": recorded / elapsed}
+    undecided = asyncio.run(count_undecided(url))
+    assert recorded == len(ids) and undecided == 0, (recorded, len(ids), undecided)
+    return {
+        "processes": processes,
+        "concurrency": concurrency,
+        "answers": recorded,
+        "seconds": elapsed,
+        "per_second": recorded / elapsed,
+    }
+
+
+async def count_undecided(url: str) -> int:
+    async with Store(url) as store:
+        query = select(func.count()).select_from(questions).where(questions.c.decision.is_(None))
+        return int(await store.db.run_read(lambda connection: connection.execute(query).scalar_one()))
 
 
 def ready_and_wait(part: str, go: str) -> None:
@@ -426,33 +509,57 @@ def ready_and_wait(part: str, go: str) -> None:
         time.sleep(0.005)
 
 
-async def answer_part(url: str, ids: list[str], part: str, go: str) -> None:
+async def answer_part(url: str, ids: list[str], part: str, go: str, concurrency: int) -> None:
     async with Store(url) as store:
-        await store.pending_questions()
+        await store.pending_questions(limit=1)  # connects before the clock starts
         await asyncio.to_thread(ready_and_wait, part, go)
-        recorded = 0
-        for question_id in ids:
-            recorded += await store.approve(question_id)
-    print(recorded)
+
+        async def lane(share: list[str]) -> int:
+            return sum([await store.approve(question_id) for question_id in share])
+
+        recorded = await asyncio.gather(*(lane(ids[number::concurrency]) for number in range(concurrency)))
+    print(sum(recorded))
+
+
+SCHEMAS: list[tuple[str, str]] = []
+"""(server URL, schema) of each schema :func:`fresh_postgres` made, for :func:`drop_schemas`."""
 
 
 def fresh_postgres(url: str) -> str:
+    """A URL of ``url``'s server whose tables go to a new schema of their own."""
     import psycopg
 
     schema = f"tarry_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(f'CREATE SCHEMA "{schema}"')
+    SCHEMAS.append((url, schema))
     return f"{url}?options=-csearch_path%3D{schema}"
 
 
+def drop_schemas() -> None:
+    """Drop every schema :func:`fresh_postgres` made."""
+    import psycopg
+
+    while SCHEMAS:
+        url, schema = SCHEMAS.pop()
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+PAGE = 50
 LANGGRAPH_MODES: list[tuple[str, str | None]] = [
     ('LangGraph, `durability="sync"`', "sync"),
     ('LangGraph, default `durability` ("async")', None),
 ]
 
 
-def latency_section(count: int, folder: Path, postgres: str | None) -> list[str]:
-    """Latency per chat: tarry beside LangGraph on a SQLite file, and on PostgreSQL when a URL is given."""
+def latency_section(
+    count: int, folder: Path, postgres: str | None
+) -> tuple[list[str], list[tuple[str, str, dict[str, float]]]]:
+    """Latency per chat: tarry beside its peers on a SQLite file, and on PostgreSQL when a URL is given.
+
+    Returns the page's lines and the rows: (database, library, figures).
+    """
     missing = langgraph_missing()
     missing_postgres = (missing or langgraph_missing(postgres=True)) if postgres else None
     rows: list[tuple[str, str, dict[str, float]]] = []
@@ -460,22 +567,20 @@ def latency_section(count: int, folder: Path, postgres: str | None) -> list[str]
     if not missing:
         sqlite_peers = [(label, folder / f"langgraph-{mode}.db", mode) for label, mode in LANGGRAPH_MODES]
     sqlite_urls = f"sqlite:///{folder / 'latency.db'}", f"sqlite:///{folder / 'latency-fast.db'}"
-    figures = asyncio.run(latency_per_chat(*sqlite_urls, count, sqlite_peers))
+    others: dict[str, str | Path] = {peer: folder / f"{PEERS[peer]}.db" for peer in PEERS}
+    figures = asyncio.run(latency_per_chat(*sqlite_urls, count, sqlite_peers, others))
     rows += [("SQLite file", label, figures[label]) for label in figures]
     if postgres:
         postgres_peers: list[tuple[str, str | Path, str | None]] = []
         if not missing_postgres:
             postgres_peers = [(label, fresh_postgres(postgres), mode) for label, mode in LANGGRAPH_MODES]
+        others = {peer: fresh_postgres(postgres) for peer in PEERS}
         figures = asyncio.run(
-            latency_per_chat(fresh_postgres(postgres), fresh_postgres(postgres), count, postgres_peers)
+            latency_per_chat(fresh_postgres(postgres), fresh_postgres(postgres), count, postgres_peers, others)
         )
         rows += [("PostgreSQL", label, figures[label]) for label in figures]
     lines = [
-        "## Latency per chat, beside LangGraph",
-        "",
-        'Run it: `pip install -e ".[bench,postgres]" && python bench/store_bench.py` (the PostgreSQL rows need',
-        "`--postgres URL` or `TARRY_TEST_POSTGRES_URL`). The `bench` extra installs LangGraph and its SQLite and",
-        "PostgreSQL checkpointers; without them the script prints how to install them and measures tarry alone.",
+        "## Latency per chat, beside the peers",
         "",
         f"{count} chats in every row, one run, one machine. The rows of one database ran interleaved chat by chat",
         "(all chats parked, then all finished), so they shared whatever else the machine was doing.",
@@ -503,9 +608,11 @@ def latency_section(count: int, folder: Path, postgres: str | None) -> list[str]
             for name in ("langgraph", "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres")
             if importlib.util.find_spec(name.replace("-", ".")) is not None
         )
+        versions += "".join(f", {VERSIONS[peer]} {importlib.metadata.version(VERSIONS[peer])}" for peer in PEERS
+                            if importlib.util.find_spec(PEERS[peer]) is not None)  # fmt: skip
         lines += [f"Versions: tarry {importlib.metadata.version('tarry')}, {versions}.", ""]
     lines += LATENCY_DIFFERENCES
-    return [*lines, ""]
+    return [*lines, ""], rows
 
 
 LATENCY_WORKLOAD = [
@@ -519,12 +626,21 @@ LATENCY_WORKLOAD = [
     "  `AsyncPostgresSaver`, one thread per chat, state a list of plain dicts (no LangChain message objects).",
     "  `ainvoke` until the interrupt; then a freshly compiled graph on the same checkpointer reads the pending",
     '  interrupt (`aget_state`) and resumes with `Command(resume={"approved": True})` to the final reply.',
+    "- **pydantic-ai**: an `Agent` on a `FunctionModel` (the same script) with `transfer` as a tool with",
+    "  `requires_approval=True` and `DeferredToolRequests` among its outputs; the run's message history is saved",
+    "  as JSON in one row. Then a fresh agent loads it and runs on with `DeferredToolResults(approvals=...)`, and",
+    "  the final history is saved again.",
+    "- **OpenAI Agents SDK**: an `Agent` on a custom `Model` (the same script) with `transfer` as a function tool",
+    "  with `needs_approval=True`; `result.to_state().to_string()` is saved in one row. Then a fresh agent loads it",
+    "  (`RunState.from_string`), approves the interruption, runs on, and the final input list is saved again.",
+    "  Tracing is off (it would export over the network).",
     "- Each library has its own database file (SQLite) or its own fresh schema (PostgreSQL), and keeps its",
     '  connection (tarry: a pool) open for the run: "fresh" means a fresh chat or graph object, not a new process.',
     '- SQLite: all use WAL. tarry\'s default (`durability="full"`) is `synchronous=FULL`, a disk sync at every',
     '  commit, so a power cut loses no commit; `durability="fast"` is `synchronous=NORMAL` (PostgreSQL:',
-    "  `synchronous_commit=off`), the setting LangGraph's rows run with here, so those two rows pay the same",
-    "  for a commit. The difference between tarry's two rows is what surviving a power cut costs.",
+    "  `synchronous_commit=off`), the setting every peer's rows run with on SQLite, so those rows pay the same",
+    "  for a commit. On PostgreSQL the peers keep the server's default, `synchronous_commit=on`, as tarry's",
+    '  `"full"`. The difference between tarry\'s two rows is what surviving a power cut costs.',
     '- `durability="sync"` writes each step\'s checkpoint before the next step starts, as tarry writes each change',
     '  before going on. LangGraph\'s default, `"async"`, writes it while the next step runs; in both modes',
     "  `ainvoke` returns after the writes are done.",
@@ -564,64 +680,16 @@ def machine_load(at_start: float, at_end: float) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--postgres", default=os.environ.get("TARRY_TEST_POSTGRES_URL"))
-    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-store.md"))
-    parser.add_argument("--chats", type=int, default=200)
-    parser.add_argument("--scale", type=int, default=100_000)
-    parser.add_argument("--answer", nargs=3, help=argparse.SUPPRESS)
-    arguments = parser.parse_args()
-    if arguments.answer:
-        url, part, go = arguments.answer
-        asyncio.run(answer_part(url, json.loads(Path(part).read_text()), part, go))
-        return
-    load_at_start = os.getloadavg()[0]
-    folder = Path(tempfile.mkdtemp())
-    sqlite = lambda name: f"sqlite:///{folder / name}"  # noqa: E731
-    lines = [
-        "# Store benchmarks",
-        "",
-        f"Measured by `python bench/store_bench.py` on {datetime.now(UTC):%Y-%m-%d}, "
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
-        "",
-    ]
-    lines += latency_section(arguments.chats, folder, arguments.postgres)
-    lines += [
-        "## Writes per step as the transcript grows (SQLite file)",
-        "",
-        "One step: a user message, the model's tool call, the tool's result, the model's reply. Statements are",
-        "all SQL statements sent (reads included, BEGIN/COMMIT not); bytes are the parameters of INSERTs and UPDATEs.",
-        "",
-        "| messages before the step | statements | bytes written |",
-        "|---|---|---|",
-    ]
-    for row in asyncio.run(writes_per_step(sqlite("steps.db"), [10, 100, 1000])):
-        lines.append(f"| {row['messages']} | {row['statements']} | {row['write_bytes']} |")
-    lines += ["", "## `pending_questions()` at scale", ""]
-    targets = [("SQLite", sqlite("scale.db"))]
-    if arguments.postgres:
-        targets.append(("PostgreSQL", fresh_postgres(arguments.postgres)))
-    lines += ["| database | chats | waiting | statements per call | p50 | plan |", "|---|---|---|---|---|---|"]
-    for label, url in targets:
-        scale = asyncio.run(listing_at_scale(url, arguments.scale - 1000, 1000))
-        plan = scale["plan"].replace("\n", "; ").replace("|", "/")
-        lines.append(
-            f"| {label} | {scale['chats']:,} | {scale['waiting']:,} | {scale['statements']} "
-            f"| {scale['p50_ms']:.1f} ms | {plan} |"
+    """``python bench/store_bench.py --answer …`` is one answering process; anything else runs bench/report.py."""
+    if sys.argv[1:2] == ["--answer"]:
+        url, part, go, *concurrency = sys.argv[2:6]
+        asyncio.run(
+            answer_part(url, json.loads(Path(part).read_text()), part, go, int(concurrency[0] if concurrency else 1))
         )
-    if arguments.postgres:
-        result = answers_per_second(fresh_postgres(arguments.postgres), 8, 250)
-        lines += [
-            "",
-            "## Answers per second (PostgreSQL, 8 processes)",
-            "",
-            f"{result['processes']} processes each approved their share of {result['answers']:,} questions "
-            f"(one transaction each, row lock, conditional update) in {result['seconds']:.2f} s: "
-            f"**{result['per_second']:,.0f} answers per second**.",
-        ]
-    lines[4:4] = [*machine_load(load_at_start, os.getloadavg()[0]), ""]
-    Path(arguments.out).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        return
+    from report import main as report
+
+    report()
 
 
 if __name__ == "__main__":

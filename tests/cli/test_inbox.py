@@ -66,6 +66,15 @@ async def test_pending_lists_every_question_as_text_and_as_json(store: Store, da
     assert list(found[1]["requested_schema"]["properties"]) == ["time", "party"]
     only = await asyncio.to_thread(tarry, "pending", "--json", "--chat", booking.id, "--url", database_url)
     assert [item["id"] for item in valid(schemas.PENDING, only.stdout)] == [form.id]
+    first = await asyncio.to_thread(tarry, "pending", "--limit", "1", "--url", database_url)
+    assert approval.id in first.stdout and form.id not in first.stdout
+    [more] = [line for line in first.stdout.splitlines() if line.startswith("More: tarry pending --limit 1 --cursor ")]
+    second = await asyncio.to_thread(tarry, *more.split()[2:], "--json", "--url", database_url)
+    assert [item["id"] for item in valid(schemas.PENDING, second.stdout)] == [form.id]
+    assert "More:" not in second.stderr
+    refused = await asyncio.to_thread(tarry, "pending", "--cursor", "nonsense", "--url", database_url)
+    assert refused.returncode == Exit.USAGE and "'nonsense' is not a cursor" in refused.stderr
+    assert tarry("pending", "--limit", "0", "--url", database_url).returncode == Exit.USAGE
 
 
 async def test_answer_records_the_fields_and_a_second_answer_is_told_it_lost(store: Store, database_url: str) -> None:

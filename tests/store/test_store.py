@@ -83,6 +83,34 @@ async def test_pending_questions_across_chats_in_call_order(store: Store) -> Non
     assert [question.chat_id for question in await store.pending_questions(second)] == [second, second]
 
 
+async def test_pending_questions_in_pages_survive_answers_and_new_questions(store: Store) -> None:
+    chats = [await park(store) for _ in range(3)]
+    everything = await store.pending_questions()
+    first = await store.pending_questions(limit=4)
+    assert [question.id for question in first] == [question.id for question in everything[:4]]
+    assert first.next_cursor is not None
+    assert await store.decline(first[3].id) is True  # the page's last question is answered meanwhile
+    assert await store.approve(everything[4].id) is True  # and one that the next page would have shown
+    newer = await park(store)  # and a chat asks more
+    second = await store.pending_questions(limit=4, cursor=first.next_cursor)
+    assert [question.chat_id for question in second] == [chats[2], newer, newer]
+    assert second.next_cursor is None
+    assert (await store.pending_questions()).next_cursor is None
+    assert [q.id for q in await store.pending_questions(chats[0], limit=1, cursor=first.next_cursor)] == []
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1.5, True, "10"])
+async def test_pending_questions_refuse_a_limit_that_is_not_a_positive_int(store: Store, limit: object) -> None:
+    with pytest.raises(ValueError, match="limit must be a positive int"):
+        await store.pending_questions(limit=limit)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("cursor", ["", "nonsense", "cTA6MjoxMg", "%%%"])
+async def test_pending_questions_refuse_a_cursor_they_did_not_make(store: Store, cursor: str) -> None:
+    with pytest.raises(ValueError, match="is not a cursor from a page of pending questions"):
+        await store.pending_questions(limit=10, cursor=cursor)
+
+
 async def test_first_decision_wins_and_later_ones_change_nothing(store: Store) -> None:
     chat_id = await park(store)
     approval, colour = await store.pending_questions(chat_id)

@@ -29,6 +29,21 @@ def test_questions_are_listed_oldest_first_and_filtered_by_chat(inbox: Inbox) ->
     assert only[0]["requested_schema"]["properties"]["party"]["maximum"] == 12
 
 
+def test_questions_come_a_page_at_a_time_with_a_link_to_the_next(inbox: Inbox) -> None:
+    chats = [park(inbox.url, call("refund", order=f"A{number}", amount=number)) for number in range(3)]
+    first = inbox.client.get("/api/questions", params={"limit": 2}, headers=AUTH)
+    assert [item["chat_id"] for item in first.json()] == chats[:2]
+    assert first.links["next"]["url"].startswith("/api/questions?limit=2&cursor=")
+    last = inbox.client.get(first.links["next"]["url"], headers=AUTH)
+    assert [item["chat_id"] for item in last.json()] == chats[2:]
+    assert "link" not in last.headers
+    only = inbox.client.get("/api/questions", params={"limit": 1, "chat_id": chats[1]}, headers=AUTH)
+    assert [item["chat_id"] for item in only.json()] == [chats[1]] and "link" not in only.headers
+    refused = problem(inbox.client.get("/api/questions", params={"cursor": "nonsense"}, headers=AUTH), 400)
+    assert "nonsense" in refused["detail"]
+    problem(inbox.client.get("/api/questions", params={"limit": 0}, headers=AUTH), 400)
+
+
 def test_one_question_is_read_by_id_and_an_unknown_id_is_404(inbox: Inbox) -> None:
     chat = park(inbox.url, call("refund", order="A1", amount=1))
     [asked] = pending(inbox.url, chat)

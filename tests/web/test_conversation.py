@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -10,6 +11,7 @@ from starlette.requests import HTTPConnection
 
 from tarry.store import Store
 from tarry.web.events import STREAM_FOR
+from tarry.web.views import PAGE_SIZE
 from tests.web.client import AUTH, TOKEN, Inbox, problem
 from tests.web.server import LiveServer
 from tests.web.tools import XSS, call, converse, park, pending, run
@@ -32,6 +34,22 @@ def test_the_conversation_shows_messages_calls_results_and_what_waits(inbox: Inb
     assert fragment.status_code == 200 and 'id="conversation"' in fragment.text and "<html" not in fragment.text
     missing = inbox.client.get("/chats/no-such-chat")
     assert missing.status_code == 404 and 'data-refused="no-chat"' in missing.text
+
+
+def test_the_inbox_shows_a_page_of_questions_and_links_to_the_next(inbox: Inbox) -> None:
+    chat = park(inbox.url, *[call("refund", order=f"A{number}", amount=number) for number in range(PAGE_SIZE + 1)])
+    asked = [question.id for question in pending(inbox.url, chat)]
+    first = inbox.client.get("/", headers=AUTH).text
+    assert re.findall(r'data-question="([^"]+)"', first) == asked[:PAGE_SIZE]
+    assert f'id="question-count">{PAGE_SIZE}+<' in first
+    [more] = re.findall(r'href="([^"]+)" rel="next" id="more-questions"', first)
+    assert more.startswith("/?cursor=")
+    second = inbox.client.get(more.replace("&amp;", "&"), headers=AUTH).text
+    assert re.findall(r'data-question="([^"]+)"', second) == asked[PAGE_SIZE:]
+    assert 'id="more-questions"' not in second
+    fragment = inbox.client.get("/fragments/inbox" + more[1:].replace("&amp;", "&"), headers=AUTH).text
+    assert re.findall(r'data-question="([^"]+)"', fragment) == asked[PAGE_SIZE:]
+    assert "data-question" in inbox.client.get("/?cursor=nonsense", headers=AUTH).text  # a bad cursor: page one
 
 
 def test_hostile_text_in_messages_arguments_and_results_is_escaped(inbox: Inbox) -> None:

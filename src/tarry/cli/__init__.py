@@ -224,6 +224,13 @@ def _inbox(name: str) -> Command:
     return handler
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def _add_inbox(commands: Any) -> None:
     def add(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = commands.add_parser(
@@ -236,6 +243,8 @@ def _add_inbox(commands: Any) -> None:
     pending = add("pending", "list the questions that wait on a person (every chat's, or one chat's)")
     pending.add_argument("--chat", metavar="CHAT_ID", help="only this chat's questions")
     pending.add_argument("--json", action="store_true", help="print JSON (a list of questions)")
+    pending.add_argument("--limit", type=positive_int, metavar="N", help="at most N questions (one page)")
+    pending.add_argument("--cursor", help="the page after the one that printed this cursor")
     answer = add(
         "answer",
         "answer a question; with no value, an approval is approved",

@@ -54,10 +54,20 @@ def run(work: Work, arguments: argparse.Namespace) -> int:
 
 
 async def pending(store: Store, arguments: argparse.Namespace) -> int:
-    """``tarry pending``: the questions that wait on a person."""
-    questions = await store.pending_questions(arguments.chat)
+    """``tarry pending``: the questions that wait on a person, a page at a time with ``--limit``."""
+    try:
+        questions = await store.pending_questions(arguments.chat, limit=arguments.limit, cursor=arguments.cursor)
+    except ValueError as error:  # a cursor that no page printed
+        print(f"tarry: {error}", file=sys.stderr)
+        return int(Exit.USAGE)
+    more = None
+    if questions.next_cursor is not None:
+        chat = f" --chat {arguments.chat}" if arguments.chat else ""
+        more = f"More: tarry pending{chat} --limit {arguments.limit} --cursor {questions.next_cursor}"
     if arguments.json:
         print_json([question.to_dict() for question in questions])
+        if more:
+            print(more, file=sys.stderr)
         return Exit.OK
     out = console()
     if not questions:
@@ -65,6 +75,8 @@ async def pending(store: Store, arguments: argparse.Namespace) -> int:
     for question in questions:
         for line in question_lines(question):
             out.print(line)
+    if more:
+        out.print(more)
     return Exit.OK
 
 

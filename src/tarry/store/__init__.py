@@ -2,8 +2,17 @@
 
 from tarry.errors import StoreUnavailableError
 from tarry.store.audit import DecisionEvent
+from tarry.store.paging import QuestionPage
 from tarry.store.problems import Problem
 from tarry.store.served_tasks import ServedTask, ServedTasks
 from tarry.store.store import Store
 
-__all__ = ["DecisionEvent", "Problem", "ServedTask", "ServedTasks", "Store", "StoreUnavailableError"]
+__all__ = [
+    "DecisionEvent",
+    "Problem",
+    "QuestionPage",
+    "ServedTask",
+    "ServedTasks",
+    "Store",
+    "StoreUnavailableError",
+]

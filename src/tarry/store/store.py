@@ -29,6 +29,7 @@ from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import StoreJournal, Tail, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
+from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor
 from tarry.store.problems import Problem, find_problems
 from tarry.store.rows import Row, call_from_row, question_from_row, read_each
 from tarry.store.schedule import wake
@@ -235,11 +236,17 @@ class Store:
 
     # Questions and tasks, from the database alone
 
-    async def pending_questions(self, chat_id: str | None = None) -> list[Question]:
+    async def pending_questions(
+        self, chat_id: str | None = None, *, limit: int | None = None, cursor: str | None = None
+    ) -> QuestionPage:
         """Undecided, unexpired questions of open calls, in the order the model made the calls.
 
-        Lists every chat's questions unless ``chat_id`` names one.
+        Lists every chat's questions unless ``chat_id`` names one. ``limit`` makes it one page
+        of at most that many; the page's ``next_cursor``, passed back as ``cursor``, gives the
+        next one (``None`` after the last). Each page is one indexed query, however many
+        questions were asked before it.
         """
+        check_limit(limit)
         query = (
             select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments)
             .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
@@ -248,17 +255,30 @@ class Store:
                 tool_calls.c.result_message_id.is_(None),
                 (questions.c.expires_at.is_(None)) | (questions.c.expires_at > utcnow()),
             )
-            .order_by(tool_calls.c.id, questions.c.number)
+            .order_by(questions.c.tool_call_id, questions.c.number)
         )
+        if cursor is not None:
+            call_row, number = decode_cursor(cursor)
+            # the row-value form (a, b) > (x, y), written so that both databases scan the index from x on
+            query = query.where(
+                questions.c.tool_call_id >= call_row,
+                (questions.c.tool_call_id > call_row) | (questions.c.number > number),
+            )
+        if limit is not None:
+            query = query.limit(limit + 1)
         if chat_id is not None:
             if "\x00" in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
-                return []
+                return QuestionPage()
             query = query.where(questions.c.chat_id == chat_id)
         rows = await self.db.run_read(lambda connection: connection.execute(query).mappings().all())
+        next_cursor = None
+        if limit is not None and len(rows) > limit:
+            rows = rows[:limit]
+            next_cursor = encode_cursor(rows[-1]["tool_call_id"], rows[-1]["number"])
         skipped: list[CorruptStateError] = []
         found = read_each(rows, _question_of, skipped)
         self._report(skipped)
-        return found
+        return QuestionPage(found, next_cursor)
 
     async def pending_tasks(self, chat_id: str | None = None) -> list[Task]:
         """Paused tasks of open calls that wait on no undecided question (all chats by default)."""

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
 from tarry.web.access import Forbidden, NotLoggedIn
 from tarry.web.decisions import Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
 from tarry.web.schemas import DecisionEventOut, DecisionOut, DeclineIn, QuestionOut, TaskOut
-from tarry.web.views import oldest_first
+from tarry.web.views import PAGE_SIZE
 
 PROBLEM_DETAILS = {
     "unknown": (404, "No question has this id."),
@@ -27,6 +28,12 @@ API_REFUSALS = {
 }
 """What the API says when a request is refused before it reaches a route, by reason."""
 CHAT = Query(default=None, description="Only this chat's.", max_length=200)
+LIMIT = Query(default=PAGE_SIZE, ge=1, le=500, description="At most this many questions.")
+CURSOR = Query(
+    default=None,
+    max_length=200,
+    description='Where the previous page ended: the cursor of its `Link: <…>; rel="next"` header.',
+)
 
 
 def api_router(decider: Decider) -> APIRouter:
@@ -50,10 +57,37 @@ def api_router(decider: Decider) -> APIRouter:
     router = APIRouter(tags=["inbox"], responses=problem_responses(400, 401, 403), dependencies=[Depends(logged_in)])
     writes = APIRouter(dependencies=[Depends(not_forged)], responses=problem_responses(404, 409, 410, 413))
 
-    @router.get("/questions", response_model=list[QuestionOut], summary="Pending questions, oldest first")
-    async def list_questions(request: Request, chat_id: str | None = CHAT) -> list[QuestionOut]:
-        shown = await access.shown(request, oldest_first(await store.pending_questions(chat_id)))
-        return [QuestionOut.of(question) for question in shown]
+    @router.get(
+        "/questions",
+        response_model=list[QuestionOut],
+        summary="Pending questions, in the order their calls were made, a page at a time",
+        description=(
+            "One page of at most `limit` questions. When more follow, the response has a "
+            '`Link: <…>; rel="next"` header with the URL of the next page.'
+        ),
+        responses={
+            200: {
+                "headers": {
+                    "Link": {"description": 'The next page, as `<URL>; rel="next"`.', "schema": {"type": "string"}}
+                }
+            }
+        },
+    )
+    async def list_questions(
+        request: Request,
+        response: Response,
+        chat_id: str | None = CHAT,
+        limit: int = LIMIT,
+        cursor: str | None = CURSOR,
+    ) -> list[QuestionOut]:
+        try:
+            page = await store.pending_questions(chat_id, limit=limit, cursor=cursor)
+        except ValueError as error:
+            raise Problem(400, str(error), errors={"cursor": "not a cursor this API gave"}) from None
+        if page.next_cursor is not None:
+            query = {"limit": limit, "cursor": page.next_cursor} | ({"chat_id": chat_id} if chat_id else {})
+            response.headers["Link"] = f'<{request.url.path}?{urlencode(query)}>; rel="next"'
+        return [QuestionOut.of(question) for question in await access.shown(request, page)]
 
     @router.get(
         "/questions/{question_id}",

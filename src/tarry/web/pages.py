@@ -18,6 +18,7 @@ from starlette.templating import Jinja2Templates
 
 from tarry.clock import utcnow
 from tarry.questions import Question
+from tarry.store.paging import QuestionPage
 from tarry.web import views
 from tarry.web.access import CSRF_FIELD, Access, ChatRef, Forbidden, NotLoggedIn
 from tarry.web.conversation import chat_version, transcript, turns
@@ -131,8 +132,11 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
     seen = APIRouter(dependencies=[Depends(logged_in)])
     posts = APIRouter(dependencies=[Depends(logged_in), Depends(form_from_here)])
 
-    async def inbox_context(request: Request, chat: str | None, invalid: Invalid | None = None) -> dict[str, Any]:
-        shown = await access.shown(request, views.oldest_first(await store.pending_questions(chat)))
+    async def inbox_context(
+        request: Request, chat: str | None, cursor: str | None = None, invalid: Invalid | None = None
+    ) -> dict[str, Any]:
+        page = await questions_page(chat, cursor)
+        shown = await access.shown(request, page)
         cards = []
         for question in shown:
             if invalid is not None and invalid.question_id == question.id:
@@ -145,8 +149,20 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
         )
         if chat and chat not in chats and await access.allowed(request, ChatRef(chat)):
             chats.append(chat)
-        query = f"?{urlencode({'chat': chat})}" if chat else ""
-        return {"cards": cards, "tasks": tasks, "chat": chat, "chats": chats, "query": query}
+        return {
+            "cards": cards,
+            "tasks": tasks,
+            "chat": chat,
+            "chats": chats,
+            "query": _query(chat=chat, cursor=cursor),
+            "more": _query(chat=chat, cursor=page.next_cursor) if page.next_cursor else None,
+        }
+
+    async def questions_page(chat: str | None, cursor: str | None) -> QuestionPage:
+        try:
+            return await store.pending_questions(chat, limit=views.PAGE_SIZE, cursor=cursor)
+        except ValueError:  # a cursor the inbox did not make: start at the first page
+            return await store.pending_questions(chat, limit=views.PAGE_SIZE)
 
     @router.get("/login")
     async def login(request: Request, token: str | None = None) -> Response:
@@ -160,7 +176,11 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
 
     @seen.get("/")
     async def inbox(
-        request: Request, chat: str | None = None, outcome: str | None = None, question: str | None = None
+        request: Request,
+        chat: str | None = None,
+        outcome: str | None = None,
+        question: str | None = None,
+        cursor: str | None = None,
     ) -> Response:
         notice = None
         if outcome in NOTICES:
@@ -169,7 +189,9 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
             if about is not None and not await access.allowed(request, about):
                 about = None
             notice = {"tone": tone, "text": text, "about": about, "outcome": outcome}
-        return pages.render(request, "inbox.html", {**await inbox_context(request, chat or None), "notice": notice})
+        return pages.render(
+            request, "inbox.html", {**await inbox_context(request, chat or None, cursor or None), "notice": notice}
+        )
 
     async def _known(question_id: str | None) -> Question | None:
         if not question_id:
@@ -190,8 +212,8 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
         events = await access.shown(request, await store.history(chat_id))
         return {"chat_id": chat_id, "turns": turns(messages, questions, tasks, events)}
 
-    async def fingerprint(request: Request, chat: str | None) -> str:
-        questions = await access.shown(request, await store.pending_questions(chat))
+    async def fingerprint(request: Request, chat: str | None, cursor: str | None) -> str:
+        questions = await access.shown(request, await questions_page(chat, cursor))
         tasks = await access.shown(request, await store.waiting_tasks(chat))
         state = [
             [question.id for question in questions],
@@ -209,14 +231,14 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
         return pages.render(request, "_conversation.html", await chat_context(request, chat_id))
 
     @seen.get("/events")
-    async def events(request: Request, chat: str | None = None) -> Response:
+    async def events(request: Request, chat: str | None = None, cursor: str | None = None) -> Response:
         return StreamingResponse(
-            changes(request, lambda: fingerprint(request, chat or None)), media_type="text/event-stream"
+            changes(request, lambda: fingerprint(request, chat or None, cursor or None)), media_type="text/event-stream"
         )
 
     @seen.get("/fragments/inbox")
-    async def fragment(request: Request, chat: str | None = None) -> Response:
-        return pages.render(request, "_live.html", await inbox_context(request, chat or None))
+    async def fragment(request: Request, chat: str | None = None, cursor: str | None = None) -> Response:
+        return pages.render(request, "_live.html", await inbox_context(request, chat or None, cursor or None))
 
     async def posted(request: Request, question_id: str, action: Action) -> Response:
         form = await request.form()  # read once, by the CSRF check; kept by the request
@@ -230,7 +252,7 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
             raise Refused(403, "forbidden") from None
         if result.outcome == "invalid":
             invalid = Invalid(question_id, result.errors, typed, note)
-            context = await inbox_context(request, chat, invalid)
+            context = await inbox_context(request, chat, invalid=invalid)
             notice = {"tone": "error", "text": "Some answers need another look.", "about": result.question}
             return pages.render(request, "inbox.html", {**context, "notice": {**notice, "outcome": "invalid"}}, 400)
         query = {"outcome": result.outcome, "question": question_id}
@@ -253,6 +275,12 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
     router.include_router(seen)
     router.include_router(posts)
     return router
+
+
+def _query(**values: str | None) -> str:
+    """A query string of the values that are set, with its ``?`` (empty when none is)."""
+    given = {key: value for key, value in values.items() if value}
+    return f"?{urlencode(given)}" if given else ""
 
 
 def _text(form: FormData, key: str) -> str | None:

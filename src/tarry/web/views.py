@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +24,6 @@ RADIO_LIMIT = 4
 """Up to this many choices are radios; more are a select."""
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
 FORMAT_HINTS = {"email": "an email address", "uri": "a URL", "date": "a date", "date-time": "a date and time"}
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HIDDEN = ("Cf", "Cc")
 """Unicode categories of characters that do not show, or that reorder the text around them."""
 
@@ -97,9 +96,8 @@ class TaskView:
     arguments: str
 
 
-def oldest_first(questions: Iterable[Question]) -> list[Question]:
-    """Questions by when they were asked, oldest first (stable for equal times)."""
-    return sorted(questions, key=lambda question: question.asked_at or EPOCH)
+PAGE_SIZE = 50
+"""Questions on one page of the inbox, and in a response of ``GET /api/questions`` that sets no ``limit``."""
 
 
 def visible(text: str) -> str:

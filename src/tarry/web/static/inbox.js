@@ -70,8 +70,12 @@
     var tasks = document.getElementById("tasks");
     var freshTasks = fresh.getElementById("tasks");
     if (tasks && freshTasks) tasks.replaceWith(document.importNode(freshTasks, true));
+    var more = document.getElementById("more");
+    var freshMore = fresh.getElementById("more");
+    if (more && freshMore) more.replaceWith(document.importNode(freshMore, true));
     var open = cards.querySelectorAll("[data-question]:not(.gone)").length;
-    document.getElementById("question-count").textContent = String(open);
+    var beyond = document.getElementById("more-questions") ? "+" : "";
+    document.getElementById("question-count").textContent = String(open) + beyond;
     document.getElementById("no-questions").hidden = cards.children.length > 0;
     if (added) status(added === 1 ? "1 new question arrived." : added + " new questions arrived.");
     checkLapses();

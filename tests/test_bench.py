@@ -1,0 +1,41 @@
+"""bench/report.py runs end to end with tiny counts (``--quick``) and writes its page; no timing is asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_report_runs_every_part_with_tiny_counts(tmp_path: Path) -> None:
+    page = tmp_path / "docs" / "benchmarks.md"
+    page.parent.mkdir()
+    postgres = os.environ.get("TARRY_TEST_POSTGRES_URL", "")
+    done = subprocess.run(
+        [sys.executable, "bench/report.py", "--quick", "--out", str(page), "--postgres", postgres],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    for heading in (
+        "## The goals of issue 14, in this run",
+        "## Latency per chat, beside the peers",
+        "## Bytes written per step as the chat grows (SQLite file)",
+        "## `pending_questions()` at scale, whole and in pages of 50",
+        "## Answers per second (PostgreSQL, 2 processes)",
+    ):
+        assert heading in text
+    assert '| SQLite file | tarry, `durability="full"` (the default) |' in text
+    if postgres:
+        assert '| PostgreSQL | tarry, `durability="full"` (the default) |' in text
+        assert "| 1 | 10 |" in text and "| 4 | 10 |" in text  # 2 processes × 5 questions, 1 and 4 at a time
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (page.parent / "img" / "latency.png").stat().st_size > 0
+        assert (page.parent / "img" / "bytes-per-step.png").stat().st_size > 0
