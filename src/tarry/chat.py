@@ -96,8 +96,10 @@ class Chat:
 
         Raises :class:`PendingToolCallsError`, recording nothing, while calls wait.
         """
-        await self._add_user_message(text, "ask")
-        return await self.complete()
+        current = await self._add_user_message(text, "ask")
+        async for _ in self._run(stream=False, once=False, current=current):
+            pass
+        return self.last_reply
 
     async def complete(self) -> Message | None:
         """Carry the chat on until the model has replied or every open call waits.
@@ -128,9 +130,8 @@ class Chat:
         for each call, and :class:`~tarry.messages.MessageDone` with every recorded reply.
         The transcript afterwards is the same as without streaming.
         """
-        if text is not None:
-            await self._add_user_message(text, "stream")
-        async for event in self._run(stream=True, once=False):
+        current = await self._add_user_message(text, "stream") if text is not None else False
+        async for event in self._run(stream=True, once=False, current=current):
             yield event
 
     async def pending_questions(self) -> list[Question]:
@@ -281,40 +282,60 @@ class Chat:
 
     # The loop
 
-    async def _add_user_message(self, text: str, verb: str) -> None:
+    async def _add_user_message(self, text: str, verb: str) -> bool:
+        """Save the user's message, claiming the turn for the reply; True when the chat holds all that is recorded.
+
+        The journal refuses the message while calls wait in the database; the chat reads them
+        then, to name them.
+        """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"{verb}() needs the user's text, got {text!r}")
-        await self._journal.refresh(self)
+        message = Message("user", text)
+        try:
+            self._refuse_while_calls_wait()
+            current = await self._journal.append(self, message, claim_turn=self.model is not None)
+        except PendingToolCallsError:
+            await self._journal.refresh(self)
+            self._refuse_while_calls_wait()
+            raise
+        self.messages.append(message)
+        return current
+
+    def _refuse_while_calls_wait(self) -> None:
         waiting = [record.call.name for record in self.records.values() if record.open]
         if waiting:
             raise PendingToolCallsError(
                 f"{len(waiting)} tool call(s) still wait ({', '.join(waiting)}): answer, approve, decline "
                 "or cancel them, and complete() the chat, before asking again"
             )
-        message = Message("user", text)
-        await self._journal.append(self, message)
-        self.messages.append(message)
 
-    async def _run(self, *, stream: bool, once: bool) -> AsyncIterator[StreamEvent]:
+    async def _run(self, *, stream: bool, once: bool, current: bool = False) -> AsyncIterator[StreamEvent]:
+        """The loop; with ``current`` (the chat holds all that is recorded) its first look at the journal is skipped."""
         resumed: set[str] = set()
-        await self.load_tools()
-        while True:
-            await self._journal.refresh(self)
-            self._require_tools_of_paused_calls(resumed)
-            if await self._carry_calls(resumed):
-                continue  # another process took a call over: look at what it recorded
-            if self.waiting:
-                waiting = sum(record.open for record in self.records.values())
-                logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
-            if self.waiting or not self._needs_model():
-                return
-            reply = None
-            async for event in self._model_turn(stream):
-                if isinstance(event, MessageDone):
-                    reply = event.message
-                yield event
-            if once or reply is None or not reply.tool_calls:
-                return
+        try:
+            await self.load_tools()
+            while True:
+                if not current:
+                    await self._journal.refresh(self)
+                self._require_tools_of_paused_calls(resumed)
+                if await self._carry_calls(resumed):
+                    current = False
+                    continue  # another process took a call over: look at what it recorded
+                if self.waiting:
+                    waiting = sum(record.open for record in self.records.values())
+                    logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
+                if self.waiting or not self._needs_model():
+                    return
+                reply, turn = None, _Turn()
+                async for event in self._model_turn(stream, turn):
+                    if isinstance(event, MessageDone):
+                        reply = event.message
+                    yield event
+                if once or reply is None or not reply.tool_calls:
+                    return
+                current = turn.current
+        finally:
+            await self._journal.release_turn(self)
 
     def _require_tools_of_paused_calls(self, resumed: set[str]) -> None:
         """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks.
@@ -400,8 +421,12 @@ class Chat:
                 if checking:
                     state = "finished" if outcome.result is not None else "still waits"
                     logger.info("Checked the task of the %s call %s: it %s", name, call_id, state, extra=ids)
+            # The result of the last open call makes the model next: claim its turn in the same write.
+            last = outcome.result is not None and not any(
+                other.open for other in self.records.values() if other is not record
+            )
             try:
-                await self._save(record, outcome)
+                await self._save(record, outcome, claim_turn=last and self.model is not None)
             except ClaimLostError:
                 logger.warning(
                     "Lost the claim on the %s call %s; another process carries it on", name, call_id, extra=ids
@@ -507,8 +532,8 @@ class Chat:
         if question.ttl is not None:
             question.expires_at = now + timedelta(seconds=question.ttl)
 
-    async def _save(self, record: CallRecord, outcome: Outcome) -> None:
-        await self._journal.save_call(self, record, outcome)
+    async def _save(self, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
+        await self._journal.save_call(self, record, outcome, claim_turn=claim_turn)
         # A refresh that ran meanwhile (a stored chat read by another coroutine) may already hold the change.
         if outcome.result is not None:
             if record.result is None:
@@ -522,7 +547,7 @@ class Chat:
     def _needs_model(self) -> bool:
         return bool(self.messages) and self.messages[-1].role != "assistant"
 
-    async def _model_turn(self, stream: bool) -> AsyncIterator[StreamEvent]:
+    async def _model_turn(self, stream: bool, turn: _Turn) -> AsyncIterator[StreamEvent]:
         if self.model is None:
             raise TarryError("This chat has no model: pass model= to Chat (or to load_chat) to carry it on")
         async with self._journal.hold_turn(self) as held:
@@ -561,7 +586,7 @@ class Chat:
                     traced.set({f"gen_ai.usage.{key}": value for key, value in usage.items()})
             records = self._records_for(reply)
             try:
-                await self._journal.append(self, reply, records)
+                turn.current = await self._journal.append(self, reply, records)
             except ClaimLostError:
                 logger.warning(
                     "Lost the turn of chat %s while the model replied; another process took it over", self.id
@@ -634,6 +659,13 @@ class Chat:
             if attempt == 0:
                 await self._journal.refresh(self)  # another process may have asked it since we last looked
         raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
+
+
+class _Turn:
+    """What one model turn left behind for the loop: whether the chat still holds all that is recorded."""
+
+    def __init__(self) -> None:
+        self.current = False
 
 
 class _SelectedSource:
