@@ -7,13 +7,20 @@ import copy
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from importlib.metadata import entry_points
 from typing import Any
 
-from tarry.calls import CallRecord, Claim, Outcome
+from tarry.calls import CallRecord, CallState, Claim, Outcome, Standing, call_state
 from tarry.clock import utcnow
-from tarry.errors import ClaimLostError, MissingToolsError, PendingToolCallsError, TarryError, UnknownQuestionError
+from tarry.errors import (
+    ClaimLostError,
+    InvalidArgumentsError,
+    MissingToolsError,
+    PendingToolCallsError,
+    TarryError,
+    UnknownQuestionError,
+)
 from tarry.journal import Journal, MemoryJournal
 from tarry.live import LiveCall, current_call
 from tarry.messages import (
@@ -32,12 +39,12 @@ from tarry.messages import (
 from tarry.questions import Question
 from tarry.running import sync_twin
 from tarry.tasks import Task
-from tarry.tools import InvalidArgumentsError, Tool, ToolSource, call_maybe_async, settle, tool
+from tarry.tools import Tool, ToolSource, call_maybe_async, settle, tool
 from tarry.tracing import mark, model_attributes, span
 
 logger = logging.getLogger("tarry")
-Action = tuple[bool, Callable[[], Awaitable[Outcome]]]
-"""Whether carrying a call on runs tool code, and the coroutine function that does it."""
+Action = Callable[[], Awaitable[Outcome]]
+"""What carries a call on: runs its tool, or closes it with an error result."""
 
 
 class Chat:
@@ -196,9 +203,9 @@ class Chat:
                     except Exception:
                         logger.exception("Cancelling the task of the %s call failed", record.call.name)
                 # A call already declined (or lapsed) keeps that result, so a decline note still reaches the model.
-                action = self._next_action(record, set())
-                if action is not None and not action[0]:
-                    await self._save(record, await action[1]())
+                standing = self._standing(record, set())
+                if standing.state is CallState.CLOSES:
+                    await self._save(record, await _closing(record.call, standing.reason or "", standing.note)())
                     continue
                 for question in record.pending_questions(utcnow()):
                     await self._journal.decide(self, question, "cancel", None, None)
@@ -350,8 +357,7 @@ class Chat:
                 if record.open
                 and (record.questions or record.task is not None)
                 and record.call.name not in self.tools
-                and (action := self._next_action(record, resumed)) is not None
-                and action[0]
+                and self._standing(record, resumed).state is CallState.RUNS
             }
         )
         if missing:
@@ -372,7 +378,8 @@ class Chat:
             async with limit:
                 lost = not await self._carry(record, resumed) or lost
 
-        runnable = [record for record in self.records.values() if record.open and self._next_action(record, resumed)]
+        moving = (CallState.RUNS, CallState.CLOSES)
+        runnable = [record for record in self.records.values() if self._standing(record, resumed).state in moving]
         # Not a TaskGroup: one carry failing (a database error) must not cancel the others mid-tool.
         outcomes = await asyncio.gather(*(carry(record) for record in runnable), return_exceptions=True)
         for outcome in outcomes:
@@ -385,10 +392,11 @@ class Chat:
         async with self._journal.hold_call(self, record) as claim:
             if claim is Claim.STALE:
                 return False
-            action = None if claim is Claim.BUSY else self._next_action(record, resumed)
-            if action is None:
+            standing = self._standing(record, resumed)
+            run = None if claim is Claim.BUSY else self._action(record, standing)
+            if run is None:
                 return True
-            runs_tool, run = action
+            runs_tool = standing.state is CallState.RUNS
             tool = self.tools.get(record.call.name)
             name, call_id, ids = record.call.name, record.call.id, {"chat_id": self.id, "call_id": record.call.id}
             if claim is Claim.RECLAIMED:
@@ -434,41 +442,17 @@ class Chat:
                 return False
             return True
 
-    def _next_action(self, record: CallRecord, resumed: set[str]) -> Action | None:
-        """What would carry ``record`` on now (and whether it runs tool code), or ``None`` while it waits."""
-        call, now = record.call, utcnow()
-        if not record.open:
-            return None
-        approval = record.approval
-        if approval is not None and approval.decision != "accept":
-            return self._decision_action(call, approval, now, "approval")
-        task = record.task
-        if task is None:
-            return None if call.id in resumed else (True, lambda: self._execute(record))
-        if task.expires_at is not None and now >= task.expires_at:
-            return _closing(call, f"The {call.name} task expired before it finished.")
-        own = [question for question in task.questions if question.source is None]
-        for question in own:
-            if question.decision != "accept":
-                return self._decision_action(call, question, now, "question")
-        if any(question.decision is None and not question.expired(now) for question in task.questions):
-            return None
-        if call.id in resumed:
-            return None
-        if own:
-            task.answer = own[0].answer
-        return True, lambda: self._resume(record, task)
+    def _standing(self, record: CallRecord, resumed: set[str]) -> Standing:
+        return call_state(record, utcnow(), checked=record.call.id in resumed)
 
-    def _decision_action(self, call: ToolCall, question: Question, now: datetime, what: str) -> Action | None:
-        if question.decision == "decline":
-            return _closing(call, f"The user declined the {call.name} call.", note=question.note)
-        if question.decision == "cancel":
-            return _closing(call, f"The {call.name} call was cancelled.")
-        if question.expired(now):
-            if what == "approval":
-                return _closing(call, f"Nobody approved the {call.name} call in time; the approval lapsed.")
-            return _closing(call, f"Nobody answered the question of the {call.name} call in time; it lapsed.")
-        return None
+    def _action(self, record: CallRecord, standing: Standing) -> Action | None:
+        """What carries ``record`` on from where it stands, or ``None`` while it waits (or is closed)."""
+        if standing.state is CallState.CLOSES:
+            return _closing(record.call, standing.reason or "", standing.note)
+        if standing.state is not CallState.RUNS:
+            return None
+        task = record.task
+        return (lambda: self._execute(record)) if task is None else (lambda: self._resume(record, task))
 
     async def _execute(self, record: CallRecord) -> Outcome:
         call = record.call
@@ -483,6 +467,9 @@ class Chat:
         return await self._invoke(record, tool.execute, arguments)
 
     async def _resume(self, record: CallRecord, task: Task) -> Outcome:
+        own = [question for question in task.questions if question.source is None]
+        if own:
+            task.answer = own[0].answer
         tool = self.tools.get(record.call.name)
         if tool is None:
             return Outcome(result=_error(record.call, f"The {record.call.name} tool is no longer available."))
@@ -712,7 +699,7 @@ def _closing(call: ToolCall, text: str, note: str | None = None) -> Action:
     async def close() -> Outcome:
         return Outcome(result=_error(call, text, **extra))
 
-    return False, close
+    return close
 
 
 def _tools_by_name(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
