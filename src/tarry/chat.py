@@ -57,7 +57,9 @@ class Chat:
 
     ``complete()`` runs every call that can run, resumes every paused task once, and parks
     (returns normally) when the remaining calls wait on a person or on unfinished work.
-    ``max_concurrency`` bounds how many calls of one turn run at once.
+    ``max_concurrency`` bounds how many calls of one turn run at once. ``journal`` is where the
+    chat writes its changes: leave it out for a chat in memory; a :class:`~tarry.store.Store`
+    passes its own from ``create_chat`` and ``load_chat``.
     """
 
     def __init__(
@@ -93,7 +95,6 @@ class Chat:
         self.messages: list[Message] = []
         self.records: dict[str, CallRecord] = {}
         """The record of every tool call, by call id, in the order the model made them."""
-        self.turn_lock = asyncio.Lock()
         self._journal: Journal = journal or MemoryJournal()
 
     # The verbs

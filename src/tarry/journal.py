@@ -88,10 +88,12 @@ class Journal(Protocol):
 
 
 class MemoryJournal:
-    """The journal of an in-memory chat: it keeps nothing, and claims are flags on the records."""
+    """The journal of one in-memory chat: it keeps nothing, and claims are flags on the records and a lock."""
 
     def __init__(self) -> None:
         self._decided: dict[str, asyncio.Event] = {}
+        self._turn = asyncio.Lock()
+        """Held around a model request of the one chat this journal serves."""
 
     async def refresh(self, chat: Chat) -> None:
         """Nothing to read: this process made every change."""
@@ -116,11 +118,11 @@ class MemoryJournal:
 
     @asynccontextmanager
     async def hold_turn(self, chat: Chat) -> AsyncIterator[bool]:
-        """Hold the chat's own lock around a model request."""
-        if chat.turn_lock.locked():
+        """Hold this journal's lock around a model request."""
+        if self._turn.locked():
             yield False
             return
-        async with chat.turn_lock:
+        async with self._turn:
             yield True
 
     async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
