@@ -75,7 +75,12 @@ class Counter:
     def __init__(self, store: Store) -> None:
         self.statements = 0
         self.write_bytes = 0
+        self.transactions = 0
         event.listen(store.db.sync_engine, "before_cursor_execute", self._seen)
+        event.listen(store.db.sync_engine, "begin", self._began)
+
+    def _began(self, conn: Any) -> None:
+        self.transactions += 1
 
     def _seen(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
         if statement.startswith(("BEGIN", "COMMIT", "PRAGMA")):
@@ -86,11 +91,12 @@ class Counter:
 
     @contextmanager
     def measure(self) -> Iterator[dict[str, int]]:
-        before = (self.statements, self.write_bytes)
+        before = (self.statements, self.write_bytes, self.transactions)
         figures: dict[str, int] = {}
         yield figures
         figures["statements"] = self.statements - before[0]
         figures["write_bytes"] = self.write_bytes - before[1]
+        figures["transactions"] = self.transactions - before[2]
 
 
 class Side(Protocol):
@@ -294,6 +300,22 @@ async def writes_per_step(url: str, sizes: list[int]) -> list[dict[str, int]]:
                 await chat.ask("measure")
             rows.append({"messages": len(chat.messages), **figures})
     return rows
+
+
+async def round_trip_counts(url: str) -> dict[str, dict[str, int]]:
+    """Transactions and statements of the latency workload's two halves, for one chat (after a warm-up chat)."""
+    async with Store(url) as store:
+        await store.setup()
+        side = TarrySide("tarry", store)
+        await side.park(0)
+        await side.finish(0)
+        counter = Counter(store)
+        counts = {}
+        for phase in ("park", "finish"):
+            with counter.measure() as figures:
+                await getattr(side, phase)(1)
+            counts[phase] = figures
+        return counts
 
 
 async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, Any]:
@@ -587,6 +609,27 @@ def main() -> None:
     ]
     lines += latency_section(arguments.chats, folder, arguments.postgres)
     lines += [
+        "## Transactions per round trip",
+        "",
+        "The latency workload's two halves for one chat, counted at the engine: transactions (each a hop to a",
+        "worker thread on SQLite) and SQL statements (reads included, BEGIN/COMMIT not).",
+        "",
+        "| database | run to the pause and save | | load, approve, carry on to the final reply | |",
+        "|---|---|---|---|---|",
+        "| | transactions | statements | transactions | statements |",
+    ]
+    count_targets = [("SQLite file", sqlite("counts.db"))]
+    if arguments.postgres:
+        count_targets.append(("PostgreSQL", fresh_postgres(arguments.postgres)))
+    for label, url in count_targets:
+        counts = asyncio.run(round_trip_counts(url))
+        park, finish = counts["park"], counts["finish"]
+        lines.append(
+            f"| {label} | {park['transactions']} | {park['statements']} "
+            f"| {finish['transactions']} | {finish['statements']} |"
+        )
+    lines += [
+        "",
         "## Writes per step as the transcript grows (SQLite file)",
         "",
         "One step: a user message, the model's tool call, the tool's result, the model's reply. Statements are",

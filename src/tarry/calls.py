@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any
 
 from tarry.errors import QuestionExpiredError, ToolCallRunningError
 from tarry.messages import Message, ToolCall
@@ -46,8 +45,6 @@ class CallRecord:
     result: Message | None = None
     running: bool = False
     """True while this process runs the call's tool code."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """State an outer layer (the store, MCP) keeps with the call."""
 
     @property
     def open(self) -> bool:

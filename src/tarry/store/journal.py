@@ -12,7 +12,7 @@ import contextlib
 import functools
 import logging
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -39,6 +39,17 @@ logger = logging.getLogger("tarry.store")
 T = TypeVar("T")
 
 
+@dataclass
+class CallRow:
+    """What the store keeps of one call record: its row's id, the row version read, and whether it holds the claim."""
+
+    id: int
+    version: int = -1
+    """The row version this process last read (-1, which no row has, before it read the row)."""
+    claimed: bool = False
+    """True while this process holds the call's claim and must release it."""
+
+
 class StoreJournal:
     """Writes a chat's changes to the store and reads back what other processes wrote."""
 
@@ -50,11 +61,18 @@ class StoreJournal:
         self._holding_turn: weakref.WeakSet[Chat] = weakref.WeakSet()
         self._verified: weakref.WeakSet[Chat] = weakref.WeakSet()
         """Chats whose version a claim just confirmed, so the next refresh need not ask again."""
+        self._rows: weakref.WeakKeyDictionary[CallRecord, CallRow] = weakref.WeakKeyDictionary()
+        """The row behind each call record this journal saved or read."""
         self._claimed_early: weakref.WeakKeyDictionary[Chat, int] = weakref.WeakKeyDictionary()
         """Chats whose turn a write claimed for the next :meth:`hold_turn`, with the version it wrote."""
 
     def saw(self, chat: Chat, version: int) -> None:
-        """Note that ``chat`` holds everything up to ``version`` (after loading it)."""
+        """Note that ``chat`` holds everything up to ``version`` (after creating it)."""
+        self._seen[chat] = version
+
+    def loaded(self, chat: Chat, tail: Tail, version: int) -> None:
+        """Make a freshly built ``chat`` what ``tail`` (all its rows, read at ``version``) holds."""
+        tail.apply(chat, self._rows)
         self._seen[chat] = version
 
     def _wrote(self, chat: Chat, version: int) -> bool:
@@ -82,7 +100,7 @@ class StoreJournal:
 
         version, tail = await self.db.run_read(read)
         if tail is not None:
-            tail.apply(chat)
+            tail.apply(chat, self._rows)
             self._seen[chat] = version
 
     async def append(
@@ -120,7 +138,7 @@ class StoreJournal:
 
         version, row_ids, claimed = await self.db.run_write(write)
         for record, row_id in zip(records, row_ids, strict=True):
-            record.extra.update(row_id=row_id, version=0)
+            self._rows[record] = CallRow(row_id, 0)
         if held:
             self._holding_turn.discard(chat)
         if claimed:
@@ -134,14 +152,15 @@ class StoreJournal:
         The claim holds only if the row is still at the version this process read, so nobody
         acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
         """
-        row_id, version, owner, lease = record.extra["row_id"], record.extra["version"], self.store.owner, self._lease
+        row = self._rows[record]
+        row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
         claim = await self.db.run_write(lambda connection: claim_call(connection, row_id, version, owner, lease))
         if claim in (Claim.BUSY, Claim.STALE):
             if claim is Claim.STALE:
                 self._seen.pop(chat, None)
             yield claim
             return
-        record.extra["claimed"] = True
+        row.claimed = True
         record.running = True
         renewal = asyncio.create_task(self._renew(tool_calls, row_id))
         try:
@@ -149,14 +168,15 @@ class StoreJournal:
         except BaseException:
             # Tool code may have run (a sync tool's thread even goes on): keep the lease, unrenewed, so
             # the call is closed as interrupted when it runs out (or run again if the tool is idempotent).
-            record.extra.pop("claimed", None)
+            row.claimed = False
             raise
         finally:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
             record.running = False
-            if record.extra.pop("claimed", False):
+            claimed, row.claimed = row.claimed, False
+            if claimed:
                 await self._release(tool_calls, row_id)
 
     @asynccontextmanager
@@ -197,8 +217,9 @@ class StoreJournal:
 
         With ``claim_turn`` it also claims the turn for the next :meth:`hold_turn`, when it is free.
         """
+        row = self._rows[record]
         row_id, owner, first_question, chat_id = (
-            record.extra["row_id"],
+            row.id,
             self.store.owner,
             len(record.questions),
             chat.id,
@@ -234,8 +255,7 @@ class StoreJournal:
             return chat_version, version, claimed
 
         chat_version, version, claimed = await self._write_holding_claim(write, record)
-        record.extra.pop("claimed", None)
-        record.extra["version"] = version
+        row.claimed, row.version = False, version
         if claimed:
             self._claimed_early[chat] = chat_version
         self._wrote(chat, chat_version)
@@ -286,7 +306,7 @@ class StoreJournal:
 
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
         """Save a question the running call asks while it runs."""
-        row_id, first = record.extra["row_id"], len(record.questions)
+        row_id, first = self._rows[record].id, len(record.questions)
 
         def write(connection: Connection) -> int:
             version, _ = bump_chat(connection, chat.id)
@@ -443,8 +463,12 @@ class Tail:
     calls: Sequence[Row]
     questions: dict[int, list[Row]]
 
-    def apply(self, chat: Chat) -> None:
-        """Make the chat's messages from ``start`` on, and the records of their calls, what the rows hold."""
+    def apply(self, chat: Chat, rows: MutableMapping[CallRecord, CallRow]) -> None:
+        """Make the chat's messages from ``start`` on, and the records of their calls, what the rows hold.
+
+        ``rows`` holds the journal's :class:`CallRow` of each record; a record whose row changed
+        since it was last read gets its task rebuilt.
+        """
         tail: list[Message] = []
         by_row_id: dict[int, Message] = {}
         for row in self.messages:
@@ -458,8 +482,13 @@ class Tail:
             call = call_from_row(row)
             record = chat.records.get(call.id)
             if record is None:
-                record = chat.records[call.id] = CallRecord(call, extra={"row_id": row["id"]})
-            apply_call_row(record, row, self.questions[row["id"]], chat.tools.get(call.name))
+                record = chat.records[call.id] = CallRecord(call)
+            known = rows.get(record)
+            if known is None:
+                known = rows[record] = CallRow(row["id"])
+            changed = known.version != row["version"]
+            apply_call_row(record, row, self.questions[row["id"]], chat.tools.get(call.name), reload_task=changed)
+            known.version = row["version"]
             if row["result_message_id"] is not None:
                 record.result = by_row_id[row["result_message_id"]]
 

@@ -202,8 +202,7 @@ class Store:
             journal=self.journal,
         )
         await chat.load_tools()  # an MCP server's tools rebuild their own tasks
-        tail.apply(chat)
-        self.journal.saw(chat, int(row["version"]))
+        self.journal.loaded(chat, tail, int(row["version"]))
         return chat
 
     async def list_chats(self, *, waiting: bool = False) -> list[ChatSummary]:
