@@ -33,6 +33,7 @@ from store_bench import (
     latency_section,
     listing_at_scale,
     machine_load,
+    round_trip_counts,
     writes_per_step,
 )
 
@@ -125,6 +126,30 @@ def bytes_section(folder: Path, sizes: list[int], figures: Path | None) -> list[
         plot_bytes(series, figures / "bytes-per-step.png")
         lines += ["![Bytes written per step against the chat's length](img/bytes-per-step.png)", ""]
     return lines
+
+
+def transactions_section(folder: Path, postgres: str | None) -> list[str]:
+    """Transactions and statements of the latency workload's two halves, for one chat, on each database."""
+    lines = [
+        "## Transactions per round trip",
+        "",
+        "The latency workload's two halves for one chat, counted at the engine: transactions (each one hop to a",
+        "worker thread on SQLite) and SQL statements (reads included, BEGIN/COMMIT not).",
+        "",
+        "| database | run to the pause: transactions | statements | carry on: transactions | statements |",
+        "|---|---|---|---|---|",
+    ]
+    targets = [("SQLite file", f"sqlite:///{folder / 'counts.db'}")]
+    if postgres:
+        targets.append(("PostgreSQL", fresh_postgres(postgres)))
+    for label, url in targets:
+        counts = asyncio.run(round_trip_counts(url))
+        park, finish = counts["park"], counts["finish"]
+        lines.append(
+            f"| {label} | {park['transactions']} | {park['statements']} "
+            f"| {finish['transactions']} | {finish['statements']} |"
+        )
+    return [*lines, ""]
 
 
 def plan_steps(plan: str) -> list[str]:
@@ -235,6 +260,7 @@ def main() -> None:
             latency_goals(latency_rows)
             body = [
                 *latency_lines,
+                *transactions_section(folder, arguments.postgres),
                 *bytes_section(folder, sizes, figures),
                 *listing_section(folder, arguments.postgres, scale, waiting),
                 *answers_section(arguments.postgres, *answers),

@@ -74,7 +74,12 @@ class Counter:
     def __init__(self, store: Store) -> None:
         self.statements = 0
         self.write_bytes = 0
+        self.transactions = 0
         event.listen(store.db.sync_engine, "before_cursor_execute", self._seen)
+        event.listen(store.db.sync_engine, "begin", self._began)
+
+    def _began(self, conn: Any) -> None:
+        self.transactions += 1
 
     def _seen(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
         if statement.startswith(("BEGIN", "COMMIT", "PRAGMA")):
@@ -85,11 +90,12 @@ class Counter:
 
     @contextmanager
     def measure(self) -> Iterator[dict[str, int]]:
-        before = (self.statements, self.write_bytes)
+        before = (self.statements, self.write_bytes, self.transactions)
         figures: dict[str, int] = {}
         yield figures
         figures["statements"] = self.statements - before[0]
         figures["write_bytes"] = self.write_bytes - before[1]
+        figures["transactions"] = self.transactions - before[2]
 
 
 class Side(Protocol):
@@ -341,6 +347,22 @@ async def langgraph_writes_per_step(path: Path, sizes: list[int]) -> list[dict[s
             length = await step()
             rows.append({"messages": length, "write_bytes": await stored() - before})
     return rows
+
+
+async def round_trip_counts(url: str) -> dict[str, dict[str, int]]:
+    """Transactions and statements of the latency workload's two halves, for one chat (after a warm-up chat)."""
+    async with Store(url) as store:
+        await store.setup()
+        side = TarrySide("tarry", store)
+        await side.park(0)
+        await side.finish(0)
+        counter = Counter(store)
+        counts = {}
+        for phase in ("park", "finish"):
+            with counter.measure() as figures:
+                await getattr(side, phase)(1)
+            counts[phase] = figures
+        return counts
 
 
 async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any
 
 from tarry.errors import QuestionExpiredError, ToolCallRunningError
 from tarry.messages import Message, ToolCall
@@ -46,8 +45,6 @@ class CallRecord:
     result: Message | None = None
     running: bool = False
     """True while this process runs the call's tool code."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """State an outer layer (the store, MCP) keeps with the call."""
 
     @property
     def open(self) -> bool:
@@ -69,6 +66,70 @@ class CallRecord:
         if not self.open:
             return []
         return [question for question in self.questions if question.decision is None and not question.expired(now)]
+
+
+class CallState(Enum):
+    """Where a tool call stands, as :func:`call_state` computes it from its record."""
+
+    WAITS_ON_APPROVAL = "waits on approval"
+    """A person has not approved the call yet."""
+    WAITS_ON_QUESTION = "waits on a question"
+    """The call's task asked a question nobody has answered yet."""
+    WAITS_ON_WORK = "waits on work"
+    """The call's task runs elsewhere, or was already checked in this round."""
+    RUNS = "runs"
+    """Carrying the call on runs tool code: its first run, or resuming its task."""
+    CLOSES = "closes"
+    """The call ends with an error result and no tool code runs: declined, cancelled, lapsed or expired."""
+    CLOSED = "closed"
+    """The call has its result."""
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A call's :class:`CallState`, with the words of its error result when it :attr:`~CallState.CLOSES`."""
+
+    state: CallState
+    reason: str | None = None
+    """Why the call closes, as the model reads it."""
+    note: str | None = None
+    """The note a person gave when declining it."""
+
+
+def call_state(record: CallRecord, now: datetime, *, checked: bool = False) -> Standing:
+    """Where the call of ``record`` stands at ``now``; ``checked`` when its tool code already ran in this round.
+
+    Pure: it reads the record, its questions and its task, and changes nothing.
+    """
+    call = record.call
+    if not record.open:
+        return Standing(CallState.CLOSED)
+    approval = record.approval
+    if approval is not None and approval.decision != "accept":
+        return _question_standing(call, approval, now, CallState.WAITS_ON_APPROVAL)
+    task = record.task
+    if task is None:
+        return Standing(CallState.WAITS_ON_WORK if checked else CallState.RUNS)
+    if task.expires_at is not None and now >= task.expires_at:
+        return Standing(CallState.CLOSES, f"The {call.name} task expired before it finished.")
+    for question in task.questions:
+        if question.source is None and question.decision != "accept":
+            return _question_standing(call, question, now, CallState.WAITS_ON_QUESTION)
+    if any(question.decision is None and not question.expired(now) for question in task.questions):
+        return Standing(CallState.WAITS_ON_QUESTION)
+    return Standing(CallState.WAITS_ON_WORK if checked else CallState.RUNS)
+
+
+def _question_standing(call: ToolCall, question: Question, now: datetime, waiting: CallState) -> Standing:
+    if question.decision == "decline":
+        return Standing(CallState.CLOSES, f"The user declined the {call.name} call.", question.note)
+    if question.decision == "cancel":
+        return Standing(CallState.CLOSES, f"The {call.name} call was cancelled.")
+    if question.expired(now):
+        if waiting is CallState.WAITS_ON_APPROVAL:
+            return Standing(CallState.CLOSES, f"Nobody approved the {call.name} call in time; the approval lapsed.")
+        return Standing(CallState.CLOSES, f"Nobody answered the question of the {call.name} call in time; it lapsed.")
+    return Standing(waiting)
 
 
 def check_decision(question: Question, decision: Decision, *, running: bool, closed: bool, now: datetime) -> bool:

@@ -7,14 +7,21 @@ import copy
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from importlib.metadata import entry_points
 from typing import Any
 
 from tarry.approvals import Approval
-from tarry.calls import CallRecord, Claim, Outcome
+from tarry.calls import CallRecord, CallState, Claim, Outcome, Standing, call_state
 from tarry.clock import utcnow
-from tarry.errors import ClaimLostError, MissingToolsError, PendingToolCallsError, TarryError, UnknownQuestionError
+from tarry.errors import (
+    ClaimLostError,
+    InvalidArgumentsError,
+    MissingToolsError,
+    PendingToolCallsError,
+    TarryError,
+    UnknownQuestionError,
+)
 from tarry.journal import Journal, MemoryJournal
 from tarry.live import LiveCall, current_call
 from tarry.messages import (
@@ -34,12 +41,12 @@ from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import Question
 from tarry.running import sync_twin
 from tarry.tasks import Task
-from tarry.tools import InvalidArgumentsError, Tool, ToolSource, call_maybe_async, settle, tool
+from tarry.tools import Tool, ToolSource, call_maybe_async, settle, tool
 from tarry.tracing import mark, model_attributes, span
 
 logger = logging.getLogger("tarry")
-Action = tuple[bool, Callable[[], Awaitable[Outcome]]]
-"""Whether carrying a call on runs tool code, and the coroutine function that does it."""
+Action = Callable[[], Awaitable[Outcome]]
+"""What carries a call on: runs its tool, or closes it with an error result."""
 
 
 class Chat:
@@ -52,7 +59,9 @@ class Chat:
 
     ``complete()`` runs every call that can run, resumes every paused task once, and parks
     (returns normally) when the remaining calls wait on a person or on unfinished work.
-    ``max_concurrency`` bounds how many calls of one turn run at once.
+    ``max_concurrency`` bounds how many calls of one turn run at once. ``journal`` is where the
+    chat writes its changes: leave it out for a chat in memory; a :class:`~tarry.store.Store`
+    passes its own from ``create_chat`` and ``load_chat``.
     """
 
     def __init__(
@@ -88,7 +97,6 @@ class Chat:
         self.messages: list[Message] = []
         self.records: dict[str, CallRecord] = {}
         """The record of every tool call, by call id, in the order the model made them."""
-        self.turn_lock = asyncio.Lock()
         self._journal: Journal = journal or MemoryJournal()
 
     # The verbs
@@ -98,8 +106,10 @@ class Chat:
 
         Raises :class:`PendingToolCallsError`, recording nothing, while calls wait.
         """
-        await self._add_user_message(text, "ask")
-        return await self.complete()
+        current = await self._add_user_message(text, "ask")
+        async for _ in self._run(stream=False, once=False, current=current):
+            pass
+        return self.last_reply
 
     async def complete(self) -> Message | None:
         """Carry the chat on until the model has replied or every open call waits.
@@ -130,9 +140,8 @@ class Chat:
         for each call, and :class:`~tarry.messages.MessageDone` with every recorded reply.
         The transcript afterwards is the same as without streaming.
         """
-        if text is not None:
-            await self._add_user_message(text, "stream")
-        async for event in self._run(stream=True, once=False):
+        current = await self._add_user_message(text, "stream") if text is not None else False
+        async for event in self._run(stream=True, once=False, current=current):
             yield event
 
     async def pending_questions(self) -> list[Question]:
@@ -222,9 +231,9 @@ class Chat:
                     except Exception:
                         logger.exception("Cancelling the task of the %s call failed", record.call.name)
                 # A call already declined (or lapsed) keeps that result, so a decline note still reaches the model.
-                action = self._next_action(record, set())
-                if action is not None and not action[0]:
-                    await self._save(record, await action[1]())
+                standing = self._standing(record, set())
+                if standing.state is CallState.CLOSES:
+                    await self._save(record, await _closing(record.call, standing.reason or "", standing.note)())
                     continue
                 for question in record.pending_questions(utcnow()):
                     await self._journal.decide(self, question, "cancel", None, None, None, "code")
@@ -308,40 +317,60 @@ class Chat:
 
     # The loop
 
-    async def _add_user_message(self, text: str, verb: str) -> None:
+    async def _add_user_message(self, text: str, verb: str) -> bool:
+        """Save the user's message, claiming the turn for the reply; True when the chat holds all that is recorded.
+
+        The journal refuses the message while calls wait in the database; the chat reads them
+        then, to name them.
+        """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"{verb}() needs the user's text, got {text!r}")
-        await self._journal.refresh(self)
+        message = Message("user", text)
+        try:
+            self._refuse_while_calls_wait()
+            current = await self._journal.append(self, message, claim_turn=self.model is not None)
+        except PendingToolCallsError:
+            await self._journal.refresh(self)
+            self._refuse_while_calls_wait()
+            raise
+        self.messages.append(message)
+        return current
+
+    def _refuse_while_calls_wait(self) -> None:
         waiting = [record.call.name for record in self.records.values() if record.open]
         if waiting:
             raise PendingToolCallsError(
                 f"{len(waiting)} tool call(s) still wait ({', '.join(waiting)}): answer, approve, decline "
                 "or cancel them, and complete() the chat, before asking again"
             )
-        message = Message("user", text)
-        await self._journal.append(self, message)
-        self.messages.append(message)
 
-    async def _run(self, *, stream: bool, once: bool) -> AsyncIterator[StreamEvent]:
+    async def _run(self, *, stream: bool, once: bool, current: bool = False) -> AsyncIterator[StreamEvent]:
+        """The loop; with ``current`` (the chat holds all that is recorded) its first look at the journal is skipped."""
         resumed: set[str] = set()
-        await self.load_tools()
-        while True:
-            await self._journal.refresh(self)
-            self._require_tools_of_paused_calls(resumed)
-            if await self._carry_calls(resumed):
-                continue  # another process took a call over: look at what it recorded
-            if self.waiting:
-                waiting = sum(record.open for record in self.records.values())
-                logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
-            if self.waiting or not self._needs_model():
-                return
-            reply = None
-            async for event in self._model_turn(stream):
-                if isinstance(event, MessageDone):
-                    reply = event.message
-                yield event
-            if once or reply is None or not reply.tool_calls:
-                return
+        try:
+            await self.load_tools()
+            while True:
+                if not current:
+                    await self._journal.refresh(self)
+                self._require_tools_of_paused_calls(resumed)
+                if await self._carry_calls(resumed):
+                    current = False
+                    continue  # another process took a call over: look at what it recorded
+                if self.waiting:
+                    waiting = sum(record.open for record in self.records.values())
+                    logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
+                if self.waiting or not self._needs_model():
+                    return
+                reply, turn = None, _Turn()
+                async for event in self._model_turn(stream, turn):
+                    if isinstance(event, MessageDone):
+                        reply = event.message
+                    yield event
+                if once or reply is None or not reply.tool_calls:
+                    return
+                current = turn.current
+        finally:
+            await self._journal.release_turn(self)
 
     def _require_tools_of_paused_calls(self, resumed: set[str]) -> None:
         """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks.
@@ -356,8 +385,7 @@ class Chat:
                 if record.open
                 and (record.questions or record.task is not None)
                 and record.call.name not in self.tools
-                and (action := self._next_action(record, resumed)) is not None
-                and action[0]
+                and self._standing(record, resumed).state is CallState.RUNS
             }
         )
         if missing:
@@ -378,7 +406,8 @@ class Chat:
             async with limit:
                 lost = not await self._carry(record, resumed) or lost
 
-        runnable = [record for record in self.records.values() if record.open and self._next_action(record, resumed)]
+        moving = (CallState.RUNS, CallState.CLOSES)
+        runnable = [record for record in self.records.values() if self._standing(record, resumed).state in moving]
         # Not a TaskGroup: one carry failing (a database error) must not cancel the others mid-tool.
         outcomes = await asyncio.gather(*(carry(record) for record in runnable), return_exceptions=True)
         for outcome in outcomes:
@@ -391,10 +420,11 @@ class Chat:
         async with self._journal.hold_call(self, record) as claim:
             if claim is Claim.STALE:
                 return False
-            action = None if claim is Claim.BUSY else self._next_action(record, resumed)
-            if action is None:
+            standing = self._standing(record, resumed)
+            run = None if claim is Claim.BUSY else self._action(record, standing)
+            if run is None:
                 return True
-            runs_tool, run = action
+            runs_tool = standing.state is CallState.RUNS
             tool = self.tools.get(record.call.name)
             name, call_id, ids = record.call.name, record.call.id, {"chat_id": self.id, "call_id": record.call.id}
             if claim is Claim.RECLAIMED:
@@ -427,8 +457,12 @@ class Chat:
                 if checking:
                     state = "finished" if outcome.result is not None else "still waits"
                     logger.info("Checked the task of the %s call %s: it %s", name, call_id, state, extra=ids)
+            # The result of the last open call makes the model next: claim its turn in the same write.
+            last = outcome.result is not None and not any(
+                other.open for other in self.records.values() if other is not record
+            )
             try:
-                await self._save(record, outcome)
+                await self._save(record, outcome, claim_turn=last and self.model is not None)
             except ClaimLostError:
                 logger.warning(
                     "Lost the claim on the %s call %s; another process carries it on", name, call_id, extra=ids
@@ -436,41 +470,17 @@ class Chat:
                 return False
             return True
 
-    def _next_action(self, record: CallRecord, resumed: set[str]) -> Action | None:
-        """What would carry ``record`` on now (and whether it runs tool code), or ``None`` while it waits."""
-        call, now = record.call, utcnow()
-        if not record.open:
-            return None
-        approval = record.approval
-        if approval is not None and approval.decision != "accept":
-            return self._decision_action(call, approval, now, "approval")
-        task = record.task
-        if task is None:
-            return None if call.id in resumed else (True, lambda: self._execute(record))
-        if task.expires_at is not None and now >= task.expires_at:
-            return _closing(call, f"The {call.name} task expired before it finished.")
-        own = [question for question in task.questions if question.source is None]
-        for question in own:
-            if question.decision != "accept":
-                return self._decision_action(call, question, now, "question")
-        if any(question.decision is None and not question.expired(now) for question in task.questions):
-            return None
-        if call.id in resumed:
-            return None
-        if own:
-            task.answer = own[0].answer
-        return True, lambda: self._resume(record, task)
+    def _standing(self, record: CallRecord, resumed: set[str]) -> Standing:
+        return call_state(record, utcnow(), checked=record.call.id in resumed)
 
-    def _decision_action(self, call: ToolCall, question: Question, now: datetime, what: str) -> Action | None:
-        if question.decision == "decline":
-            return _closing(call, f"The user declined the {call.name} call.", note=question.note)
-        if question.decision == "cancel":
-            return _closing(call, f"The {call.name} call was cancelled.")
-        if question.expired(now):
-            if what == "approval":
-                return _closing(call, f"Nobody approved the {call.name} call in time; the approval lapsed.")
-            return _closing(call, f"Nobody answered the question of the {call.name} call in time; it lapsed.")
-        return None
+    def _action(self, record: CallRecord, standing: Standing) -> Action | None:
+        """What carries ``record`` on from where it stands, or ``None`` while it waits (or is closed)."""
+        if standing.state is CallState.CLOSES:
+            return _closing(record.call, standing.reason or "", standing.note)
+        if standing.state is not CallState.RUNS:
+            return None
+        task = record.task
+        return (lambda: self._execute(record)) if task is None else (lambda: self._resume(record, task))
 
     async def _execute(self, record: CallRecord) -> Outcome:
         call = record.call
@@ -485,6 +495,9 @@ class Chat:
         return await self._invoke(record, tool.execute, arguments)
 
     async def _resume(self, record: CallRecord, task: Task) -> Outcome:
+        own = [question for question in task.questions if question.source is None]
+        if own:
+            task.answer = own[0].answer
         tool = self.tools.get(record.call.name)
         if tool is None:
             return Outcome(result=_error(record.call, f"The {record.call.name} tool is no longer available."))
@@ -534,8 +547,8 @@ class Chat:
         if question.ttl is not None:
             question.expires_at = now + timedelta(seconds=question.ttl)
 
-    async def _save(self, record: CallRecord, outcome: Outcome) -> None:
-        await self._journal.save_call(self, record, outcome)
+    async def _save(self, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
+        await self._journal.save_call(self, record, outcome, claim_turn=claim_turn)
         # A refresh that ran meanwhile (a stored chat read by another coroutine) may already hold the change.
         if outcome.result is not None:
             if record.result is None:
@@ -549,7 +562,7 @@ class Chat:
     def _needs_model(self) -> bool:
         return bool(self.messages) and self.messages[-1].role != "assistant"
 
-    async def _model_turn(self, stream: bool) -> AsyncIterator[StreamEvent]:
+    async def _model_turn(self, stream: bool, turn: _Turn) -> AsyncIterator[StreamEvent]:
         if self.model is None:
             raise TarryError("This chat has no model: pass model= to Chat (or to load_chat) to carry it on")
         async with self._journal.hold_turn(self) as held:
@@ -588,7 +601,7 @@ class Chat:
                     traced.set({f"gen_ai.usage.{key}": value for key, value in usage.items()})
             records = self._records_for(reply)
             try:
-                await self._journal.append(self, reply, records)
+                turn.current = await self._journal.append(self, reply, records)
             except ClaimLostError:
                 logger.warning(
                     "Lost the turn of chat %s while the model replied; another process took it over", self.id
@@ -668,6 +681,13 @@ class Chat:
         raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
 
 
+class _Turn:
+    """What one model turn left behind for the loop: whether the chat still holds all that is recorded."""
+
+    def __init__(self) -> None:
+        self.current = False
+
+
 class _SelectedSource:
     """A tool source with the chat's choice of its tools (``with_mcp``'s only/exclude/prefix)."""
 
@@ -712,7 +732,7 @@ def _closing(call: ToolCall, text: str, note: str | None = None) -> Action:
     async def close() -> Outcome:
         return Outcome(result=_error(call, text, **extra))
 
-    return False, close
+    return close
 
 
 def _tools_by_name(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:

@@ -34,6 +34,10 @@ class InvalidAnswerError(TarryError, ValueError):
         super().__init__(f"Invalid answer: {details}")
 
 
+class InvalidArgumentsError(TarryError, ValueError):
+    """The model's arguments do not fit the tool's parameters."""
+
+
 class QuestionExpiredError(TarryError):
     """The question's time to live passed before anyone decided it."""
 

@@ -30,8 +30,15 @@ class Journal(Protocol):
         """Bring the chat up to date with what other processes recorded."""
         ...
 
-    async def append(self, chat: Chat, message: Message, records: Sequence[CallRecord] = ()) -> None:
-        """Save a new user or assistant message, with the records of the calls it makes."""
+    async def append(
+        self, chat: Chat, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False
+    ) -> bool:
+        """Save a new user or assistant message, with the records of the calls it makes.
+
+        With ``claim_turn`` the same transaction also claims the turn, when it is free, for the
+        next :meth:`hold_turn`. Returns whether the chat now holds everything recorded (no other
+        process wrote since it last looked), so the chat can skip its next :meth:`refresh`.
+        """
         ...
 
     def hold_call(self, chat: Chat, record: CallRecord) -> AbstractAsyncContextManager[Claim]:
@@ -42,8 +49,16 @@ class Journal(Protocol):
         """Claim the chat around one model request; yields ``False`` when another process holds it."""
         ...
 
-    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome) -> None:
-        """Save what running a call came to: its result message, or its new pause and question."""
+    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
+        """Save what running a call came to: its result message, or its new pause and question.
+
+        With ``claim_turn`` the same transaction claims the turn, when it is free, for the next
+        :meth:`hold_turn` (the chat asks for it when this result closes its last open call).
+        """
+        ...
+
+    async def release_turn(self, chat: Chat) -> None:
+        """Give back a turn that :meth:`append` or :meth:`save_call` claimed and no :meth:`hold_turn` used."""
         ...
 
     async def decide(
@@ -82,16 +97,21 @@ class Journal(Protocol):
 
 
 class MemoryJournal:
-    """The journal of an in-memory chat: it keeps nothing, and claims are flags on the records."""
+    """The journal of one in-memory chat: it keeps nothing, and claims are flags on the records and a lock."""
 
     def __init__(self) -> None:
         self._decided: dict[str, asyncio.Event] = {}
+        self._turn = asyncio.Lock()
+        """Held around a model request of the one chat this journal serves."""
 
     async def refresh(self, chat: Chat) -> None:
         """Nothing to read: this process made every change."""
 
-    async def append(self, chat: Chat, message: Message, records: Sequence[CallRecord] = ()) -> None:
-        """Nothing to write."""
+    async def append(
+        self, chat: Chat, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False
+    ) -> bool:
+        """Nothing to write; the chat made every change itself, so it is always current."""
+        return True
 
     @asynccontextmanager
     async def hold_call(self, chat: Chat, record: CallRecord) -> AsyncIterator[Claim]:
@@ -107,15 +127,18 @@ class MemoryJournal:
 
     @asynccontextmanager
     async def hold_turn(self, chat: Chat) -> AsyncIterator[bool]:
-        """Hold the chat's own lock around a model request."""
-        if chat.turn_lock.locked():
+        """Hold this journal's lock around a model request."""
+        if self._turn.locked():
             yield False
             return
-        async with chat.turn_lock:
+        async with self._turn:
             yield True
 
-    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome) -> None:
-        """Nothing to write."""
+    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
+        """Nothing to write; the turn is the chat's own lock, taken by :meth:`hold_turn`."""
+
+    async def release_turn(self, chat: Chat) -> None:
+        """Nothing claimed early."""
 
     async def decide(
         self,

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol, Self, TypeVar, get_type_hints, overl
 import pydantic
 
 from tarry.approvals import Approval
-from tarry.errors import TarryWarning
+from tarry.errors import InvalidArgumentsError, TarryWarning
 from tarry.messages import ToolCall, ToolSchema
 from tarry.questions import Field, FieldType, Question
 from tarry.tasks import Task
@@ -61,10 +61,6 @@ def _caller_level() -> int:
     while frame.f_back is not None and frame.f_code.co_filename == __file__:
         frame, level = frame.f_back, level + 1
     return level
-
-
-class InvalidArgumentsError(ValueError):
-    """The model's arguments do not fit the tool's parameters."""
 
 
 class Tool:

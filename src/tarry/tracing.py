@@ -48,6 +48,13 @@ def tracer() -> Tracer | None:
     return _tracer
 
 
+def _provider_set() -> bool:
+    """Whether the application set a tracer provider; until it does, a span costs no OpenTelemetry call."""
+    from opentelemetry import trace
+
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 @contextlib.contextmanager
 def span(name: str, attributes: Attributes, *, client: bool = False, current: bool = True) -> Iterator[SpanHandle]:
     """A span around the block; an exception in it is recorded and marks the span as failed.
@@ -57,7 +64,7 @@ def span(name: str, attributes: Attributes, *, client: bool = False, current: bo
     (an async generator), so no context leaks across the yield.
     """
     found = tracer()
-    if found is None:
+    if found is None or not _provider_set():
         yield SpanHandle(None)
         return
     from opentelemetry import trace

@@ -14,8 +14,8 @@ from sqlalchemy import select, update
 from tarry import Agent, Message, Task, Tool
 from tarry.clock import utcnow
 from tarry.jobs import continue_chat
-from tarry.jobs.due import take_if_due
 from tarry.store import Store
+from tarry.store.due import take_if_due
 from tarry.store.tables import chats, tool_calls
 from tarry.testing import ScriptedModel, advance_clock
 from tests.jobs.tools import Quick, clerk, order_calls

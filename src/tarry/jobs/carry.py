@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from tarry.agents import Agent
 from tarry.chat import Chat
 from tarry.clock import utcnow
-from tarry.jobs.due import ChatSchedule, cancel_requested, read_schedule, write_next_check
 from tarry.store import Store
+from tarry.store.due import ChatSchedule, cancel_requested, read_schedule, write_next_check
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL
 
 logger = logging.getLogger("tarry.jobs")

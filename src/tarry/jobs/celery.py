@@ -23,10 +23,10 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
-from tarry.jobs.due import overdue, take_if_due
 from tarry.questions import Question
 from tarry.running import run_sync
 from tarry.store import Store
+from tarry.store.due import overdue, take_if_due
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL
 
 logger = logging.getLogger("tarry.jobs")
@@ -98,7 +98,7 @@ def _sweep_in_workers(app: Celery, served: dict[str, Any], store: Any, interval:
     def sweep_forever() -> None:
         while not stopping.wait(interval):
             try:
-                for chat_id in run_sync(overdue(store(), served, grace), verb="tarry.jobs.due.overdue"):
+                for chat_id in run_sync(overdue(store(), served, grace), verb="tarry.store.due.overdue"):
                     enqueue(app, chat_id)
             except Exception:
                 logger.exception("Looking for overdue chats failed")

@@ -12,9 +12,9 @@ from collections import OrderedDict
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
-from tarry.jobs.due import ChatSchedule, earliest_due, pick_due, wake_abandoned
 from tarry.jobs.wakeups import Wakeups
 from tarry.store import Store
+from tarry.store.due import ChatSchedule, earliest_due, pick_due, wake_abandoned
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL
 
 logger = logging.getLogger("tarry.jobs")

@@ -6,12 +6,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from tarry.errors import InvalidArgumentsError
 from tarry.mcp import flow
 from tarry.mcp.connection import Connection
 from tarry.mcp.task import McpTask
 from tarry.messages import ToolCall
 from tarry.tasks import Task
-from tarry.tools import InvalidArgumentsError, Tool
+from tarry.tools import Tool
 
 
 class McpTool(Tool):

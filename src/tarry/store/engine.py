@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -137,6 +138,9 @@ class Database:
                 url, connect_args={"timeout": 30, "check_same_thread": False}, json_deserializer=_load_json
             )
             _configure_sqlite(self._sqlite, durability)
+            self._kept = threading.local()
+            self._kept_lock = threading.Lock()
+            self._kept_connections: list[Connection] = []
             self._threads = ThreadPoolExecutor(max_workers=SQLITE_THREADS, thread_name_prefix="tarry-sqlite")
             if url.database not in (None, "", ":memory:") and url.query.get("uri") != "true":
                 self._sqlite_folder = str(Path(str(url.database)).absolute().parent)
@@ -202,10 +206,10 @@ class Database:
         }
         async with self._translated():
             if self._sqlite is not None and self._threads is not None:
-                engine = self._sqlite.execution_options(tarry_write=True) if write else self._sqlite
 
                 def transaction() -> T:
-                    with engine.begin() as connection:
+                    connection = self._thread_connection().execution_options(tarry_write=write)
+                    with connection.begin():
                         return work(connection)
 
                 with span(f"store.{'write' if write else 'read'}", what, client=True):
@@ -215,6 +219,18 @@ class Database:
             with span(f"store.{'write' if write else 'read'}", what, client=True):
                 async with engine_.begin() as connection:
                     return await connection.run_sync(work)
+
+    def _thread_connection(self) -> Connection:
+        """The worker thread's own SQLite connection, kept open between transactions (no pool checkout each time)."""
+        connection: Connection | None = getattr(self._kept, "connection", None)
+        if connection is None or connection.invalidated or connection.closed:
+            assert self._sqlite is not None
+            if connection is not None:
+                connection.close()
+            connection = self._kept.connection = self._sqlite.connect()
+            with self._kept_lock:
+                self._kept_connections.append(connection)
+        return connection
 
     @asynccontextmanager
     async def _translated(self) -> AsyncIterator[None]:
@@ -244,9 +260,17 @@ class Database:
         if self._postgres is not None:
             await self._postgres.dispose()
         if self._sqlite is not None and self._threads is not None and not self._closed:
-            await asyncio.get_running_loop().run_in_executor(self._threads, self._sqlite.dispose)
+            await asyncio.get_running_loop().run_in_executor(self._threads, self._close_sqlite)
             self._threads.shutdown(wait=False)
         self._closed = True
+
+    def _close_sqlite(self) -> None:
+        with self._kept_lock:
+            kept, self._kept_connections = self._kept_connections, []
+        for connection in kept:
+            connection.close()
+        assert self._sqlite is not None
+        self._sqlite.dispose()
 
 
 _SCHEMA_PHRASES = ("no such table", "no such column", "has no column named")

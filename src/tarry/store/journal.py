@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Executable, insert, or_, select, update
+from sqlalchemy import Connection, Executable, Table, bindparam, insert, or_, select, update
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.chat import Chat
@@ -47,6 +48,17 @@ logger = logging.getLogger("tarry.store")
 T = TypeVar("T")
 
 
+@dataclass
+class CallRow:
+    """What the store keeps of one call record: its row's id, the row version read, and whether it holds the claim."""
+
+    id: int
+    version: int = -1
+    """The row version this process last read (-1, which no row has, before it read the row)."""
+    claimed: bool = False
+    """True while this process holds the call's claim and must release it."""
+
+
 class StoreJournal:
     """Writes a chat's changes to the store and reads back what other processes wrote."""
 
@@ -58,15 +70,26 @@ class StoreJournal:
         self._holding_turn: weakref.WeakSet[Chat] = weakref.WeakSet()
         self._verified: weakref.WeakSet[Chat] = weakref.WeakSet()
         """Chats whose version a claim just confirmed, so the next refresh need not ask again."""
+        self._rows: weakref.WeakKeyDictionary[CallRecord, CallRow] = weakref.WeakKeyDictionary()
+        """The row behind each call record this journal saved or read."""
+        self._claimed_early: weakref.WeakKeyDictionary[Chat, int] = weakref.WeakKeyDictionary()
+        """Chats whose turn a write claimed for the next :meth:`hold_turn`, with the version it wrote."""
 
     def saw(self, chat: Chat, version: int) -> None:
-        """Note that ``chat`` holds everything up to ``version`` (after loading it)."""
+        """Note that ``chat`` holds everything up to ``version`` (after creating it)."""
         self._seen[chat] = version
 
-    def _wrote(self, chat: Chat, version: int) -> None:
+    def loaded(self, chat: Chat, tail: Tail, version: int) -> None:
+        """Make a freshly built ``chat`` what ``tail`` (all its rows, read at ``version``) holds."""
+        tail.apply(chat, self._rows)
+        self._seen[chat] = version
+
+    def _wrote(self, chat: Chat, version: int) -> bool:
         """After this process's own write: still up to date only if no other write came in between."""
         if self._seen.get(chat) == version - 1:
             self._seen[chat] = version
+            return True
+        return False
 
     async def refresh(self, chat: Chat) -> None:
         """Re-read the current turn (the messages from the last assistant message on, and its calls).
@@ -79,55 +102,57 @@ class StoreJournal:
         start, known = _tail_start(chat), self._seen.get(chat)
 
         def read(connection: Connection) -> tuple[int, Tail | None]:
-            version = connection.scalar(select(chats.c.version).where(chats.c.id == chat.id))
+            version = connection.scalar(CHAT_VERSION, {"chat_id": chat.id})
             if version is None:
                 raise ChatNotFoundError(f"Chat {chat.id} is no longer in the database")
             return version, None if version == known else fetch_tail(connection, chat.id, start)
 
         version, tail = await self.db.run_read(read)
         if tail is not None:
-            tail.apply(chat)
+            tail.apply(chat, self._rows)
             self._seen[chat] = version
 
-    async def append(self, chat: Chat, message: Message, records: Sequence[CallRecord] = ()) -> None:
+    async def append(
+        self, chat: Chat, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False
+    ) -> bool:
         """Save a user or assistant message and the records of the calls it makes.
 
         Ends the turn claim in the same transaction when the message is the reply it was held for;
         raises :class:`ClaimLostError`, recording nothing, when another process holds the turn by then.
+        With ``claim_turn`` (a user message) it claims the turn for the model's reply instead.
+        Returns whether no other process wrote to the chat since this chat object last looked.
         """
         changes: dict[str, Any] = {}
         if message.role == "user":  # a new question of the user ends an earlier cancellation
             changes["cancel_requested_at"] = None
         held = chat in self._holding_turn and message.role == "assistant"
-        open_call_query = select(tool_calls.c.id).where(
-            tool_calls.c.chat_id == chat.id, tool_calls.c.result_message_id.is_(None)
-        )
         if held:
             changes.update(claimed_by=None, claimed_until=None)
-        holder = select(chats.c.claimed_by).where(chats.c.id == chat.id).with_for_update()
-        owner = self.store.owner
+        owner, lease, chat_id = self.store.owner, self._lease, chat.id
 
-        def write(connection: Connection) -> tuple[int, list[int]]:
-            if held and connection.scalar(holder) != owner:
+        def write(connection: Connection) -> tuple[int, list[int], bool]:
+            if held and connection.scalar(_TURN_HOLDER, {"chat_id": chat_id}) != owner:
                 # The turn claim lapsed while the model was asked and another process took the turn over.
-                raise ClaimLostError(f"The claim on the turn of chat {chat.id} was lost")
-            version, position = bump_chat(connection, chat.id, new_messages=1, **changes)
-            if message.role == "user" and connection.scalar(open_call_query.limit(1)) is not None:
+                raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
+            claimed = claim_turn and take_turn(connection, chat_id, owner, lease) is not None
+            version, position = bump_chat(connection, chat_id, new_messages=1, **changes)
+            if message.role == "user" and connection.scalar(_OPEN_CALL, {"chat_id": chat_id}) is not None:
                 # Another process's reply with calls came in after this one looked: record nothing.
                 raise PendingToolCallsError("Tool calls of this chat still wait; answer them before asking again")
             connection.execute(
-                insert(messages).values(
-                    chat_id=chat.id, position=position, created_at=utcnow(), **message_values(message)
-                )
+                _INSERT_MESSAGE,
+                {"chat_id": chat_id, "position": position, "created_at": utcnow(), **message_values(message)},
             )
-            return version, [insert_call(connection, chat.id, position, record) for record in records]
+            return version, [insert_call(connection, chat_id, position, record) for record in records], claimed
 
-        version, row_ids = await self.db.run_write(write)
+        version, row_ids, claimed = await self.db.run_write(write)
         for record, row_id in zip(records, row_ids, strict=True):
-            record.extra.update(row_id=row_id, version=0)
+            self._rows[record] = CallRow(row_id, 0)
         if held:
             self._holding_turn.discard(chat)
-        self._wrote(chat, version)
+        if claimed:
+            self._claimed_early[chat] = version
+        return self._wrote(chat, version)
 
     @asynccontextmanager
     async def hold_call(self, chat: Chat, record: CallRecord) -> AsyncIterator[Claim]:
@@ -136,14 +161,15 @@ class StoreJournal:
         The claim holds only if the row is still at the version this process read, so nobody
         acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
         """
-        row_id, version, owner, lease = record.extra["row_id"], record.extra["version"], self.store.owner, self._lease
+        row = self._rows[record]
+        row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
         claim = await self.db.run_write(lambda connection: claim_call(connection, row_id, version, owner, lease))
         if claim in (Claim.BUSY, Claim.STALE):
             if claim is Claim.STALE:
                 self._seen.pop(chat, None)
             yield claim
             return
-        record.extra["claimed"] = True
+        row.claimed = True
         record.running = True
         renewal = asyncio.create_task(self._renew(tool_calls, row_id))
         try:
@@ -151,32 +177,27 @@ class StoreJournal:
         except BaseException:
             # Tool code may have run (a sync tool's thread even goes on): keep the lease, unrenewed, so
             # the call is closed as interrupted when it runs out (or run again if the tool is idempotent).
-            record.extra.pop("claimed", None)
+            row.claimed = False
             raise
         finally:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
             record.running = False
-            if record.extra.pop("claimed", False):
+            claimed, row.claimed = row.claimed, False
+            if claimed:
                 await self._release(tool_calls, row_id)
 
     @asynccontextmanager
     async def hold_turn(self, chat: Chat) -> AsyncIterator[bool]:
-        """Claim the chat around one model request; yields ``False`` when another process holds it."""
-        owner, lease = self.store.owner, self._lease
+        """Claim the chat around one model request; yields ``False`` when another process holds it.
 
-        def claim(connection: Connection) -> int | None:
-            now = utcnow()
-            version: int | None = connection.scalar(
-                update(chats)
-                .where(chats.c.id == chat.id, or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < now))
-                .values(claimed_by=owner, claimed_until=now + lease)
-                .returning(chats.c.version)
-            )
-            return version
-
-        version = await self.db.run_write(claim)
+        A turn that :meth:`append` or :meth:`save_call` already claimed costs no write here.
+        """
+        owner, lease, chat_id = self.store.owner, self._lease, chat.id
+        version = self._claimed_early.pop(chat, None)
+        if version is None:
+            version = await self.db.run_write(lambda connection: take_turn(connection, chat_id, owner, lease))
         if version is None:
             yield False
             return
@@ -195,43 +216,57 @@ class StoreJournal:
                 self._holding_turn.discard(chat)
                 await self._release(chats, chat.id)
 
-    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome) -> None:
-        """Save a call's result, or its new pause and questions; releases the claim in the same transaction."""
-        row_id, owner, first_question = record.extra["row_id"], self.store.owner, len(record.questions)
+    async def release_turn(self, chat: Chat) -> None:
+        """Give back a turn claimed by a write and never held (the chat did not ask the model after all)."""
+        if self._claimed_early.pop(chat, None) is not None:
+            await self._release(chats, chat.id)
 
-        def write(connection: Connection) -> tuple[int, int]:
-            changes: dict[str, Any] = {"claimed_by": None, "claimed_until": None, "version": tool_calls.c.version + 1}
-            chat_version, position = bump_chat(connection, chat.id, new_messages=int(outcome.result is not None))
+    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
+        """Save a call's result, or its new pause and questions; releases the claim in the same transaction.
+
+        With ``claim_turn`` it also claims the turn for the next :meth:`hold_turn`, when it is free.
+        """
+        row = self._rows[record]
+        row_id, owner, first_question, chat_id = (
+            row.id,
+            self.store.owner,
+            len(record.questions),
+            chat.id,
+        )
+        lease = self._lease
+
+        def write(connection: Connection) -> tuple[int, int, bool]:
+            claimed = claim_turn and take_turn(connection, chat_id, owner, lease) is not None
+            chat_version, position = bump_chat(connection, chat_id, new_messages=int(outcome.result is not None))
+            changes: dict[str, Any] = {"row_id": row_id, "owner": owner}
             if outcome.result is not None:
-                changes["result_message_id"] = connection.scalar(
-                    insert(messages)
-                    .values(chat_id=chat.id, position=position, created_at=utcnow(), **message_values(outcome.result))
-                    .returning(messages.c.id)
+                changes["new_result_message_id"] = connection.scalar(
+                    _INSERT_MESSAGE_RETURNING_ID,
+                    {
+                        "chat_id": chat_id,
+                        "position": position,
+                        "created_at": utcnow(),
+                        **message_values(outcome.result),
+                    },
                 )
+                statement = _CLOSE_CALL
             else:
                 assert outcome.task is not None
-                changes["state"] = outcome.task.to_dict()
-                changes["waiting_on"] = [question.id for question in outcome.task.questions] or None
-            version = connection.scalar(
-                update(tool_calls)
-                .where(
-                    tool_calls.c.id == row_id,
-                    tool_calls.c.claimed_by == owner,
-                    tool_calls.c.result_message_id.is_(None),
-                )
-                .values(**changes)
-                .returning(tool_calls.c.version)
-            )
+                changes["new_state"] = outcome.task.to_dict()
+                changes["new_waiting_on"] = [question.id for question in outcome.task.questions] or None
+                statement = _PAUSE_CALL
+            version = connection.scalar(statement, changes)
             if version is None:  # raising rolls the whole transaction back
                 raise ClaimLostError(f"The claim on the {record.call.name} call {record.call.id} was lost")
             if outcome.task is not None:  # after the claim check: a retried save that had committed adds nothing
-                insert_questions(connection, chat.id, row_id, first_question, outcome.questions)
-                schedule_check(connection, chat.id, outcome.task)
-            return chat_version, version
+                insert_questions(connection, chat_id, row_id, first_question, outcome.questions)
+                schedule_check(connection, chat_id, outcome.task)
+            return chat_version, version, claimed
 
-        chat_version, version = await self._write_holding_claim(write, record)
-        record.extra.pop("claimed", None)
-        record.extra["version"] = version
+        chat_version, version, claimed = await self._write_holding_claim(write, record)
+        row.claimed, row.version = False, version
+        if claimed:
+            self._claimed_early[chat] = chat_version
         self._wrote(chat, chat_version)
 
     async def _write_holding_claim(self, write: Callable[[Connection], T], record: CallRecord) -> T:
@@ -286,7 +321,7 @@ class StoreJournal:
 
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
         """Save a question the running call asks while it runs."""
-        row_id, first = record.extra["row_id"], len(record.questions)
+        row_id, first = self._rows[record].id, len(record.questions)
 
         def write(connection: Connection) -> int:
             version, _ = bump_chat(connection, chat.id)
@@ -310,26 +345,22 @@ class StoreJournal:
     def _lease(self) -> timedelta:
         return timedelta(seconds=self.store.lease)
 
-    async def _renew(self, table: Any, key: Any) -> None:
-        renewal = update(table).where(table.c.id == key, table.c.claimed_by == self.store.owner)
+    async def _renew(self, table: Table, key: Any) -> None:
+        statement, owner = _RENEW[table.name], self.store.owner
         while True:
             await asyncio.sleep(self.store.lease / 3)
+            values = {"key": key, "owner": owner, "until": utcnow() + self._lease}
             try:
-                await self.db.run_write(partial(_execute, renewal.values(claimed_until=utcnow() + self._lease)))
+                await self.db.run_write(partial(_execute, statement, values))
             except Exception:
                 logger.exception("Renewing a lease failed; it will run out if this goes on")
 
-    async def _release(self, table: Any, key: Any) -> None:
-        release = (
-            update(table)
-            .where(table.c.id == key, table.c.claimed_by == self.store.owner)
-            .values(claimed_by=None, claimed_until=None)
-        )
-        await self.db.run_write(partial(_execute, release))
+    async def _release(self, table: Table, key: Any) -> None:
+        await self.db.run_write(partial(_execute, _RELEASE[table.name], {"key": key, "owner": self.store.owner}))
 
 
-def _execute(statement: Executable, connection: Connection) -> None:
-    connection.execute(statement)
+def _execute(statement: Executable, values: dict[str, Any], connection: Connection) -> None:
+    connection.execute(statement, values)
 
 
 def _tail_start(chat: Chat) -> int:
@@ -344,54 +375,67 @@ def bump_chat(connection: Connection, chat_id: str, *, new_messages: int = 0, **
 
     Returns the new version and the first reserved position.
     """
-    row = connection.execute(
-        update(chats)
-        .where(chats.c.id == chat_id)
-        .values(version=chats.c.version + 1, message_count=chats.c.message_count + new_messages, **changes)
-        .returning(chats.c.version, chats.c.message_count)
-    ).one_or_none()
+    values = {
+        "chat_id": chat_id,
+        "new_messages": new_messages,
+        **{f"new_{key}": value for key, value in changes.items()},
+    }
+    row = connection.execute(_bump_statement(tuple(sorted(changes))), values).one_or_none()
     if row is None:
         raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
     return int(row.version), int(row.message_count) - new_messages
 
 
+@functools.cache
+def _bump_statement(columns: tuple[str, ...]) -> Executable:
+    """The chat's version bump that also sets ``columns`` (from ``new_<column>`` parameters), built once."""
+    return (
+        update(chats)
+        .where(chats.c.id == bindparam("chat_id"))
+        .values(
+            version=chats.c.version + 1,
+            message_count=chats.c.message_count + bindparam("new_messages"),
+            **{column: bindparam(f"new_{column}") for column in columns},
+        )
+        .returning(chats.c.version, chats.c.message_count)
+    )
+
+
+def take_turn(connection: Connection, chat_id: str, owner: str, lease: timedelta) -> int | None:
+    """Claim the chat's turn for ``owner`` unless another claim holds; returns the chat's version, or ``None``."""
+    now = utcnow()
+    version: int | None = connection.scalar(
+        _TAKE_TURN, {"chat_id": chat_id, "now": now, "owner": owner, "until": now + lease}
+    )
+    return version
+
+
 def claim_call(connection: Connection, row_id: int, version: int, owner: str, lease: timedelta) -> Claim:
     """Claim a call row at ``version`` for ``owner``: one statement when it is free, as it mostly is."""
     now = utcnow()
-    open_at_version = (
-        tool_calls.c.id == row_id,
-        tool_calls.c.version == version,
-        tool_calls.c.result_message_id.is_(None),
-    )
-    claimed = update(tool_calls).values(claimed_by=owner, claimed_until=now + lease).returning(tool_calls.c.id)
-    if connection.scalar(claimed.where(*open_at_version, tool_calls.c.claimed_by.is_(None))) is not None:
+    values = {"row_id": row_id, "read_version": version, "owner": owner, "until": now + lease, "now": now}
+    if connection.scalar(_CLAIM_FREE_CALL, values) is not None:
         return Claim.GRANTED
-    expired = (tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until < now)
-    if connection.scalar(claimed.where(*open_at_version, *expired)) is not None:
+    if connection.scalar(_CLAIM_LAPSED_CALL, values) is not None:
         return Claim.RECLAIMED
-    row = connection.execute(
-        select(tool_calls.c.version, tool_calls.c.result_message_id).where(tool_calls.c.id == row_id)
-    ).one()
+    row = connection.execute(_CALL_STATE, values).one()
     return Claim.STALE if row.version != version or row.result_message_id is not None else Claim.BUSY
 
 
 def insert_call(connection: Connection, chat_id: str, position: int, record: CallRecord) -> int:
     """Insert a new call's row and its approval question; returns the row's id."""
     call = record.call
-    row_id: int = connection.execute(
-        insert(tool_calls)
-        .values(
-            chat_id=chat_id,
-            message_position=position,
-            call_id=call.id,
-            name=call.name,
-            arguments=dict(call.arguments),
-            needs_approval=record.needs_approval,
-            version=0,
-            created_at=utcnow(),
-        )
-        .returning(tool_calls.c.id)
-    ).scalar_one()
+    values = {
+        "chat_id": chat_id,
+        "message_position": position,
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": dict(call.arguments),
+        "needs_approval": record.needs_approval,
+        "version": 0,
+        "created_at": utcnow(),
+    }
+    row_id: int = connection.execute(_INSERT_CALL, values).scalar_one()
     insert_questions(connection, chat_id, row_id, 0, record.questions)
     return row_id
 
@@ -400,7 +444,7 @@ def insert_questions(connection: Connection, chat_id: str, row_id: int, first: i
     """Insert question rows for one call, numbered from ``first``; a question with a time limit schedules a check."""
     if new:
         connection.execute(
-            insert(questions),
+            _INSERT_QUESTION,
             [
                 {"chat_id": chat_id, "tool_call_id": row_id, "number": first + index, **question_values(question)}
                 for index, question in enumerate(new)
@@ -429,8 +473,12 @@ class Tail:
     calls: Sequence[Row]
     questions: dict[int, list[Row]]
 
-    def apply(self, chat: Chat) -> None:
-        """Make the chat's messages from ``start`` on, and the records of their calls, what the rows hold."""
+    def apply(self, chat: Chat, rows: MutableMapping[CallRecord, CallRow]) -> None:
+        """Make the chat's messages from ``start`` on, and the records of their calls, what the rows hold.
+
+        ``rows`` holds the journal's :class:`CallRow` of each record; a record whose row changed
+        since it was last read gets its task rebuilt.
+        """
         tail: list[Message] = []
         by_row_id: dict[int, Message] = {}
         for row in self.messages:
@@ -444,33 +492,113 @@ class Tail:
             call = call_from_row(row)
             record = chat.records.get(call.id)
             if record is None:
-                record = chat.records[call.id] = CallRecord(call, extra={"row_id": row["id"]})
-            apply_call_row(record, row, self.questions[row["id"]], chat.tools.get(call.name))
+                record = chat.records[call.id] = CallRecord(call)
+            known = rows.get(record)
+            if known is None:
+                known = rows[record] = CallRow(row["id"])
+            changed = known.version != row["version"]
+            apply_call_row(record, row, self.questions[row["id"]], chat.tools.get(call.name), reload_task=changed)
+            known.version = row["version"]
             if row["result_message_id"] is not None:
                 record.result = by_row_id[row["result_message_id"]]
 
 
 def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:
     """Read a chat's rows from message ``start`` on."""
-    message_rows = list(
-        connection.execute(
-            select(messages)
-            .where(messages.c.chat_id == chat_id, messages.c.position >= start)
-            .order_by(messages.c.position)
-        ).mappings()
-    )
-    call_rows: list[Row] = list(
-        connection.execute(
-            select(tool_calls)
-            .where(tool_calls.c.chat_id == chat_id, tool_calls.c.message_position >= start)
-            .order_by(tool_calls.c.id)
-        ).mappings()
-    )
+    where = {"chat_id": chat_id, "start": start}
+    message_rows = list(connection.execute(_TAIL_MESSAGES, where).mappings())
+    call_rows: list[Row] = list(connection.execute(_TAIL_CALLS, where).mappings())
     grouped: dict[int, list[Row]] = {row["id"]: [] for row in call_rows}
     if grouped:
-        found = connection.execute(
-            select(questions).where(questions.c.tool_call_id.in_(list(grouped))).order_by(questions.c.number)
-        )
-        for row in found.mappings():
+        for row in connection.execute(_TAIL_QUESTIONS, {"row_ids": list(grouped)}).mappings():
             grouped[row["tool_call_id"]].append(row)
     return Tail(start, message_rows, call_rows, grouped)
+
+
+# The statements of every step, built once: building one costs more than running it on SQLite.
+CHAT_VERSION = select(chats.c.version).where(chats.c.id == bindparam("chat_id"))
+_TURN_HOLDER = select(chats.c.claimed_by).where(chats.c.id == bindparam("chat_id")).with_for_update()
+_TAKE_TURN = (
+    update(chats)
+    .where(
+        chats.c.id == bindparam("chat_id"),
+        or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < bindparam("now")),
+    )
+    .values(claimed_by=bindparam("owner"), claimed_until=bindparam("until"))
+    .returning(chats.c.version)
+)
+_OPEN_CALL = (
+    select(tool_calls.c.id)
+    .where(tool_calls.c.chat_id == bindparam("chat_id"), tool_calls.c.result_message_id.is_(None))
+    .limit(1)
+)
+_INSERT_MESSAGE = insert(messages)
+_INSERT_MESSAGE_RETURNING_ID = insert(messages).returning(messages.c.id)
+_INSERT_CALL = insert(tool_calls).returning(tool_calls.c.id)
+_INSERT_QUESTION = insert(questions)
+_HELD_OPEN_CALL = (
+    tool_calls.c.id == bindparam("row_id"),
+    tool_calls.c.claimed_by == bindparam("owner"),
+    tool_calls.c.result_message_id.is_(None),
+)
+_CLOSE_CALL = (
+    update(tool_calls)
+    .where(*_HELD_OPEN_CALL)
+    .values(
+        claimed_by=None,
+        claimed_until=None,
+        version=tool_calls.c.version + 1,
+        result_message_id=bindparam("new_result_message_id"),
+    )
+    .returning(tool_calls.c.version)
+)
+_PAUSE_CALL = (
+    update(tool_calls)
+    .where(*_HELD_OPEN_CALL)
+    .values(
+        claimed_by=None,
+        claimed_until=None,
+        version=tool_calls.c.version + 1,
+        state=bindparam("new_state", type_=tool_calls.c.state.type),
+        waiting_on=bindparam("new_waiting_on", type_=tool_calls.c.waiting_on.type),
+    )
+    .returning(tool_calls.c.version)
+)
+_OPEN_AT_VERSION = (
+    tool_calls.c.id == bindparam("row_id"),
+    tool_calls.c.version == bindparam("read_version"),
+    tool_calls.c.result_message_id.is_(None),
+)
+_CLAIM_CALL = update(tool_calls).values(claimed_by=bindparam("owner"), claimed_until=bindparam("until"))
+_CLAIM_FREE_CALL = _CLAIM_CALL.where(*_OPEN_AT_VERSION, tool_calls.c.claimed_by.is_(None)).returning(tool_calls.c.id)
+_CLAIM_LAPSED_CALL = _CLAIM_CALL.where(
+    *_OPEN_AT_VERSION, tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until < bindparam("now")
+).returning(tool_calls.c.id)
+_CALL_STATE = select(tool_calls.c.version, tool_calls.c.result_message_id).where(tool_calls.c.id == bindparam("row_id"))
+_RENEW = {
+    table.name: update(table)
+    .where(table.c.id == bindparam("key"), table.c.claimed_by == bindparam("owner"))
+    .values(claimed_until=bindparam("until"))
+    for table in (chats, tool_calls)
+}
+_RELEASE = {
+    table.name: update(table)
+    .where(table.c.id == bindparam("key"), table.c.claimed_by == bindparam("owner"))
+    .values(claimed_by=None, claimed_until=None)
+    for table in (chats, tool_calls)
+}
+_TAIL_MESSAGES = (
+    select(messages)
+    .where(messages.c.chat_id == bindparam("chat_id"), messages.c.position >= bindparam("start"))
+    .order_by(messages.c.position)
+)
+_TAIL_CALLS = (
+    select(tool_calls)
+    .where(tool_calls.c.chat_id == bindparam("chat_id"), tool_calls.c.message_position >= bindparam("start"))
+    .order_by(tool_calls.c.id)
+)
+_TAIL_QUESTIONS = (
+    select(questions)
+    .where(questions.c.tool_call_id.in_(bindparam("row_ids", expanding=True)))
+    .order_by(questions.c.number)
+)

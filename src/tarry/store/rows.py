@@ -215,8 +215,13 @@ def load_task(row: Row, call: ToolCall, tool: Tool | None) -> Task | None:
         ) from error
 
 
-def apply_call_row(record: CallRecord, row: Row, question_rows: list[Row], tool: Tool | None) -> None:
-    """Bring ``record`` in line with its row and question rows, keeping the objects callers already hold."""
+def apply_call_row(
+    record: CallRecord, row: Row, question_rows: list[Row], tool: Tool | None, *, reload_task: bool
+) -> None:
+    """Bring ``record`` in line with its row and question rows, keeping the objects callers already hold.
+
+    ``reload_task`` rebuilds the record's task from the row (its version changed since it was read).
+    """
     known = {question.id: question for question in record.questions}
     updated: list[Question] = []
     for question_row in question_rows:
@@ -229,9 +234,8 @@ def apply_call_row(record: CallRecord, row: Row, question_rows: list[Row], tool:
             updated.append(held)
     record.questions = updated
     record.needs_approval = bool(row["needs_approval"])
-    if record.extra.get("version") != row["version"]:
+    if reload_task:
         record.task = load_task(row, record.call, tool)
-        record.extra["version"] = row["version"]
     if record.task is not None:
         waiting = waiting_on(row)
         record.task.questions = [question for question in updated if question.id in waiting]

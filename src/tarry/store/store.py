@@ -12,7 +12,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from tarry.agents import Agent
 from tarry.approvals import MayDecide
@@ -196,10 +196,13 @@ class Store:
         Without ``model`` the recorded ``"provider:model"`` is used when an installed provider
         knows it; without ``instructions`` the recorded ones are.
         """
-        row = await self.db.run_read(
-            lambda connection: connection.execute(select(chats).where(chats.c.id == chat_id)).mappings().one_or_none()
-        )
-        if row is None:
+
+        def read(connection: Connection) -> tuple[Row | None, Tail | None]:
+            row = connection.execute(_CHAT_ROW, {"chat_id": chat_id}).mappings().one_or_none()
+            return row, None if row is None else fetch_tail(connection, chat_id, 0)
+
+        row, tail = await self.db.run_read(read)  # the chat and all its rows, in one snapshot
+        if row is None or tail is None:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
         chat = Chat(
             model if model is not None else _recorded_model(row["model"]),
@@ -212,15 +215,7 @@ class Store:
             journal=self.journal,
         )
         await chat.load_tools()  # an MCP server's tools rebuild their own tasks
-
-        def read(connection: Connection) -> tuple[int | None, Tail]:
-            return connection.scalar(select(chats.c.version).where(chats.c.id == chat_id)), fetch_tail(
-                connection, chat_id, 0
-            )
-
-        version, tail = await self.db.run_read(read)
-        tail.apply(chat)
-        self.journal.saw(chat, int(version or 0))
+        self.journal.loaded(chat, tail, int(row["version"]))
         return chat
 
     async def list_chats(self, *, waiting: bool = False) -> list[ChatSummary]:
@@ -487,6 +482,9 @@ async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], 
                 await outcome
         except Exception:
             logger.exception("A %s failed", what)
+
+
+_CHAT_ROW = select(chats).where(chats.c.id == bindparam("chat_id"))
 
 
 def _question_of(row: Row) -> Question:

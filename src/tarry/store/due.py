@@ -1,16 +1,22 @@
-"""The queries of background work: which chats are due, picking them, and writing when they next are."""
+"""The store's scheduling queries for background work: which chats are due, picking them, writing when they next are.
+
+``tarry.jobs`` asks these; only the store reads and writes its tables.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, and_, func, or_, select, update
 
 from tarry.clock import utcnow
-from tarry.store import Store
 from tarry.store.tables import chats, tool_calls
+
+if TYPE_CHECKING:
+    from tarry.store.store import Store
 
 
 @dataclass(frozen=True)
