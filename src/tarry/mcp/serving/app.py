@@ -24,12 +24,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 
 from tarry.agents import Agent
-from tarry.errors import TarryError
+from tarry.errors import InvalidArgumentsError, TarryError
 from tarry.mcp.serving.calls import Approvals, CallState, ServedCalls
 from tarry.mcp.serving.request_state import RequestStateSigner
 from tarry.questions import Question
 from tarry.store import ServedTask, Store
-from tarry.tools import InvalidArgumentsError, Tool
+from tarry.tools import Tool
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 INVALID_PARAMS = -32602
