@@ -41,7 +41,8 @@ async def test_a_chat_made_from_an_agent_records_its_name_and_takes_its_definiti
 async def test_continue_chat_carries_a_chat_through_approval_question_and_task(store: Store) -> None:
     agent = clerk()
     chat = await store.create_chat(agent=agent)
-    await chat.ask(json.dumps(order_calls("o1", seconds=0.3, poll=0.1)))
+    # 3 s of build: long enough that it is still working at the first continue_chat on a loaded machine
+    await chat.ask(json.dumps(order_calls("o1", seconds=3, poll=0.1)))
     approval, size = await store.pending_questions(chat.id)
     due = (await chat_row(store, chat.id))["next_check_at"]
     assert due is not None and due <= utcnow() + timedelta(seconds=0.1)  # the build task is checked soon
