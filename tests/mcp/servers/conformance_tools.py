@@ -66,6 +66,27 @@ class TestElicitationDefaults(Tool):
         return f"Elicitation completed: action=accept, content={task.answer}"
 
 
+class TestElicitationEnums(Tool):
+    """Asks for one value of each enum shape SEP-1330 names, the deprecated ``enumNames`` one too."""
+
+    name = "test_elicitation_sep1330_enums"
+
+    def execute(self) -> Task:
+        options = ["option1", "option2", "option3"]
+        titled = {"value1": "First", "value2": "Second", "value3": "Third"}
+        return self.ask(
+            "Please pick from each kind of list",
+            untitledSingle=Field(choices=options),
+            titledSingle=Field(choices=titled),
+            legacyEnum=Field(choices={"opt1": "Option one", "opt2": "Option two"}, legacy_titles=True),
+            untitledMulti=Field("array", choices=options),
+            titledMulti=Field("array", choices=titled),
+        )
+
+    def resume(self, task: Task) -> str:
+        return f"Elicitation completed: action=accept, content={task.answer}"
+
+
 class InputRequiredElicitation(Tool):
     """Asks for the user's name as a 2026-07-28 input request keyed ``user_name``."""
 
@@ -206,6 +227,7 @@ TOOLS: list[Any] = [
     test_error_handling,
     TestElicitation(),
     TestElicitationDefaults(),
+    TestElicitationEnums(),
     InputRequiredElicitation(),
     InputRequiredState(),
     InputRequiredTampered(),

@@ -14,6 +14,7 @@ SCENARIOS = [
     "tools-call-with-progress",
     "json-schema-2020-12",
     "elicitation-sep1034-defaults",
+    "elicitation-sep1330-enums",
     "dns-rebinding-protection",
     "http-header-validation",
     "server-sse-multiple-streams",
