@@ -139,9 +139,10 @@ class SlowCompute(Tool):
 
 
 class FailingJob(Tool):
-    """Fails after about a second, with a tool execution error."""
+    """Fails after about a second, with a tool execution error (it runs only as a task)."""
 
     name = "failing_job"
+    task_required = True
 
     def execute(self) -> Task:
         return Task(status_message="working", poll_interval=0.05, data={"until": time.time() + 1})

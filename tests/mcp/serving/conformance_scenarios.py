@@ -31,4 +31,5 @@ SCENARIOS = [
     "tasks-request-state-removal",
     "tasks-request-headers",
     "tasks-dispatch-and-envelope",
+    "tasks-required-task-error",
 ]
