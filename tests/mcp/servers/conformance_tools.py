@@ -100,6 +100,23 @@ class InputRequiredElicitation(Tool):
         return f"Hello, {task.answer['name']}!"
 
 
+class InputRequiredMultiRound(Tool):
+    """Asks for a name, then (a second round) for a favourite colour."""
+
+    name = "test_input_required_result_multi_round"
+
+    def execute(self) -> Task:
+        return _keyed(self.ask("Step 1: What is your name?", name=str), "step1")
+
+    def resume(self, task: Task) -> str | Task:
+        assert task.answer is not None
+        if "name" in task.answer:
+            colour = _keyed(self.ask("Step 2: What is your favorite color?", color=str), "step2")
+            colour.data = {"name": task.answer["name"]}
+            return colour
+        return f"{task.data['name']} likes {task.answer['color']}"
+
+
 class InputRequiredState(Tool):
     """Asks for a confirmation; the retry proves the request state came back intact."""
 
@@ -230,6 +247,7 @@ TOOLS: list[Any] = [
     TestElicitationDefaults(),
     TestElicitationEnums(),
     InputRequiredElicitation(),
+    InputRequiredMultiRound(),
     InputRequiredState(),
     InputRequiredTampered(),
 ]

@@ -26,6 +26,7 @@ SCENARIOS = [
     "input-required-result-ignore-extra-params",
     "input-required-result-validate-input",
     "input-required-result-unsupported-methods",
+    "input-required-result-multi-round",
     "tasks-capability-negotiation",
     "tasks-wire-fields",
     "tasks-request-state-removal",

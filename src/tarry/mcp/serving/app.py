@@ -254,7 +254,7 @@ class McpFrontEnd:
             for question in state.questions
         }
         return types.InputRequiredResult.model_validate(
-            {"inputRequests": requests, "requestState": self.signer.seal(chat_id, tool=tool)}
+            {"inputRequests": requests, "requestState": self.signer.seal(chat_id, tool=tool, asking=list(requests))}
         )
 
     async def _take_responses(self, chat_id: str, responses: Mapping[str, Any]) -> None:
