@@ -210,8 +210,15 @@ def test_schema_shapes() -> None:
 
 
 def test_from_schema_reads_legacy_enum_names() -> None:
-    field = Field.from_schema("c", {"type": "string", "enum": ["r", "g"], "enumNames": ["Red", "Green"]})
+    legacy = {"type": "string", "enum": ["r", "g"], "enumNames": ["Red", "Green"]}
+    field = Field.from_schema("c", legacy)
     assert field.choices == {"r": "Red", "g": "Green"}
+    assert field.legacy_titles and field.to_schema() == legacy
+    assert "oneOf" in Field(choices={"r": "Red"}).to_schema()
+    with pytest.raises(ValueError, match="legacy_titles needs a single choice with titles"):
+        Field(choices=["r", "g"], legacy_titles=True)
+    with pytest.raises(ValueError, match="legacy_titles"):
+        Field("array", choices={"r": "Red"}, legacy_titles=True)
     with pytest.raises(ValueError, match="items"):
         Field.from_schema("c", {"type": "array"})
     with pytest.raises(ValueError, match="object"):

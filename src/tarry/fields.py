@@ -109,7 +109,9 @@ class Field:
 
     ``choices`` is a list of allowed values, or a dict of value to title; an ``"array"``
     field picks several of its choices, and ``min_length``/``max_length`` then bound how
-    many. A string field without ``max_length`` takes at most :data:`DEFAULT_MAX_LENGTH`
+    many. A single choice with titles is written as ``oneOf``; ``legacy_titles`` writes it as
+    ``enum`` with ``enumNames`` instead, the form deprecated in MCP 2025-11-25 that older peers
+    still send and read. A string field without ``max_length`` takes at most :data:`DEFAULT_MAX_LENGTH`
     characters. ``pattern`` is an ECMA-262 regular expression, searched for anywhere in the
     value as JSON Schema says (anchor it with ``^…$``). The attributes cover what an MCP
     ``requestedSchema`` can say, so a field maps to a JSON schema property and back without
@@ -135,6 +137,7 @@ class Field:
     format: str | None = None
     name: str | None = None
     secret: bool = False
+    legacy_titles: bool = False
 
     def __init__(
         self,
@@ -153,6 +156,7 @@ class Field:
         format: str | None = None,
         name: str | None = None,
         secret: bool = False,
+        legacy_titles: bool = False,
     ) -> None:
         where = f"Field {name!r}" if name else "Field"
         if type not in FIELD_TYPES:
@@ -163,6 +167,8 @@ class Field:
             choices = dict(choices) if isinstance(choices, Mapping) else list(choices)
             if type == "boolean":
                 raise ValueError(f"{where}: a boolean field takes no choices")
+        if legacy_titles and (type == "array" or not isinstance(choices, dict)):
+            raise ValueError(f"{where}: legacy_titles needs a single choice with titles (a dict of choices)")
         if type == "array" and choices is None:
             raise ValueError(f"{where}: an array field needs choices to pick from")
         if format is not None and format not in FORMATS:
@@ -199,6 +205,7 @@ class Field:
             "format": format,
             "name": name,
             "secret": bool(secret),
+            "legacy_titles": bool(legacy_titles),
         }
         for attribute, value in values.items():
             object.__setattr__(self, attribute, value)
@@ -324,7 +331,9 @@ class Field:
             schema["items"] = _choices_schema(choices, "anyOf")
             _put(schema, minItems=self.min_length, maxItems=self.max_length)
         else:
-            if choices is not None:
+            if self.legacy_titles and isinstance(choices, Mapping):
+                schema.update({"enum": list(choices), "enumNames": list(choices.values())})
+            elif choices is not None:
                 schema.update({**_choices_schema(choices, "oneOf"), "type": self.type})
             _put(schema, minLength=self.min_length, maxLength=self.max_length)
         _put(
@@ -371,6 +380,7 @@ class Field:
             format=schema.get("format"),
             name=name,
             secret=schema.get("writeOnly") is True,
+            legacy_titles=kind != "array" and "enumNames" in schema,
         )
 
 

@@ -80,6 +80,9 @@ class Tool:
     - ``approval_ttl``: seconds a person has to approve, or ``None`` for no limit.
     - ``idempotent``: ``True`` when running a call twice is harmless, so a call whose
       process died is run again instead of being closed as interrupted.
+    - ``task_required``: ``True`` for a tool whose work is too long to hold a request open
+      for: tarry's MCP server then runs it only as an MCP task, and refuses a client that
+      cannot take one.
     - ``task_class``: the :class:`~tarry.Task` subclass :meth:`load_task` rebuilds.
     """
 
@@ -88,6 +91,7 @@ class Tool:
     requires_approval: bool | Approval | Callable[..., bool | Approval] = False
     approval_ttl: float | None = None
     idempotent: bool = False
+    task_required: bool = False
     task_class: ClassVar[type[Task]] = Task
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

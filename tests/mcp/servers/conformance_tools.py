@@ -66,6 +66,27 @@ class TestElicitationDefaults(Tool):
         return f"Elicitation completed: action=accept, content={task.answer}"
 
 
+class TestElicitationEnums(Tool):
+    """Asks for one value of each enum shape SEP-1330 names, the deprecated ``enumNames`` one too."""
+
+    name = "test_elicitation_sep1330_enums"
+
+    def execute(self) -> Task:
+        options = ["option1", "option2", "option3"]
+        titled = {"value1": "First", "value2": "Second", "value3": "Third"}
+        return self.ask(
+            "Please pick from each kind of list",
+            untitledSingle=Field(choices=options),
+            titledSingle=Field(choices=titled),
+            legacyEnum=Field(choices={"opt1": "Option one", "opt2": "Option two"}, legacy_titles=True),
+            untitledMulti=Field("array", choices=options),
+            titledMulti=Field("array", choices=titled),
+        )
+
+    def resume(self, task: Task) -> str:
+        return f"Elicitation completed: action=accept, content={task.answer}"
+
+
 class InputRequiredElicitation(Tool):
     """Asks for the user's name as a 2026-07-28 input request keyed ``user_name``."""
 
@@ -77,6 +98,23 @@ class InputRequiredElicitation(Tool):
     def resume(self, task: Task) -> str:
         assert task.answer is not None
         return f"Hello, {task.answer['name']}!"
+
+
+class InputRequiredMultiRound(Tool):
+    """Asks for a name, then (a second round) for a favourite colour."""
+
+    name = "test_input_required_result_multi_round"
+
+    def execute(self) -> Task:
+        return _keyed(self.ask("Step 1: What is your name?", name=str), "step1")
+
+    def resume(self, task: Task) -> str | Task:
+        assert task.answer is not None
+        if "name" in task.answer:
+            colour = _keyed(self.ask("Step 2: What is your favorite color?", color=str), "step2")
+            colour.data = {"name": task.answer["name"]}
+            return colour
+        return f"{task.data['name']} likes {task.answer['color']}"
 
 
 class InputRequiredState(Tool):
@@ -118,9 +156,10 @@ class SlowCompute(Tool):
 
 
 class FailingJob(Tool):
-    """Fails after about a second, with a tool execution error."""
+    """Fails after about a second, with a tool execution error (it runs only as a task)."""
 
     name = "failing_job"
+    task_required = True
 
     def execute(self) -> Task:
         return Task(status_message="working", poll_interval=0.05, data={"until": time.time() + 1})
@@ -206,7 +245,9 @@ TOOLS: list[Any] = [
     test_error_handling,
     TestElicitation(),
     TestElicitationDefaults(),
+    TestElicitationEnums(),
     InputRequiredElicitation(),
+    InputRequiredMultiRound(),
     InputRequiredState(),
     InputRequiredTampered(),
 ]

@@ -13,6 +13,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from mcp import Client
+from tarry import Task, Tool
 from tarry.mcp.serving import RequestStateSigner, build_server
 from tarry.store import Store
 from tarry.testing import advance_clock
@@ -83,6 +84,31 @@ async def test_bad_calls_get_clear_errors(store: Store) -> None:
             with pytest.raises(MCPError, match="Task not found"):
                 await client.session.send_request(request, types.GetTaskResult)  # type: ignore[arg-type]
     await calls.close()
+
+
+class BackupDisk(Tool):
+    """Backs up the disk (hours of work, so only ever an MCP task)."""
+
+    task_required = True
+
+    def execute(self) -> Task:
+        return Task(status_message="copying")
+
+
+async def test_a_task_required_tool_refuses_a_call_that_is_not_a_task(store: Store) -> None:
+    server, calls = build_server([BackupDisk()], store)
+    async with Client(server, mode="legacy") as client:
+        [listed] = (await client.list_tools()).tools
+        assert listed.execution is not None and listed.execution.task_support == "required"
+        with pytest.raises(MCPError, match="runs only as a task") as legacy:
+            await client.call_tool("backup_disk", {})
+    async with Client(server, mode="2026-07-28") as client:
+        with pytest.raises(MCPError, match="did not declare the tasks extension") as modern:
+            await client.session.call_tool("backup_disk", {})
+    await calls.close()
+    assert legacy.value.error.code == -32601
+    assert modern.value.error.code == -32021
+    assert modern.value.error.data == {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
 
 
 async def test_progress_goes_out_from_the_tasks_status_message(store: Store, tmp_path: Path) -> None:

@@ -84,7 +84,8 @@ def input_key(question: Question) -> str:
 
 
 def _tool_entry(tool: Tool, *, tasks: bool) -> types.Tool:
-    execution = types.ToolExecution(task_support="optional") if tasks else None
+    support = "required" if tool.task_required else "optional"
+    execution = types.ToolExecution(task_support=support) if tasks else None
     return types.Tool(
         name=tool.name, description=tool.description, input_schema=dict(tool.parameters), execution=execution
     )
@@ -133,6 +134,24 @@ def _require_elicitation(ctx: Any) -> None:
             code=MISSING_CAPABILITY,
             message="This tool call waits for a person's answer, and the client declared no elicitation capability",
             data={"requiredCapabilities": {"elicitation": {}}},
+        )
+
+
+def _refuse_untasked(tool: Tool, ctx: Any, *, modern: bool) -> None:
+    """Refuse a call of a ``task_required`` tool that the client did not make as a task.
+
+    2026-07-28 answers ``-32021`` naming the tasks extension (SEP-2663); 2025-11-25 answers
+    ``-32601``, as its tools spec says for a ``taskSupport: "required"`` tool called without ``task``.
+    """
+    if not tool.task_required:
+        return
+    if not modern:
+        raise MCPError(code=METHOD_NOT_FOUND, message=f"Tool {tool.name!r} runs only as a task: call it with 'task'")
+    if not _declares_tasks(ctx):
+        raise MCPError(
+            code=MISSING_CAPABILITY,
+            message=f"Tool {tool.name!r} runs only as a task; the client did not declare the tasks extension",
+            data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
         )
 
 
@@ -202,7 +221,8 @@ class McpFrontEnd:
                 chat_id = self.signer.open(params.request_state, tool=params.name)
                 await self._take_responses(chat_id, params.input_responses or {})
             else:
-                _, arguments = self._arguments(params.name, params.arguments)
+                tool, arguments = self._arguments(params.name, params.arguments)
+                _refuse_untasked(tool, ctx, modern=modern)
                 chat = await self.calls.begin(params.name, arguments)
                 chat_id = chat.id
                 if modern and _declares_tasks(ctx):
@@ -234,7 +254,7 @@ class McpFrontEnd:
             for question in state.questions
         }
         return types.InputRequiredResult.model_validate(
-            {"inputRequests": requests, "requestState": self.signer.seal(chat_id, tool=tool)}
+            {"inputRequests": requests, "requestState": self.signer.seal(chat_id, tool=tool, asking=list(requests))}
         )
 
     async def _take_responses(self, chat_id: str, responses: Mapping[str, Any]) -> None:

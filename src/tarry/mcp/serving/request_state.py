@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Sequence
 
 from mcp.shared.exceptions import MCPError
 
@@ -53,9 +54,14 @@ class RequestStateSigner:
     def _mac(self, body: str) -> str:
         return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
 
-    def seal(self, chat_id: str, *, tool: str) -> str:
-        """The request state for the call whose stored chat is ``chat_id``."""
-        body = _b64(json.dumps({"chat": chat_id, "tool": tool, "until": int(time.time() + self.ttl)}).encode())
+    def seal(self, chat_id: str, *, tool: str, asking: Sequence[str] = ()) -> str:
+        """The request state for the call whose stored chat is ``chat_id``, in the round that asks ``asking``.
+
+        ``asking`` is the round's input keys: naming them makes each round's state differ from the
+        last, as SEP-2322 has it.
+        """
+        claims = {"chat": chat_id, "tool": tool, "asks": list(asking), "until": int(time.time() + self.ttl)}
+        body = _b64(json.dumps(claims).encode())
         return f"{body}.{self._mac(body)}"
 
     def open(self, state: str, *, tool: str) -> str:
