@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from tarry import Agent, Field, Task, Tool, tool
-
-
-def mark(kind: str, what: str) -> None:
-    """Append a line to the file TARRY_TEST_MARKERS names: the proof that a tool ran (and how often)."""
-    path = os.environ.get("TARRY_TEST_MARKERS")
-    if path:
-        with open(path, "a") as markers:
-            markers.write(f"{kind} {what}\n")
+from tarry import Agent, Task, Tool, tool
+from tests.store.tools import PickColour, mark
 
 
 @tool
 def add(a: int, b: int) -> str:
     """Adds two integers."""
     return str(a + b)
-
-
-class PickColour(Tool):
-    """Asks which colour to paint a wall."""
-
-    def execute(self, wall: str) -> Task:
-        return self.ask("Which colour?", colour=Field(choices=["red", "blue"]), coats=Field("integer", default=1))
-
-    def resume(self, task: Task, wall: str) -> str:
-        assert task.answer is not None
-        return f"{wall}: {task.answer['coats']} coat(s) of {task.answer['colour']}"
 
 
 class BuildTask(Task):
