@@ -20,6 +20,7 @@ from tarry.errors import (
     MissingToolsError,
     PendingToolCallsError,
     TarryError,
+    ToolCallError,
     UnknownQuestionError,
 )
 from tarry.journal import Journal, MemoryJournal
@@ -516,6 +517,9 @@ class Chat:
             returned = await call_maybe_async(method, *args, **arguments)
             if not isinstance(returned, Task):
                 return Outcome(result=Message("tool", result_text(returned), tool_call_id=call.id))
+        except ToolCallError as error:  # the tool chose its error result: no traceback to log
+            logger.info("The %s call ended with an error: %s", call.name, error)
+            return Outcome(result=_error(call, str(error), **error.details))
         except Exception as error:
             logger.exception("The %s call raised", call.name)
             return Outcome(result=_error(call, f"The {call.name} call raised {type(error).__name__}: {error}"))

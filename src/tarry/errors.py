@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 
 class TarryError(Exception):
@@ -36,6 +37,23 @@ class InvalidAnswerError(TarryError, ValueError):
 
 class InvalidArgumentsError(TarryError, ValueError):
     """The model's arguments do not fit the tool's parameters."""
+
+
+class ToolCallError(TarryError):
+    """Raise from a tool to end its call with an error result carrying ``details`` beside the message.
+
+    The call's result is ``{"error": message, **details}`` (details are JSON values), where any
+    other exception gives ``{"error": "The <tool> call raised <Type>: <message>"}``. Front ends
+    read the details: the MCP server's :class:`tarry.mcp.ProtocolError` is one.
+    """
+
+    def __init__(self, message: str, **details: Any) -> None:
+        if not isinstance(message, str) or not message.strip():
+            raise ValueError(f"A tool call error needs a message, got {message!r}")
+        if "error" in details:
+            raise ValueError("A tool call error's details cannot be named 'error': that key holds the message")
+        super().__init__(message)
+        self.details = details
 
 
 class QuestionExpiredError(TarryError):

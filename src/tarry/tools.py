@@ -83,6 +83,10 @@ class Tool:
     - ``task_required``: ``True`` for a tool whose work is too long to hold a request open
       for: tarry's MCP server then runs it only as an MCP task, and refuses a client that
       cannot take one.
+    - ``ask_before_task``: ``True`` makes tarry's MCP server ask the questions a call has
+      before its work starts in the call itself (2026-07-28 input requests), and make the
+      call a task only once they are answered and it still runs. By default a call that
+      waits, on a question too, becomes a task at once when the client takes tasks.
     - ``task_class``: the :class:`~tarry.Task` subclass :meth:`load_task` rebuilds.
     """
 
@@ -92,6 +96,7 @@ class Tool:
     approval_ttl: float | None = None
     idempotent: bool = False
     task_required: bool = False
+    ask_before_task: bool = False
     task_class: ClassVar[type[Task]] = Task
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -13,6 +13,7 @@ from tarry.mcp._sdk import require_sdk
 require_sdk()
 
 from tarry.mcp.oauth import LoginRequired, OAuthLogin, StoredTokens  # noqa: E402
+from tarry.mcp.protocol_error import ProtocolError  # noqa: E402
 from tarry.mcp.receiver import TaskReceiver  # noqa: E402
 from tarry.mcp.server import MCPServer  # noqa: E402
 from tarry.mcp.task import McpTask  # noqa: E402
@@ -24,6 +25,7 @@ __all__ = [
     "McpTask",
     "McpTool",
     "OAuthLogin",
+    "ProtocolError",
     "StoredTokens",
     "TaskReceiver",
     "serve",

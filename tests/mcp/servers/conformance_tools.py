@@ -6,10 +6,13 @@ scenario names the tool it calls and the shape it expects (``conformance list --
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from tarry import Field, Task, Tool, tool
+from tarry.mcp import ProtocolError
+from tarry.tools import ask
 
 
 def _keyed(task: Task, key: str) -> Task:
@@ -170,6 +173,60 @@ class FailingJob(Tool):
         raise RuntimeError("the job failed")
 
 
+class ProtocolErrorJob(Tool):
+    """Fails after a moment with a JSON-RPC protocol error (its backend refused the request), as a task."""
+
+    name = "protocol_error_job"
+
+    def execute(self) -> Task:
+        return Task(status_message="working", poll_interval=0.05, data={"until": time.time() + 0.2})
+
+    def resume(self, task: Task) -> Task:
+        if time.time() < task.data["until"]:
+            return task
+        raise ProtocolError(-32603, "The job's backend refused the request", {"backend": "jobs"})
+
+
+class MultiInput(Tool):
+    """Asks for a name and a confirmation at once: two questions, answered in any order."""
+
+    name = "multi_input"
+
+    def execute(self) -> Task:
+        name = ask("What is your name?", name=str)
+        confirm = ask("Go ahead?", confirm=bool)
+        name.key, confirm.key = "name", "confirm"
+        return Task(status="input_required").with_question(name, confirm)
+
+
+class ToolWithTask(Tool):
+    """Asks for the user's name in the call itself, then greets them as a task (SEP-2663 composition)."""
+
+    name = "test_tool_with_task"
+    task_required = True
+    ask_before_task = True
+
+    def execute(self) -> Task:
+        return _keyed(self.ask("What is your name?", name=str), "user_name")
+
+    def resume(self, task: Task) -> str:
+        assert task.answer is not None
+        return f"Hello, {task.answer['name']}!"
+
+
+class StreamingElicitation(InputRequiredElicitation):
+    """Asks for the user's name (the answer comes in the call's retry, never as a request on the stream)."""
+
+    name = "test_streaming_elicitation"
+
+
+@tool
+def test_logging_tool() -> str:
+    """Writes a line to the server's own log; tarry sends no log messages to clients."""
+    logging.getLogger("tests.conformance").info("test_logging_tool was called")
+    return "logged on the server"
+
+
 class ConfirmDelete(Tool):
     """Asks before deleting a file."""
 
@@ -240,7 +297,12 @@ TOOLS: list[Any] = [
     greet,
     SlowCompute(),
     FailingJob(),
+    ProtocolErrorJob(),
     ConfirmDelete(),
+    MultiInput(),
+    ToolWithTask(),
+    StreamingElicitation(),
+    test_logging_tool,
     test_simple_text,
     test_error_handling,
     TestElicitation(),

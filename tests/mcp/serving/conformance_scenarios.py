@@ -33,4 +33,7 @@ SCENARIOS = [
     "tasks-request-headers",
     "tasks-dispatch-and-envelope",
     "tasks-required-task-error",
+    "tasks-lifecycle",
+    "tasks-mrtr-input",
+    "tasks-mrtr-composition",
 ]

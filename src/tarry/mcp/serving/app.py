@@ -21,10 +21,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 from starlette.applications import Starlette
 
 from tarry.agents import Agent
-from tarry.errors import InvalidArgumentsError, TarryError
+from tarry.chat import Chat
+from tarry.errors import InvalidAnswerError, InvalidArgumentsError, TarryError
 from tarry.mcp.serving.calls import Approvals, CallState, ServedCalls
 from tarry.mcp.serving.request_state import RequestStateSigner
 from tarry.questions import Question
@@ -155,6 +157,34 @@ def _refuse_untasked(tool: Tool, ctx: Any, *, modern: bool) -> None:
         )
 
 
+def _check_answer(question: Question, answer: Mapping[str, Any]) -> None:
+    """Refuse (``INVALID_PARAMS``) an accepted form answer the question cannot take, naming what was wrong."""
+    if answer.get("action") != "accept" or question.kind != "form":
+        return
+    content = answer.get("content")
+    try:
+        question.check_answer(content if isinstance(content, Mapping) else {})
+    except InvalidAnswerError as error:
+        refused = f"The answer to {question.message!r} was refused: {error}"
+        raise MCPError(code=INVALID_PARAMS, message=refused) from error
+
+
+def _becomes_task(tool: Tool, state: CallState) -> bool:
+    """Whether a call that the client lets be a task becomes one now: it waits, on work or on a question.
+
+    A tool with ``ask_before_task`` asks its questions in the call itself (input requests) until
+    its work is under way: it becomes a task only when it waits on something else.
+    """
+    if state.result is not None or state.error is not None:
+        return False
+    return not (tool.ask_before_task and state.status == "input_required")
+
+
+def _rpc_error(error: Mapping[str, Any]) -> MCPError:
+    """The JSON-RPC error object ``error`` as the exception the SDK answers a request with."""
+    return MCPError(code=error["code"], message=error["message"], data=error.get("data"))
+
+
 def _no_task() -> MCPError:
     return MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: Task not found")
 
@@ -219,17 +249,17 @@ class McpFrontEnd:
         try:
             if modern and params.request_state is not None:
                 chat_id = self.signer.open(params.request_state, tool=params.name)
+                tool = self.calls.tools[params.name]  # the signed state names a tool this server serves
                 await self._take_responses(chat_id, params.input_responses or {})
+                chat: Chat | str = chat_id
             else:
                 tool, arguments = self._arguments(params.name, params.arguments)
                 _refuse_untasked(tool, ctx, modern=modern)
                 chat = await self.calls.begin(params.name, arguments)
                 chat_id = chat.id
-                if modern and _declares_tasks(ctx):
-                    state = await self.calls.state(chat)
-                    if state.result is None:  # it waits: from now on it is a task the client polls
-                        task = await self.calls.adopt(chat_id, params.name, owner=self.owner(ctx))
-                        return _modern_created(task)  # type: ignore[return-value]
+            if modern and _declares_tasks(ctx) and _becomes_task(tool, await self.calls.state(chat)):
+                task = await self.calls.adopt(chat_id, params.name, owner=self.owner(ctx))
+                return _modern_created(task)  # type: ignore[return-value]
         except InvalidArgumentsError as error:
             return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
         reported: list[str] = []
@@ -237,6 +267,8 @@ class McpFrontEnd:
             state = await self.calls.state(chat_id)
             if state.result is not None:
                 return types.CallToolResult.model_validate(state.result)
+            if state.error is not None:
+                raise _rpc_error(state.error)
             if state.status_message is not None and state.status_message not in reported[-1:]:
                 reported.append(state.status_message)  # progress goes out from the task's status_message
                 await ctx.session.report_progress(len(reported), None, state.status_message)
@@ -259,13 +291,22 @@ class McpFrontEnd:
 
     async def _take_responses(self, chat_id: str, responses: Mapping[str, Any]) -> None:
         state = await self.calls.state(chat_id)
-        for question in state.questions:
-            response = responses.get(input_key(question))
-            if response is None:
-                continue  # asked again in the next input_required result
-            answer = (
-                response.model_dump(by_alias=True, exclude_none=True) if hasattr(response, "model_dump") else response
-            )
+        await self._take(state.questions, responses)
+
+    async def _take(self, questions: Iterable[Question], responses: Mapping[str, Any]) -> None:
+        """Record the client's answers to ``questions``, each under its input key; one without an answer stays open.
+
+        Every answer is checked before any is recorded, so a refused answer records none of the round's.
+        """
+        taken: list[tuple[Question, Mapping[str, Any]]] = []
+        for question in questions:
+            response: Any = responses.get(input_key(question))
+            if isinstance(response, BaseModel):
+                response = response.model_dump(by_alias=True, exclude_none=True)
+            if isinstance(response, Mapping):  # no answer: asked again in the next round
+                _check_answer(question, response)
+                taken.append((question, response))
+        for question, answer in taken:
             await self._record(question, answer)
 
     async def _record(self, question: Question, answer: Mapping[str, Any]) -> None:
@@ -324,10 +365,7 @@ class McpFrontEnd:
             responses = params.get("inputResponses")
             if isinstance(responses, Mapping):
                 _, state = await self.calls.refresh(task)
-                for question in state.questions:
-                    answer = responses.get(input_key(question))
-                    if isinstance(answer, Mapping):
-                        await self._record(question, answer)
+                await self._take(state.questions, responses)
             return {"resultType": "complete"}
         task, state = await self.calls.refresh(task)
         detailed = {"resultType": "complete", **_modern_fields(task)}
@@ -338,6 +376,8 @@ class McpFrontEnd:
             }
         if detailed["status"] == "completed":
             detailed["result"] = task.result
+        elif detailed["status"] == "failed":
+            detailed["error"] = await self.calls.error(task)
         return detailed
 
     async def _start_task(self, ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -393,6 +433,8 @@ class McpFrontEnd:
                 await self._elicit(ctx, state.questions, task.id)
                 continue
             await asyncio.sleep((task.poll_interval_ms or self.calls.poll_interval_ms) / 1000)
+        if task.result is None and task.status == "failed":
+            raise _rpc_error(await self.calls.error(task))
         if task.result is None:
             raise MCPError(code=INVALID_PARAMS, message=f"Task {task.id} was {task.status}: it has no result")
         meta = {**task.result.get("_meta", {}), RELATED_TASK: {"taskId": task.id}}

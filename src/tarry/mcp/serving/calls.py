@@ -22,6 +22,7 @@ from tarry.calls import CallRecord
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.jobs.carry import continue_chat
+from tarry.mcp.protocol_error import protocol_error_of
 from tarry.mcp.serving.call_model import CallModel, call_text
 from tarry.questions import Question
 from tarry.store import ServedTask, ServedTasks, Store
@@ -32,6 +33,7 @@ logger = logging.getLogger("tarry.mcp.serving")
 Approvals = Literal["client", "inbox"]
 INBOX_WAIT = "Waiting for a person to approve the call in the inbox"
 NOT_STARTED = "The call has not started yet"
+INTERNAL_ERROR = -32603
 NEVER_STARTED = "The server process that took this call stopped before the call started; call the tool again"
 
 
@@ -43,16 +45,27 @@ class CallState:
     status_message: str | None
     questions: tuple[Question, ...] = ()
     result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    """The JSON-RPC error of a call that failed with one (a :class:`~tarry.mcp.ProtocolError`, say)."""
+
+
+def _error_result(content: str) -> dict[str, Any] | None:
+    """A call's result message read as one of tarry's error results (``{"error": ...}``), else ``None``."""
+    with contextlib.suppress(ValueError):
+        parsed = json.loads(content)
+        if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+            return parsed
+    return None
 
 
 def tool_result(content: str) -> dict[str, Any]:
     """The ``CallToolResult`` (wire form) for a call's result message: tarry's error results set ``isError``."""
-    error = None
-    with contextlib.suppress(ValueError):
-        parsed = json.loads(content)
-        if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
-            error = parsed["error"]
-    return {"content": [{"type": "text", "text": content}], "isError": error is not None}
+    return {"content": [{"type": "text", "text": content}], "isError": _error_result(content) is not None}
+
+
+def failure_error(message: str | None) -> dict[str, Any]:
+    """The JSON-RPC error (internal error) of a call that failed without one of its own."""
+    return {"code": INTERNAL_ERROR, "message": message or "The call failed"}
 
 
 def served_agent(tools: Iterable[Tool], *, name: str = "tarry") -> Agent:
@@ -194,6 +207,10 @@ class ServedCalls:
         if record is None:
             return CallState("working", NOT_STARTED)
         if record.result is not None:
+            failed = _error_result(record.result.content)
+            error = None if failed is None else protocol_error_of(failed)
+            if error is not None:  # the request failed: a JSON-RPC error, not a tool result
+                return CallState("failed", error["message"], error=error)
             result = tool_result(record.result.content)
             if result["isError"]:  # 2025-11-25: a tool result with isError ends its task as failed
                 return CallState("failed", record.result.content, result=result)
@@ -230,6 +247,11 @@ class ServedCalls:
                 raise LookupError(f"Task {task.id} is gone") from None
             return again, CallState(again.status, again.status_message, result=again.result)
         return moved, state
+
+    async def error(self, task: ServedTask) -> dict[str, Any]:
+        """The JSON-RPC error a ``failed`` task without a tool result failed with (read from its call)."""
+        state = await self.state(task.chat_id)
+        return state.error or failure_error(task.status_message)
 
     async def cancel(self, task: ServedTask) -> ServedTask:
         """Mark the task cancelled (before answering) and ask whoever runs its call to cancel it (``Task.cancel()``)."""
