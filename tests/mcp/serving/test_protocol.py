@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator, Awaitable, Callable
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 import pytest
+from mcp.client.extension import ClientExtension
 from mcp.shared.exceptions import MCPError
 
 from mcp import Client
 from tarry import Task, Tool
+from tarry.mcp import ProtocolError, legacy_tasks, task_extension
 from tarry.mcp.serving import RequestStateSigner, build_server
 from tarry.store import Store
 from tarry.testing import advance_clock
+from tarry.tools import ask
 
 from .served_tools import TOOLS
 
@@ -191,3 +195,189 @@ async def test_a_task_whose_call_never_started_fails_once_the_lease_is_over(stor
         failed = await client.session.send_request(get, types.GetTaskResult)
     await calls.close()
     assert failed.status == "failed" and "stopped before the call started" in (failed.status_message or "")
+
+
+class Survey(Tool):
+    """Asks for a name and a go-ahead at once: two questions, answered in any order."""
+
+    def execute(self) -> Task:
+        name, go = ask("Your name?", name=str), ask("Go ahead?", go=bool)
+        name.key, go.key = "name", "go"
+        return Task(status="input_required").with_question(name, go)
+
+
+class Welcome(Tool):
+    """Asks for a name in the call itself, then welcomes the person as a task."""
+
+    ask_before_task = True
+
+    def execute(self) -> Task:
+        asking = self.ask("Your name?", name=str)
+        assert asking.question is not None
+        asking.question.key = "name"
+        return asking
+
+    def resume(self, task: Task) -> str:
+        assert task.answer is not None
+        return f"Welcome, {task.answer['name']}"
+
+
+class Refused(Tool):
+    """Fails the request with a protocol error: at once, or (``later``) after starting as a task."""
+
+    def execute(self, later: bool = False) -> Task:
+        if later:
+            return Task(status_message="asking the backend", poll_interval=0.01)
+        raise ProtocolError(-32010, "The backend refused the request", {"retry": False})
+
+    def resume(self, task: Task, later: bool = False) -> Task:
+        raise ProtocolError(-32010, "The backend refused the request", {"retry": False})
+
+
+class _Tasks(ClientExtension):
+    """The SEP-2663 tasks extension, declared so that ``tools/call`` may answer with a task."""
+
+    identifier = task_extension.EXTENSION
+
+    def claims(self) -> Sequence[Any]:
+        return task_extension.claims()[task_extension.EXTENSION]
+
+
+def _accept(**content: Any) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content=content)
+
+
+async def _task_until(session: Any, task_id: str, status: str, within: float = 30.0) -> Any:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while (seen := await task_extension.get_task(session, task_id)).status != status:
+        assert loop.time() < end, f"task {task_id} is {seen.status}, not {status}, after {within} s"
+        await asyncio.sleep(0.02)
+    return seen
+
+
+async def test_several_questions_are_asked_in_one_round_and_each_answer_is_recorded_once(store: Store) -> None:
+    server, calls = build_server([Survey()], store)
+    async with Client(server, mode="2026-07-28", elicitation_callback=_no_answer) as client:
+        first = await client.session.call_tool("survey", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state
+        assert sorted(first.input_requests or {}) == ["go", "name"]
+        assert {request.method for request in (first.input_requests or {}).values()} == {"elicitation/create"}
+        second = await client.session.call_tool(
+            "survey",
+            {},
+            input_responses={"name": _accept(name="Ann")},
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(second, types.InputRequiredResult) and second.request_state
+        assert sorted(second.input_requests or {}) == ["go"]  # the answered question is not asked again
+        answers = {"name": _accept(name="Bob"), "go": _accept(go=True)}  # "name" is answered already: ignored
+        done = await client.session.call_tool("survey", {}, input_responses=answers, request_state=second.request_state)
+    await calls.close()
+    assert isinstance(done, types.CallToolResult) and not done.is_error
+    assert json.loads(done.content[0].text) == [{"name": "Ann"}, {"go": True}]  # type: ignore[union-attr]
+
+
+async def test_a_round_with_a_refused_answer_records_none_of_its_answers(store: Store) -> None:
+    server, calls = build_server([Survey()], store)
+    async with Client(server, mode="2026-07-28", elicitation_callback=_no_answer) as client:
+        asked = await client.session.call_tool("survey", {}, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult)
+        bad = {"name": _accept(name="Ann"), "go": _accept(go="perhaps")}
+        with pytest.raises(MCPError, match="The answer to 'Go ahead\\?' was refused: Invalid answer: go") as refused:
+            await client.session.call_tool("survey", {}, input_responses=bad, request_state=asked.request_state)
+        assert refused.value.error.code == -32602
+        good = {"name": _accept(name="Cy"), "go": _accept(go=False)}
+        done = await client.session.call_tool("survey", {}, input_responses=good, request_state=asked.request_state)
+    await calls.close()
+    assert isinstance(done, types.CallToolResult)
+    assert json.loads(done.content[0].text) == [{"name": "Cy"}, {"go": False}]  # type: ignore[union-attr]
+
+
+async def test_several_questions_reach_a_2025_client_as_elicitations_in_turn(store: Store) -> None:
+    asked: list[str] = []
+
+    async def person(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return _accept(name="Dee") if params.message == "Your name?" else _accept(go=True)
+
+    server, calls = build_server([Survey()], store, poll_interval_ms=20)
+    async with Client(server, mode="legacy", elicitation_callback=person) as client:
+        done = await client.call_tool("survey", {})
+    await calls.close()
+    assert asked == ["Your name?", "Go ahead?"]
+    assert json.loads(done.content[0].text) == [{"name": "Dee"}, {"go": True}]  # type: ignore[union-attr]
+
+
+async def test_a_task_answers_a_subset_of_its_questions_and_waits_for_the_rest(store: Store) -> None:
+    server, calls = build_server([Survey()], store, poll_interval_ms=20)
+    async with Client(server, mode="2026-07-28", extensions=[_Tasks()]) as client:
+        created = await client.session.call_tool("survey", {}, allow_claimed=True)
+        assert isinstance(created, task_extension.TaskCreated)
+        seen = await _task_until(client.session, created.task_id, "input_required")
+        assert sorted(seen.input_requests or {}) == ["go", "name"]
+        await task_extension.update_task(
+            client.session, created.task_id, {"go": {"action": "accept", "content": {"go": True}}}
+        )
+        seen = await task_extension.get_task(client.session, created.task_id)
+        assert seen.status == "input_required" and sorted(seen.input_requests or {}) == ["name"]
+        name = {"action": "accept", "content": {"name": "Eve"}}
+        await task_extension.update_task(client.session, created.task_id, {"name": name})
+        done = await _task_until(client.session, created.task_id, "completed")
+    await calls.close()
+    assert done.result is not None
+    assert json.loads(done.result["content"][0]["text"]) == [{"name": "Eve"}, {"go": True}]
+
+
+async def test_ask_before_task_asks_in_the_call_and_becomes_a_task_once_answered(store: Store) -> None:
+    server, calls = build_server([Welcome()], store, poll_interval_ms=20)
+    async with Client(server, mode="2026-07-28", extensions=[_Tasks()], elicitation_callback=_no_answer) as client:
+        asked = await client.session.call_tool("welcome", {}, allow_input_required=True, allow_claimed=True)
+        assert isinstance(asked, types.InputRequiredResult) and list(asked.input_requests or {}) == ["name"]
+        created = await client.session.call_tool(
+            "welcome",
+            {},
+            input_responses={"name": _accept(name="Flo")},
+            request_state=asked.request_state,
+            allow_input_required=True,
+            allow_claimed=True,
+        )
+        assert isinstance(created, task_extension.TaskCreated)
+        done = await _task_until(client.session, created.task_id, "completed")
+    await calls.close()
+    assert done.result is not None and done.result["content"][0]["text"] == "Welcome, Flo"
+
+
+async def test_a_protocol_error_fails_the_call_with_its_json_rpc_error(store: Store) -> None:
+    server, calls = build_server([Refused()], store, poll_interval_ms=20)
+    async with Client(server, mode="legacy") as client:
+        with pytest.raises(MCPError, match="The backend refused the request") as at_once:
+            await client.call_tool("refused", {})
+        task = await calls.start_task("refused", {"later": True}, ttl_ms=60_000, owner=None)
+        with pytest.raises(MCPError, match="The backend refused the request") as legacy_task:
+            await legacy_tasks.task_result(client.session, task.id)
+        assert (await legacy_tasks.get_task(client.session, task.id)).status == "failed"
+    async with Client(server, mode="2026-07-28", extensions=[_Tasks()]) as client:
+        created = await client.session.call_tool("refused", {"later": True}, allow_claimed=True)
+        assert isinstance(created, task_extension.TaskCreated)
+        failed = await _task_until(client.session, created.task_id, "failed")
+    await calls.close()
+    error = {"code": -32010, "message": "The backend refused the request", "data": {"retry": False}}
+    for raised in (at_once.value, legacy_task.value):
+        assert (raised.error.code, raised.error.data) == (-32010, {"retry": False})
+    assert failed.error == error and failed.result is None
+
+
+async def test_a_2026_task_whose_call_never_started_fails_with_an_error_object(store: Store) -> None:
+    server, calls = build_server(TOOLS, store)
+    chat = await store.create_chat(agent=calls.agent)  # as if the process died before the call started
+    task = await calls.tasks.create(chat.id, "build", ttl_ms=None)
+    async with Client(server, mode="2026-07-28", extensions=[_Tasks()]) as client:
+        assert (await task_extension.get_task(client.session, task.id)).status == "working"
+        advance_clock(store.lease + 1)
+        failed = await task_extension.get_task(client.session, task.id)
+    await calls.close()
+    assert failed.status == "failed" and failed.result is None
+    assert failed.error is not None and failed.error["code"] == -32603
+    assert "stopped before the call started" in failed.error["message"]
