@@ -6,8 +6,10 @@ import asyncio
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
+from sqlalchemy import Connection, text
 
 from tarry import Tool, tool
 from tarry.errors import QuestionExpiredError, TarryError
@@ -102,5 +104,27 @@ async def test_a_store_closes_twice_and_says_so_when_used_after(database_url: st
     await store.setup()
     await store.close()
     await store.close()
+    with pytest.raises(TarryError, match="is closed"):
+        await store.pending_questions()
+
+
+async def test_closing_a_sqlite_store_waits_for_the_transaction_it_runs(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'closing.db'}")
+    await store.setup()
+    started, release = threading.Event(), threading.Event()
+
+    def slow(connection: Connection) -> int:
+        started.set()
+        release.wait(30)
+        return int(connection.execute(text("SELECT count(*) FROM tarry_chats")).scalar_one())
+
+    running = asyncio.ensure_future(store.db.run_write(slow))
+    await asyncio.to_thread(started.wait, 30)
+    closing = asyncio.ensure_future(store.close())
+    done, _ = await asyncio.wait({closing}, timeout=0.3)
+    assert not done, "the store closed under a running transaction"
+    release.set()
+    assert await running == 0  # its connection stayed open until it finished
+    await closing
     with pytest.raises(TarryError, match="is closed"):
         await store.pending_questions()

@@ -260,8 +260,11 @@ class Database:
         if self._postgres is not None:
             await self._postgres.dispose()
         if self._sqlite is not None and self._threads is not None and not self._closed:
-            await asyncio.get_running_loop().run_in_executor(self._threads, self._close_sqlite)
-            self._threads.shutdown(wait=False)
+            self._closed = True  # no transaction starts from now on
+            # A transaction still running in a worker thread ends before its connection is closed:
+            # closing a SQLite connection under a running statement crashes the process.
+            await asyncio.to_thread(self._threads.shutdown, wait=True)
+            self._close_sqlite()
         self._closed = True
 
     def _close_sqlite(self) -> None:
