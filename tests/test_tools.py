@@ -262,3 +262,13 @@ async def test_exceptions_become_error_results_and_the_chat_goes_on(asynchronous
     assert result == {"error": "The explode call raised RuntimeError: boom: why"}
     # The model saw the error result on its next request.
     assert model.requests[1].messages[-1].result() == result
+
+
+def test_a_tool_call_error_needs_a_message_and_keeps_error_for_it() -> None:
+    from tarry.errors import ToolCallError
+
+    assert ToolCallError("no such order", retry=False).details == {"retry": False}
+    with pytest.raises(ValueError, match="needs a message"):
+        ToolCallError("  ")
+    with pytest.raises(ValueError, match="cannot be named 'error'"):
+        ToolCallError("no such order", error="x")

@@ -381,3 +381,10 @@ async def test_a_2026_task_whose_call_never_started_fails_with_an_error_object(s
     assert failed.status == "failed" and failed.result is None
     assert failed.error is not None and failed.error["code"] == -32603
     assert "stopped before the call started" in failed.error["message"]
+
+
+def test_a_protocol_error_is_a_json_rpc_error_object() -> None:
+    raised = ProtocolError(-32010, "refused", {"retry": False})
+    assert raised.details == {"protocol_error": {"code": -32010, "message": "refused", "data": {"retry": False}}}
+    with pytest.raises(ValueError, match="JSON-RPC error code is an integer, got True"):
+        ProtocolError(True, "refused")
