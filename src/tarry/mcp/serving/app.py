@@ -233,11 +233,15 @@ class McpFrontEnd:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         return types.ListToolsResult(tools=[_tool_entry(tool, tasks=not modern) for tool in self.calls.tools.values()])
 
-    def _arguments(self, name: str, arguments: Mapping[str, Any] | None) -> tuple[Tool, dict[str, Any]]:
+    def _tool(self, name: str) -> Tool:
         tool = self.calls.tools.get(name)
         if tool is None:
             known = ", ".join(sorted(self.calls.tools)) or "none"
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool {name!r}; the tools are: {known}")
+        return tool
+
+    def _arguments(self, name: str, arguments: Mapping[str, Any] | None) -> tuple[Tool, dict[str, Any]]:
+        tool = self._tool(name)
         arguments = dict(arguments or {})
         tool.validate(arguments)  # raises InvalidArgumentsError naming the problem
         return tool, arguments
@@ -249,7 +253,7 @@ class McpFrontEnd:
         try:
             if modern and params.request_state is not None:
                 chat_id = self.signer.open(params.request_state, tool=params.name)
-                tool = self.calls.tools[params.name]  # the signed state names a tool this server serves
+                tool = self._tool(params.name)  # a server that no longer serves it says so
                 await self._take_responses(chat_id, params.input_responses or {})
                 chat: Chat | str = chat_id
             else:
