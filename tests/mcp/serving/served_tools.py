@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tarry import Agent, Task, Tool, tool
+from tarry.tools import ask
 from tests.store.tools import PickColour, mark
 
 
@@ -58,7 +59,16 @@ def fail() -> str:
     raise RuntimeError("the disk is full")
 
 
-TOOLS = [add, PickColour(), Build(), Transfer(), fail]
+class Survey(Tool):
+    """Asks for a name and a go-ahead at once: two questions, answered in any order."""
+
+    def execute(self) -> Task:
+        name, go = ask("Your name?", name=str), ask("Go ahead?", go=bool)
+        name.key, go.key = "name", "go"
+        return Task(status="input_required").with_question(name, go)
+
+
+TOOLS = [add, PickColour(), Build(), Transfer(), fail, Survey()]
 
 
 def worker_agents() -> list[Agent]:

@@ -126,6 +126,25 @@ async def test_a_tools_question_reaches_tarrys_client_in_both_eras(start_server:
         assert reply is not None and reply.content == "Done: north: 2 coat(s) of blue", protocol
 
 
+async def test_several_questions_at_once_reach_tarrys_client_in_both_eras(
+    start_server: Callable[..., ServerProcess],
+) -> None:
+    server = start_server()
+    answers = {"Your name?": {"name": "Ann"}, "Go ahead?": {"go": True}}
+    for protocol in ("legacy", "2026-07-28"):
+        chat = _chat(server.url, {"name": "survey", "arguments": {}}, protocol)
+        await chat.ask("Run the survey")
+        running = asyncio.ensure_future(_until_done(chat))
+        asked: list[str] = []
+        while len(asked) < 2:  # 2026-07-28 asks both in one round; 2025-11-25 one elicitation after the other
+            for question in await wait_for_questions(chat):
+                assert await chat.answer(question, **answers[question.message])
+                asked.append(question.message)
+        reply = await asyncio.wait_for(running, 60)
+        assert sorted(asked) == sorted(answers), protocol
+        assert reply is not None and reply.content == 'Done: [{"name": "Ann"}, {"go": true}]', protocol
+
+
 async def test_cancelling_a_task_reaches_the_running_tool(
     start_server: Callable[..., ServerProcess], tmp_path: Path, markers: Path
 ) -> None:

@@ -20,9 +20,8 @@ from tarry.mcp import ProtocolError, legacy_tasks, task_extension
 from tarry.mcp.serving import RequestStateSigner, build_server
 from tarry.store import Store
 from tarry.testing import advance_clock
-from tarry.tools import ask
 
-from .served_tools import TOOLS
+from .served_tools import TOOLS, Survey
 
 
 @pytest.fixture
@@ -41,7 +40,7 @@ async def test_each_tool_is_listed_with_its_json_schema(store: Store) -> None:
     async with Client(server, mode="legacy") as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
     await calls.close()
-    assert sorted(listed) == ["add", "build", "fail", "pick_colour", "transfer"]
+    assert sorted(listed) == ["add", "build", "fail", "pick_colour", "survey", "transfer"]
     assert listed["add"].input_schema == TOOLS[0].parameters
     assert listed["add"].description == "Adds two integers."
     assert listed["build"].execution is not None and listed["build"].execution.task_support == "optional"
@@ -195,15 +194,6 @@ async def test_a_task_whose_call_never_started_fails_once_the_lease_is_over(stor
         failed = await client.session.send_request(get, types.GetTaskResult)
     await calls.close()
     assert failed.status == "failed" and "stopped before the call started" in (failed.status_message or "")
-
-
-class Survey(Tool):
-    """Asks for a name and a go-ahead at once: two questions, answered in any order."""
-
-    def execute(self) -> Task:
-        name, go = ask("Your name?", name=str), ask("Go ahead?", go=bool)
-        name.key, go.key = "name", "go"
-        return Task(status="input_required").with_question(name, go)
 
 
 class Welcome(Tool):
