@@ -58,9 +58,9 @@ def _error_result(content: str) -> dict[str, Any] | None:
     return None
 
 
-def tool_result(content: str) -> dict[str, Any]:
-    """The ``CallToolResult`` (wire form) for a call's result message: tarry's error results set ``isError``."""
-    return {"content": [{"type": "text", "text": content}], "isError": _error_result(content) is not None}
+def tool_result(content: str, *, is_error: bool) -> dict[str, Any]:
+    """The ``CallToolResult`` (wire form) for a call's result message (``is_error``: one of tarry's error results)."""
+    return {"content": [{"type": "text", "text": content}], "isError": is_error}
 
 
 def failure_error(message: str | None) -> dict[str, Any]:
@@ -211,8 +211,8 @@ class ServedCalls:
             error = None if failed is None else protocol_error_of(failed)
             if error is not None:  # the request failed: a JSON-RPC error, not a tool result
                 return CallState("failed", error["message"], error=error)
-            result = tool_result(record.result.content)
-            if result["isError"]:  # 2025-11-25: a tool result with isError ends its task as failed
+            result = tool_result(record.result.content, is_error=failed is not None)
+            if failed is not None:  # 2025-11-25: a tool result with isError ends its task as failed
                 return CallState("failed", record.result.content, result=result)
             return CallState("completed", None, result=result)
         return self._open_state(record)
