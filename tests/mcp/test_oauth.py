@@ -145,10 +145,11 @@ def finished(process: subprocess.Popen[str]) -> tuple[dict[str, Any], str]:
 
 
 async def log_in_first(store: Store, chat: Chat) -> str:
-    """The first login, made while listing the server's tools (no call can wait yet); returns the code."""
-    with pytest.raises(LoginRequired) as raised:
-        await chat.ask("What is 2 + 3?")
-    status, page, target = await browse(raised.value.url)
+    """The first login, made while listing the server's tools (the chat's own question); returns the code."""
+    assert await chat.ask("What is 2 + 3?") is None and chat.waiting
+    [question] = await chat.pending_questions()
+    assert question.url is not None and question.tool_call is None
+    status, page, target = await browse(question.url)
     assert (status, "Logged in" in page) == (200, True)
     reply = await chat.complete()
     assert reply.content == "Done: 5"
@@ -306,7 +307,12 @@ def test_the_page_example_runs(guarded: str, tmp_path: Path) -> None:
         [sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines() == ["5", "url Log in to guarded so that the add call can go on.", "5"]
+    assert done.stdout.splitlines() == [
+        "url None Log in to guarded so the chat can use its tools.",
+        "5",
+        "url Log in to guarded so that the add call can go on.",
+        "5",
+    ]
 
 
 def test_login_required_keeps_its_url_through_pickling() -> None:
