@@ -10,6 +10,7 @@ authorization URL and follows the redirect to the callback, as a person's browse
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import logging
 import pickle
@@ -36,7 +37,7 @@ from tarry.clock import utcnow
 from tarry.mcp import MCPServer
 from tarry.mcp.oauth import LoginRequired, OAuthLogin, StoredTokens
 from tarry.store import Store
-from tarry.store.tables import mcp_logins
+from tarry.store.tables import chats, mcp_logins
 from tarry.testing import ScriptedModel, advance_clock
 from tarry.web import create_app
 from tarry.web.oauth import serve_callback
@@ -205,6 +206,116 @@ async def test_a_login_is_a_url_question_of_the_call_and_another_process_carries
         assert secret not in caplog.text
         assert secret not in worker_logs
     assert "Kept new OAuth tokens" in worker_logs  # the worker logged at DEBUG, and exchanged the code
+
+
+async def test_the_first_login_parks_the_chat_is_answered_in_the_inbox_and_another_process_carries_on(
+    store: Store,
+    guarded: str,
+    inbox: Inbox,
+    database_url: str,  # noqa: F811
+) -> None:
+    server = MCPServer(url=guarded, name="guarded", auth=OAuthLogin(store, guarded, redirect_uri=inbox.callback))
+    chat = await store.create_chat(model=model(), tools=[server])
+    assert await chat.ask("What is 2 + 3?") is None  # no reply yet: the tools cannot be listed before the login
+    assert chat.waiting and [message.role for message in chat.messages] == ["user"]
+    [question] = await store.pending_questions()
+    assert (question.kind, question.tool_call, question.source, question.chat_id) == ("url", None, "guarded", chat.id)
+    assert question.message == "Log in to guarded so the chat can use its tools."
+    assert question.url is not None and question.url.startswith(guarded.replace("/mcp", "/authorize?"))
+    assert [waiting.id for waiting in await chat.pending_questions()] == [question.id]
+    assert await chat.complete() is None  # still waiting: no second login is started
+    assert [waiting.id for waiting in await store.pending_questions()] == [question.id]
+    logins = await store.db.run_read(lambda connection: list(connection.scalars(select(mcp_logins.c.state))))
+    assert len(logins) == 1 and stats(guarded)["codes"] == 0
+
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {inbox.token}"}) as api:
+        shown = (await api.get(f"{inbox.root}/api/questions")).json()  # the inbox in the other process lists it
+    assert [(item["id"], item["kind"], item["url"], item["tool_call"]) for item in shown] == [
+        (question.id, "url", question.url, None)
+    ]
+    async with httpx.AsyncClient(base_url=inbox.root) as browser:
+        await browser.get(f"/login?token={inbox.token}")  # the session cookie
+        page = (await browser.get("/")).text
+    assert question.message in page and html.escape(question.url) in page
+    listed = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "tarry.cli", "pending", "--url", database_url, "--json"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert [(item["id"], item["tool_call"], item["url"]) for item in json.loads(listed.stdout)] == [
+        (question.id, None, question.url)
+    ]
+
+    forged = question.url.replace("state=", "state=forged")
+    status, page, target = await browse(forged)  # a state tarry never issued: refused, nothing answered
+    assert status == 404 and (await store.question(question.id)).decision is None
+    status, page, target = await browse(question.url)  # the redirect reaches the inbox in the other process
+    assert (status, "Logged in" in page) == (200, True)
+    assert fetch(target)[0] == 409  # the same redirect again: used, refused
+    answered = await store.question(question.id)
+    assert (answered.decision, answered.channel) == ("accept", "web")
+    trail = await store.history(question_id=question.id)
+    assert [(event.outcome, event.channel, event.tool) for event in trail] == [("decided", "web", None)]
+    due = await store.db.run_read(lambda connection: connection.scalar(select(chats.c.next_check_at)))
+    assert due is not None and due <= utcnow()  # the answer woke the chat for the workers
+    await server.close()
+
+    worker = run_worker("carry", database_url, chat.id, {"url": guarded, "oauth": {"redirect_uri": inbox.callback}})
+    state, _ = finished(worker)  # complete() in another OS process: exchanges the code, lists the tools, calls add
+    assert state == {"reply": "Done: 5", "waiting": False, "tasks": []}
+    assert stats(guarded) == {"registrations": 1, "codes": 1, "refreshes": 0, "add_runs": 1}
+    assert await store.pending_questions() == []
+
+
+async def test_a_lapsed_login_is_asked_again_a_declined_one_waits_for_the_user_and_memory_chats_raise(
+    store: Store, guarded: str
+) -> None:
+    app = create_app(store)
+    callback = "http://inbox/oauth/callback"
+    server = MCPServer(
+        url=guarded, name="guarded", auth=OAuthLogin(store, guarded, redirect_uri=callback, login_ttl=60)
+    )
+    chat = await store.create_chat(model=model(), tools=[server])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://inbox") as inbox:
+
+        async def log_in(url: str) -> int:
+            redirect = await asyncio.to_thread(authorize, url)
+            assert redirect.startswith(callback)
+            return (await inbox.get(redirect)).status_code
+
+        await chat.ask("What is 2 + 3?")
+        [lapsing] = await chat.pending_questions()
+        advance_clock(61)
+        assert await log_in(lapsing.url or "") == 410  # too late: refused, and the question lapsed unanswered
+        assert await store.pending_questions() == [] and (await store.question(lapsing.id)).decision is None
+        await chat.complete()  # asks for a new login
+        [declined] = await store.pending_questions()
+        assert declined.id != lapsing.id and declined.url != lapsing.url and declined.tool_call is None
+        assert await store.decline(declined.id, "not now", channel="web")
+        assert await chat.complete() is None and chat.stopped and not chat.waiting
+        assert await store.pending_questions() == []  # no new login until the user asks again
+
+        await chat.ask("Try again: what is 2 + 3?")
+        [question] = await store.pending_questions()
+        assert question.id not in (lapsing.id, declined.id) and not chat.stopped
+        assert await log_in(question.url or "") == 200
+    reply = await chat.complete()
+    assert reply is not None and reply.content == "Done: 5"
+    assert stats(guarded)["codes"] == 1
+    await server.close()
+
+    ann = MCPServer(url=guarded, auth=OAuthLogin(store, guarded, redirect_uri=callback, user="ann"))
+    with pytest.raises(LoginRequired) as raised:  # a chat in memory has nowhere to keep the question
+        await Chat(model=model(), tools=[ann]).ask("What is 2 + 3?")
+    assert raised.value.question.tool_call is None and raised.value.question.url == raised.value.url
+    await ann.close()
+
+
+def authorize(url: str) -> str:
+    """Open an authorization URL as a browser would, up to the redirect; returns where it redirects to."""
+    with pytest.raises(urllib.error.HTTPError) as redirect:
+        urllib.request.build_opener(_Stay).open(url)
+    assert redirect.value.code == 302, redirect.value.code
+    return str(redirect.value.headers["Location"])
 
 
 async def test_processes_share_one_login_and_refresh_it_once(

@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from tarry.clock import utcnow
 from tarry.errors import QuestionExpiredError
+from tarry.principals import Channel
 from tarry.store.tables import mcp_credentials, mcp_logins, questions
 
 if TYPE_CHECKING:
@@ -138,13 +139,16 @@ class OAuthRecords:
         }  # fmt: skip
         await self.store.db.run_write(lambda connection: connection.execute(mcp_logins.insert().values(**row)))
 
-    async def receive_code(self, state: str, code: str, issuer: str | None = None) -> LoginOutcome:
+    async def receive_code(
+        self, state: str, code: str, issuer: str | None = None, *, channel: Channel = "web"
+    ) -> LoginOutcome:
         """Record the code the redirect brought for the login ``state``, exactly once.
 
         ``"done"`` when this call recorded it (and answered the URL questions of every login to
         the same server and identity still waiting, since they share the tokens, so the waiting
         calls and chats carry on); ``"used"`` when a code came before, ``"expired"`` when the
-        login's time ran out, ``"unknown"`` when no login has this state.
+        login's time ran out, ``"unknown"`` when no login has this state. The trail records the
+        answers as made by nobody known (the redirect names no one) through ``channel``.
         """
         if not state or not code:
             return "unknown"
@@ -183,7 +187,7 @@ class OAuthRecords:
         ids = await self.store.db.run_read(lambda connection: list(connection.scalars(waiting)))
         for question_id in ids:
             with contextlib.suppress(QuestionExpiredError):  # the call closes as lapsed; the code stays for later
-                await self.store.answer(question_id)
+                await self.store.answer(question_id, channel=channel)
         return outcome
 
     async def take_code(self, server: str, identity: str) -> ReceivedCode | None:
