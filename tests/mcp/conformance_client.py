@@ -33,7 +33,7 @@ from mcp.client.auth.extensions.client_credentials import (
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tarry import Chat, Field, Question
-from tarry.mcp import LoginRequired, MCPServer, McpTool, OAuthLogin
+from tarry.mcp import JWTBearerLogin, LoginRequired, MCPServer, McpTool, OAuthLogin
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 
@@ -179,6 +179,13 @@ def oauth(url: str, scenario: str, context: Mapping[str, Any]) -> OAuthClientPro
             signing_algorithm=context.get("signing_algorithm", "ES256"),
         )  # fmt: skip
         return PrivateKeyJWTOAuthProvider(url, MemoryTokens(), client_id, signer.create_assertion_provider())
+    if scenario == "auth/wif-jwt-bearer":  # the workload's JWT for a token (RFC 7523), as a public client
+        jwt = context["valid_jwt"]
+
+        async def workload_jwt(audience: str) -> str:
+            return str(jwt)
+
+        return JWTBearerLogin(url, MemoryTokens(), context["client_id"], workload_jwt)
     if scenario.startswith("auth/client-credentials"):
         return ClientCredentialsOAuthProvider(
             url, MemoryTokens(), context["client_id"], context["client_secret"], issuer=context.get("issuer")
@@ -245,7 +252,7 @@ async def main(url: str) -> None:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     stored = os.environ.get("TARRY_CONFORMANCE_LOGIN") == "stored" and scenario.startswith("auth/")
-    if not stored or scenario.startswith("auth/client-credentials"):
+    if not stored or scenario.startswith("auth/client-credentials") or scenario == "auth/wif-jwt-bearer":
         await run(url, scenario, context, oauth(url, scenario, context), None)
         return
     with tempfile.TemporaryDirectory() as folder:

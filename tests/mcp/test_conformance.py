@@ -64,6 +64,7 @@ SCENARIOS = [
     "auth/metadata-issuer-mismatch",
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
+    "auth/wif-jwt-bearer",
 ]
 """Every client scenario of the pinned suite but the extensions docs/mcp.md lists as not run."""
 
@@ -91,7 +92,11 @@ def checks_of(output: Path) -> list[dict[str, Any]]:
     return found
 
 
-STORED_LOGIN = [scenario for scenario in SCENARIOS if scenario.startswith("auth/") and "credentials" not in scenario]
+STORED_LOGIN = [
+    scenario
+    for scenario in SCENARIOS
+    if scenario.startswith("auth/") and "credentials" not in scenario and scenario != "auth/wif-jwt-bearer"
+]
 """The authorization-code scenarios, run again with tarry's ``OAuthLogin`` (the login kept in a store)."""
 
 
