@@ -65,6 +65,7 @@ SCENARIOS = [
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
     "auth/wif-jwt-bearer",
+    "auth/enterprise-managed-authorization",
 ]
 """Every client scenario of the pinned suite but the extensions docs/mcp.md lists as not run."""
 
@@ -95,7 +96,9 @@ def checks_of(output: Path) -> list[dict[str, Any]]:
 STORED_LOGIN = [
     scenario
     for scenario in SCENARIOS
-    if scenario.startswith("auth/") and "credentials" not in scenario and scenario != "auth/wif-jwt-bearer"
+    if scenario.startswith("auth/")
+    and "credentials" not in scenario
+    and scenario not in ("auth/wif-jwt-bearer", "auth/enterprise-managed-authorization")
 ]
 """The authorization-code scenarios, run again with tarry's ``OAuthLogin`` (the login kept in a store)."""
 
