@@ -15,6 +15,7 @@ import json
 import logging
 import pickle
 import re
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -32,7 +33,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp_helpers import HERE, ROOT, SERVERS, free_port, http_server, wait_for_port
 from sqlalchemy import select
 
-from tarry import Chat, Message
+from tarry import Agent, Chat, Message
 from tarry.clock import utcnow
 from tarry.mcp import MCPServer
 from tarry.mcp.oauth import LoginRequired, OAuthLogin, StoredTokens
@@ -308,6 +309,67 @@ async def test_a_lapsed_login_is_asked_again_a_declined_one_waits_for_the_user_a
         await Chat(model=model(), tools=[ann]).ask("What is 2 + 3?")
     assert raised.value.question.tool_call is None and raised.value.question.url == raised.value.url
     await ann.close()
+
+
+AGENT = """
+from tarry import Agent, Message
+from tarry.mcp import MCPServer, OAuthLogin
+from tarry.store import Store
+from tarry.testing import ScriptedModel
+
+
+def turn(messages: list[Message]) -> object:
+    if messages[-1].role == "user":
+        return [{{"name": "add", "arguments": {{"a": 2, "b": 3}}}}]
+    return f"Done: {{messages[-1].content}}"
+
+
+login = OAuthLogin(Store({db!r}), {url!r}, redirect_uri={callback!r})
+agent = Agent("calculator", model=lambda: ScriptedModel([turn] * 20), tools=[MCPServer(url={url!r}, auth=login)])
+"""
+
+
+async def test_tarry_worker_carries_the_chat_on_once_its_first_login_is_answered(
+    guarded: str,
+    database_url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    callback = f"http://127.0.0.1:{port}/oauth/callback"
+    source = AGENT.format(db=database_url, url=guarded, callback=callback)
+    (tmp_path / "calculator.py").write_text(source)
+    async with Store(database_url) as store, serve_callback(store, port=port):
+        await store.setup()
+        server = MCPServer(url=guarded, auth=OAuthLogin(store, guarded, redirect_uri=callback))
+        chat = await store.create_chat(agent=Agent("calculator", model=model, tools=[server]))  # as calculator.py
+        await chat.ask("What is 2 + 3?")
+        [question] = await store.pending_questions()
+        assert question.tool_call is None and question.url is not None
+        await server.close()
+        command = [sys.executable, "-m", "tarry.cli", "worker", "--agents", "calculator:agent", "--url", database_url]
+        worker = await asyncio.to_thread(
+            subprocess.Popen, command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            assert worker.stdout is not None
+            first = await asyncio.wait_for(asyncio.to_thread(worker.stdout.readline), 60)
+            assert first.startswith("tarry worker: carrying on chats of calculator"), first
+            status, page, _ = await browse(question.url)  # the answer wakes the chat; the worker picks it up
+            assert (status, "Logged in" in page) == (200, True)
+            async with asyncio.timeout(60):
+                while True:
+                    done = await store.load_chat(chat.id)
+                    if done.last_reply is not None and not done.waiting:
+                        break
+                    await asyncio.sleep(0.1)
+            assert done.last_reply.content == "Done: 5"
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            _, err = await asyncio.to_thread(worker.communicate, timeout=60)
+        assert worker.returncode == 0, err
+        logins = await store.db.run_read(lambda connection: list(connection.scalars(select(mcp_logins.c.state))))
+    assert len(logins) == 1  # the worker started no login of its own while the question waited
+    assert stats(guarded) == {"registrations": 1, "codes": 1, "refreshes": 0, "add_runs": 1}
 
 
 def authorize(url: str) -> str:
