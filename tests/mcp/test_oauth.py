@@ -304,6 +304,15 @@ async def test_a_lapsed_login_is_asked_again_a_declined_one_waits_for_the_user_a
     assert stats(guarded)["codes"] == 1
     await server.close()
 
+    bob = MCPServer(url=guarded, auth=OAuthLogin(store, guarded, redirect_uri=callback, user="bob"))
+    cancelled = await store.create_chat(model=model(), tools=[bob])
+    await cancelled.ask("What is 2 + 3?")
+    [login_of_bob] = await store.pending_questions()
+    await cancelled.cancel()  # cancelling the chat cancels its own question too
+    assert cancelled.stopped and (await store.question(login_of_bob.id)).decision == "cancel"
+    assert await cancelled.complete() is None and await store.pending_questions() == []
+    await bob.close()
+
     ann = MCPServer(url=guarded, auth=OAuthLogin(store, guarded, redirect_uri=callback, user="ann"))
     with pytest.raises(LoginRequired) as raised:  # a chat in memory has nowhere to keep the question
         await Chat(model=model(), tools=[ann]).ask("What is 2 + 3?")
