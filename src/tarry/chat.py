@@ -39,7 +39,7 @@ from tarry.messages import (
     result_text,
 )
 from tarry.principals import Channel, Principal, check_channel, principal_of
-from tarry.questions import Question
+from tarry.questions import AnswerNeeded, Question
 from tarry.running import sync_twin
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource, call_maybe_async, settle, tool
@@ -98,6 +98,9 @@ class Chat:
         self.messages: list[Message] = []
         self.records: dict[str, CallRecord] = {}
         """The record of every tool call, by call id, in the order the model made them."""
+        self.chat_questions: list[Question] = []
+        """Questions of the chat itself, asked before any call could wait on them (an MCP server's
+        first login, needed to list its tools), oldest first; their ``tool_call`` is ``None``."""
         self._journal: Journal = journal or MemoryJournal()
 
     # The verbs
@@ -146,10 +149,11 @@ class Chat:
             yield event
 
     async def pending_questions(self) -> list[Question]:
-        """The questions the chat waits on, in the order the model made their calls."""
+        """The questions the chat waits on: its own first (a login), then its calls', in the order of the calls."""
         await self._journal.refresh(self)
         now = utcnow()
-        return [question for record in self.records.values() for question in record.pending_questions(now)]
+        own = [question for question in self.chat_questions if question.decision is None and not question.expired(now)]
+        return own + [question for record in self.records.values() for question in record.pending_questions(now)]
 
     async def pending_tasks(self) -> list[Task]:
         """The paused tasks that wait on no question: work that finishes later."""
@@ -212,9 +216,16 @@ class Chat:
         return await self._journal.decide(self, await self._find(question), "decline", None, note, principal, through)
 
     async def cancel(self) -> None:
-        """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result."""
+        """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result.
+
+        A question of the chat itself (a login) is cancelled too: the chat asks it again only
+        once the user asks something new.
+        """
         for _attempt in range(3):
             await self._journal.refresh(self)
+            for question in self.chat_questions:
+                if question.decision is None and not question.expired(utcnow()):
+                    await self._journal.decide(self, question, "cancel", None, None, None, "code")
             if not await self._cancel_open_calls():
                 return
 
@@ -301,8 +312,19 @@ class Chat:
 
     @property
     def waiting(self) -> bool:
-        """True while calls wait on a person or on unfinished work."""
-        return any(record.open for record in self.records.values())
+        """True while calls, or the chat itself (a login), wait on a person or on unfinished work."""
+        return self._waits_on_own_question() or any(record.open for record in self.records.values())
+
+    @property
+    def stopped(self) -> bool:
+        """True when a person declined (or someone cancelled) the chat's own question, a login, and the user
+        has asked nothing since: the chat goes on once the user asks again."""
+        last = self.chat_questions[-1] if self.chat_questions else None
+        return (
+            last is not None
+            and last.decision in ("decline", "cancel")
+            and last.extra.get("messages") == len(self.messages)
+        )
 
     @property
     def last_reply(self) -> Message | None:
@@ -349,7 +371,12 @@ class Chat:
         """The loop; with ``current`` (the chat holds all that is recorded) its first look at the journal is skipped."""
         resumed: set[str] = set()
         try:
-            await self.load_tools()
+            if not all(source.loaded for source in self._sources):
+                if not current:
+                    await self._journal.refresh(self)
+                    current = True
+                if not await self._load_tools_or_park():
+                    return
             while True:
                 if not current:
                     await self._journal.refresh(self)
@@ -372,6 +399,34 @@ class Chat:
                 current = turn.current
         finally:
             await self._journal.release_turn(self)
+
+    async def _load_tools_or_park(self) -> bool:
+        """Load the tool sources' tools; ``False`` when the chat waits on a question of its own instead.
+
+        A source that needs a person first (:class:`~tarry.questions.AnswerNeeded`: a login)
+        is asked again only once the chat's last own question was answered, or lapsed; a
+        declined or cancelled one stops the chat until the user asks something new.
+        """
+        if self.stopped or self._waits_on_own_question():
+            return False
+        try:
+            await self.load_tools()
+        except AnswerNeeded as needed:
+            question = needed.question
+            question.extra["messages"] = len(self.messages)
+            self._mint(question, None)
+            if not await self._journal.add_chat_question(self, question):
+                raise
+            self.chat_questions.append(question)
+            ids = {"chat_id": self.id, "question_id": question.id}
+            logger.info("Chat %s parked: it waits on a %s question of its own", self.id, question.kind, extra=ids)
+            mark("pause chat", {**_span_ids(ids), "tarry.pause.reason": "question"})
+            return False
+        return True
+
+    def _waits_on_own_question(self) -> bool:
+        now = utcnow()
+        return any(question.decision is None and not question.expired(now) for question in self.chat_questions)
 
     def _require_tools_of_paused_calls(self, resumed: set[str]) -> None:
         """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks.
@@ -542,7 +597,7 @@ class Chat:
             self._mint(question, call)
         return Outcome(task=task, questions=fresh)
 
-    def _mint(self, question: Question, call: ToolCall) -> None:
+    def _mint(self, question: Question, call: ToolCall | None) -> None:
         now = utcnow()
         question.id = str(uuid.uuid4())
         question.asked_at = now
@@ -676,6 +731,9 @@ class Chat:
         if not isinstance(wanted, str):
             raise UnknownQuestionError(f"A question is a Question or its id, got {question!r}")
         for attempt in range(2):
+            for candidate in self.chat_questions:
+                if candidate.id == wanted:
+                    return candidate
             for record in self.records.values():
                 for candidate in record.questions:
                     if candidate.id == wanted:

@@ -87,6 +87,14 @@ class Journal(Protocol):
         """
         ...
 
+    async def add_chat_question(self, chat: Chat, question: Question) -> bool:
+        """Save a question of the chat itself (no tool call; already minted), parking the chat on it.
+
+        Returns ``False`` when this journal cannot keep such a question where other processes
+        answer it; the chat then raises the :class:`~tarry.questions.AnswerNeeded` it came from.
+        """
+        ...
+
     async def wait_for_decision(self, chat: Chat, question: Question) -> Question:
         """Wait until a decision on ``question`` is recorded (in any process) or it expires; return it.
 
@@ -174,6 +182,10 @@ class MemoryJournal:
 
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
         """Nothing to write."""
+
+    async def add_chat_question(self, chat: Chat, question: Question) -> bool:
+        """Refuse: only a store keeps a login where the redirect endpoint answers it, so the chat raises."""
+        return False
 
     async def wait_for_decision(self, chat: Chat, question: Question) -> Question:
         """Wait on an event that :meth:`decide` sets, until the question's time to live ends."""

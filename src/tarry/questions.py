@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from tarry.approvals import Approval, Vote
-from tarry.errors import InvalidAnswerError
+from tarry.errors import InvalidAnswerError, TarryError
 from tarry.fields import FIELD_TYPES, FORMATS, Field, FieldType, fields_from_schema
 from tarry.messages import ToolCall
 from tarry.principals import Channel, Principal
@@ -18,6 +18,7 @@ __all__ = [
     "FIELD_TYPES",
     "FORMATS",
     "QUESTION_KINDS",
+    "AnswerNeeded",
     "Decision",
     "Field",
     "FieldType",
@@ -188,3 +189,17 @@ class Question:
 
 def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
+
+
+class AnswerNeeded(TarryError):
+    """A tool source cannot give its tools until a person answers ``question`` (an MCP server's login).
+
+    Raised where no tool call exists yet to wait on it. A stored chat catches it and parks on
+    ``question`` as a question of the chat itself (``question.tool_call`` is ``None``); the
+    next ``complete()`` after its decision tries again. An in-memory chat lets it propagate.
+    """
+
+    def __init__(self, message: str, question: Question) -> None:
+        super().__init__(message)
+        self.question = question
+        """The question to ask; the chat mints its id when it records it."""

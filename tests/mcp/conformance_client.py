@@ -30,10 +30,12 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
+from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tarry import Chat, Field, Question
-from tarry.mcp import LoginRequired, MCPServer, McpTool, OAuthLogin
+from tarry.mcp import JWTBearerLogin, LoginRequired, MCPServer, McpTool, OAuthLogin
+from tarry.mcp.jwt_bearer import id_jag_exchange
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 
@@ -168,6 +170,23 @@ class Browser:
         return self.result
 
 
+async def enterprise(url: str, context: Mapping[str, Any]) -> IdentityAssertionOAuthProvider:
+    """SEP-990: the person's ID token traded for an ID-JAG at the identity provider, then for an MCP token.
+
+    The authorization server is configuration in SEP-990; a deployment knows it, and this
+    client reads it once from the MCP server's protected resource metadata to stand in for that.
+    """
+    async with httpx2.AsyncClient() as client:
+        parts = urlsplit(url)
+        found = await client.get(f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}")
+    issuer = found.json()["authorization_servers"][0]
+    exchange = id_jag_exchange(context["idp_token_endpoint"], context["idp_id_token"], context["idp_client_id"])
+    return IdentityAssertionOAuthProvider(
+        url, MemoryTokens(), context["client_id"], context["client_secret"], issuer, exchange,
+        token_endpoint_auth_method="client_secret_basic",
+    )  # fmt: skip
+
+
 def oauth(url: str, scenario: str, context: Mapping[str, Any]) -> OAuthClientProvider | None:
     """The SDK's OAuth provider the scenario needs, or ``None`` for the scenarios without auth."""
     if not scenario.startswith("auth/"):
@@ -179,6 +198,13 @@ def oauth(url: str, scenario: str, context: Mapping[str, Any]) -> OAuthClientPro
             signing_algorithm=context.get("signing_algorithm", "ES256"),
         )  # fmt: skip
         return PrivateKeyJWTOAuthProvider(url, MemoryTokens(), client_id, signer.create_assertion_provider())
+    if scenario == "auth/wif-jwt-bearer":  # the workload's JWT for a token (RFC 7523), as a public client
+        jwt = context["valid_jwt"]
+
+        async def workload_jwt(audience: str) -> str:
+            return str(jwt)
+
+        return JWTBearerLogin(url, MemoryTokens(), context["client_id"], workload_jwt)
     if scenario.startswith("auth/client-credentials"):
         return ClientCredentialsOAuthProvider(
             url, MemoryTokens(), context["client_id"], context["client_secret"], issuer=context.get("issuer")
@@ -245,7 +271,10 @@ async def main(url: str) -> None:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     stored = os.environ.get("TARRY_CONFORMANCE_LOGIN") == "stored" and scenario.startswith("auth/")
-    if not stored or scenario.startswith("auth/client-credentials"):
+    if scenario == "auth/enterprise-managed-authorization":
+        await run(url, scenario, context, await enterprise(url, context), None)
+        return
+    if not stored or scenario.startswith("auth/client-credentials") or scenario == "auth/wif-jwt-bearer":
         await run(url, scenario, context, oauth(url, scenario, context), None)
         return
     with tempfile.TemporaryDirectory() as folder:

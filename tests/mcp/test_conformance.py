@@ -64,6 +64,8 @@ SCENARIOS = [
     "auth/metadata-issuer-mismatch",
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
+    "auth/wif-jwt-bearer",
+    "auth/enterprise-managed-authorization",
 ]
 """Every client scenario of the pinned suite but the extensions docs/mcp.md lists as not run."""
 
@@ -91,7 +93,13 @@ def checks_of(output: Path) -> list[dict[str, Any]]:
     return found
 
 
-STORED_LOGIN = [scenario for scenario in SCENARIOS if scenario.startswith("auth/") and "credentials" not in scenario]
+STORED_LOGIN = [
+    scenario
+    for scenario in SCENARIOS
+    if scenario.startswith("auth/")
+    and "credentials" not in scenario
+    and scenario not in ("auth/wif-jwt-bearer", "auth/enterprise-managed-authorization")
+]
 """The authorization-code scenarios, run again with tarry's ``OAuthLogin`` (the login kept in a store)."""
 
 

@@ -10,10 +10,12 @@ authorization URL and follows the redirect to the callback, as a person's browse
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import logging
 import pickle
 import re
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -31,12 +33,12 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp_helpers import HERE, ROOT, SERVERS, free_port, http_server, wait_for_port
 from sqlalchemy import select
 
-from tarry import Chat, Message
+from tarry import Agent, Chat, Message
 from tarry.clock import utcnow
 from tarry.mcp import MCPServer
 from tarry.mcp.oauth import LoginRequired, OAuthLogin, StoredTokens
 from tarry.store import Store
-from tarry.store.tables import mcp_logins
+from tarry.store.tables import chats, mcp_logins
 from tarry.testing import ScriptedModel, advance_clock
 from tarry.web import create_app
 from tarry.web.oauth import serve_callback
@@ -145,10 +147,11 @@ def finished(process: subprocess.Popen[str]) -> tuple[dict[str, Any], str]:
 
 
 async def log_in_first(store: Store, chat: Chat) -> str:
-    """The first login, made while listing the server's tools (no call can wait yet); returns the code."""
-    with pytest.raises(LoginRequired) as raised:
-        await chat.ask("What is 2 + 3?")
-    status, page, target = await browse(raised.value.url)
+    """The first login, made while listing the server's tools (the chat's own question); returns the code."""
+    assert await chat.ask("What is 2 + 3?") is None and chat.waiting
+    [question] = await chat.pending_questions()
+    assert question.url is not None and question.tool_call is None
+    status, page, target = await browse(question.url)
     assert (status, "Logged in" in page) == (200, True)
     reply = await chat.complete()
     assert reply.content == "Done: 5"
@@ -204,6 +207,186 @@ async def test_a_login_is_a_url_question_of_the_call_and_another_process_carries
         assert secret not in caplog.text
         assert secret not in worker_logs
     assert "Kept new OAuth tokens" in worker_logs  # the worker logged at DEBUG, and exchanged the code
+
+
+async def test_the_first_login_parks_the_chat_is_answered_in_the_inbox_and_another_process_carries_on(
+    store: Store,
+    guarded: str,
+    inbox: Inbox,
+    database_url: str,  # noqa: F811
+) -> None:
+    server = MCPServer(url=guarded, name="guarded", auth=OAuthLogin(store, guarded, redirect_uri=inbox.callback))
+    chat = await store.create_chat(model=model(), tools=[server])
+    assert await chat.ask("What is 2 + 3?") is None  # no reply yet: the tools cannot be listed before the login
+    assert chat.waiting and [message.role for message in chat.messages] == ["user"]
+    [question] = await store.pending_questions()
+    assert (question.kind, question.tool_call, question.source, question.chat_id) == ("url", None, "guarded", chat.id)
+    assert question.message == "Log in to guarded so the chat can use its tools."
+    assert question.url is not None and question.url.startswith(guarded.replace("/mcp", "/authorize?"))
+    assert [waiting.id for waiting in await chat.pending_questions()] == [question.id]
+    assert await chat.complete() is None  # still waiting: no second login is started
+    assert [waiting.id for waiting in await store.pending_questions()] == [question.id]
+    logins = await store.db.run_read(lambda connection: list(connection.scalars(select(mcp_logins.c.state))))
+    assert len(logins) == 1 and stats(guarded)["codes"] == 0
+
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {inbox.token}"}) as api:
+        shown = (await api.get(f"{inbox.root}/api/questions")).json()  # the inbox in the other process lists it
+    assert [(item["id"], item["kind"], item["url"], item["tool_call"]) for item in shown] == [
+        (question.id, "url", question.url, None)
+    ]
+    async with httpx.AsyncClient(base_url=inbox.root) as browser:
+        await browser.get(f"/login?token={inbox.token}")  # the session cookie
+        page = (await browser.get("/")).text
+    assert question.message in page and html.escape(question.url) in page
+    listed = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "tarry.cli", "pending", "--url", database_url, "--json"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert [(item["id"], item["tool_call"], item["url"]) for item in json.loads(listed.stdout)] == [
+        (question.id, None, question.url)
+    ]
+
+    forged = question.url.replace("state=", "state=forged")
+    status, page, target = await browse(forged)  # a state tarry never issued: refused, nothing answered
+    assert status == 404 and (await store.question(question.id)).decision is None
+    status, page, target = await browse(question.url)  # the redirect reaches the inbox in the other process
+    assert (status, "Logged in" in page) == (200, True)
+    assert fetch(target)[0] == 409  # the same redirect again: used, refused
+    answered = await store.question(question.id)
+    assert (answered.decision, answered.channel) == ("accept", "web")
+    trail = await store.history(question_id=question.id)
+    assert [(event.outcome, event.channel, event.tool) for event in trail] == [("decided", "web", None)]
+    due = await store.db.run_read(lambda connection: connection.scalar(select(chats.c.next_check_at)))
+    assert due is not None and due <= utcnow()  # the answer woke the chat for the workers
+    await server.close()
+
+    worker = run_worker("carry", database_url, chat.id, {"url": guarded, "oauth": {"redirect_uri": inbox.callback}})
+    state, _ = finished(worker)  # complete() in another OS process: exchanges the code, lists the tools, calls add
+    assert state == {"reply": "Done: 5", "waiting": False, "tasks": []}
+    assert stats(guarded) == {"registrations": 1, "codes": 1, "refreshes": 0, "add_runs": 1}
+    assert await store.pending_questions() == []
+
+
+async def test_a_lapsed_login_is_asked_again_a_declined_one_waits_for_the_user_and_memory_chats_raise(
+    store: Store, guarded: str
+) -> None:
+    app = create_app(store)
+    callback = "http://inbox/oauth/callback"
+    server = MCPServer(
+        url=guarded, name="guarded", auth=OAuthLogin(store, guarded, redirect_uri=callback, login_ttl=60)
+    )
+    chat = await store.create_chat(model=model(), tools=[server])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://inbox") as inbox:
+
+        async def log_in(url: str) -> int:
+            redirect = await asyncio.to_thread(authorize, url)
+            assert redirect.startswith(callback)
+            return (await inbox.get(redirect)).status_code
+
+        await chat.ask("What is 2 + 3?")
+        [lapsing] = await chat.pending_questions()
+        advance_clock(61)
+        assert await log_in(lapsing.url or "") == 410  # too late: refused, and the question lapsed unanswered
+        assert await store.pending_questions() == [] and (await store.question(lapsing.id)).decision is None
+        await chat.complete()  # asks for a new login
+        [declined] = await store.pending_questions()
+        assert declined.id != lapsing.id and declined.url != lapsing.url and declined.tool_call is None
+        assert await store.decline(declined.id, "not now", channel="web")
+        assert await chat.complete() is None and chat.stopped and not chat.waiting
+        assert await store.pending_questions() == []  # no new login until the user asks again
+
+        await chat.ask("Try again: what is 2 + 3?")
+        [question] = await store.pending_questions()
+        assert question.id not in (lapsing.id, declined.id) and not chat.stopped
+        assert await log_in(question.url or "") == 200
+    reply = await chat.complete()
+    assert reply is not None and reply.content == "Done: 5"
+    assert stats(guarded)["codes"] == 1
+    await server.close()
+
+    bob = MCPServer(url=guarded, auth=OAuthLogin(store, guarded, redirect_uri=callback, user="bob"))
+    cancelled = await store.create_chat(model=model(), tools=[bob])
+    await cancelled.ask("What is 2 + 3?")
+    [login_of_bob] = await store.pending_questions()
+    await cancelled.cancel()  # cancelling the chat cancels its own question too
+    assert cancelled.stopped and (await store.question(login_of_bob.id)).decision == "cancel"
+    assert await cancelled.complete() is None and await store.pending_questions() == []
+    await bob.close()
+
+    ann = MCPServer(url=guarded, auth=OAuthLogin(store, guarded, redirect_uri=callback, user="ann"))
+    with pytest.raises(LoginRequired) as raised:  # a chat in memory has nowhere to keep the question
+        await Chat(model=model(), tools=[ann]).ask("What is 2 + 3?")
+    assert raised.value.question.tool_call is None and raised.value.question.url == raised.value.url
+    await ann.close()
+
+
+AGENT = """
+from tarry import Agent, Message
+from tarry.mcp import MCPServer, OAuthLogin
+from tarry.store import Store
+from tarry.testing import ScriptedModel
+
+
+def turn(messages: list[Message]) -> object:
+    if messages[-1].role == "user":
+        return [{{"name": "add", "arguments": {{"a": 2, "b": 3}}}}]
+    return f"Done: {{messages[-1].content}}"
+
+
+login = OAuthLogin(Store({db!r}), {url!r}, redirect_uri={callback!r})
+agent = Agent("calculator", model=lambda: ScriptedModel([turn] * 20), tools=[MCPServer(url={url!r}, auth=login)])
+"""
+
+
+async def test_tarry_worker_carries_the_chat_on_once_its_first_login_is_answered(
+    guarded: str,
+    database_url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    callback = f"http://127.0.0.1:{port}/oauth/callback"
+    source = AGENT.format(db=database_url, url=guarded, callback=callback)
+    (tmp_path / "calculator.py").write_text(source)
+    async with Store(database_url) as store, serve_callback(store, port=port):
+        await store.setup()
+        server = MCPServer(url=guarded, auth=OAuthLogin(store, guarded, redirect_uri=callback))
+        chat = await store.create_chat(agent=Agent("calculator", model=model, tools=[server]))  # as calculator.py
+        await chat.ask("What is 2 + 3?")
+        [question] = await store.pending_questions()
+        assert question.tool_call is None and question.url is not None
+        await server.close()
+        command = [sys.executable, "-m", "tarry.cli", "worker", "--agents", "calculator:agent", "--url", database_url]
+        worker = await asyncio.to_thread(
+            subprocess.Popen, command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            assert worker.stdout is not None
+            first = await asyncio.wait_for(asyncio.to_thread(worker.stdout.readline), 60)
+            assert first.startswith("tarry worker: carrying on chats of calculator"), first
+            status, page, _ = await browse(question.url)  # the answer wakes the chat; the worker picks it up
+            assert (status, "Logged in" in page) == (200, True)
+            async with asyncio.timeout(60):
+                while True:
+                    done = await store.load_chat(chat.id)
+                    if done.last_reply is not None and not done.waiting:
+                        break
+                    await asyncio.sleep(0.1)
+            assert done.last_reply.content == "Done: 5"
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            _, err = await asyncio.to_thread(worker.communicate, timeout=60)
+        assert worker.returncode == 0, err
+        logins = await store.db.run_read(lambda connection: list(connection.scalars(select(mcp_logins.c.state))))
+    assert len(logins) == 1  # the worker started no login of its own while the question waited
+    assert stats(guarded) == {"registrations": 1, "codes": 1, "refreshes": 0, "add_runs": 1}
+
+
+def authorize(url: str) -> str:
+    """Open an authorization URL as a browser would, up to the redirect; returns where it redirects to."""
+    with pytest.raises(urllib.error.HTTPError) as redirect:
+        urllib.request.build_opener(_Stay).open(url)
+    assert redirect.value.code == 302, redirect.value.code
+    return str(redirect.value.headers["Location"])
 
 
 async def test_processes_share_one_login_and_refresh_it_once(
@@ -306,7 +489,12 @@ def test_the_page_example_runs(guarded: str, tmp_path: Path) -> None:
         [sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines() == ["5", "url Log in to guarded so that the add call can go on.", "5"]
+    assert done.stdout.splitlines() == [
+        "url None Log in to guarded so the chat can use its tools.",
+        "5",
+        "url Log in to guarded so that the add call can go on.",
+        "5",
+    ]
 
 
 def test_login_required_keeps_its_url_through_pickling() -> None:

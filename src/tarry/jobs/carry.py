@@ -142,6 +142,12 @@ async def schedule_next_check(
             candidates.append(now + timedelta(seconds=interval))
         elif not waiting and task is None:  # could run, but did not here: decided meanwhile, or a claim was lost
             candidates.append(now + timedelta(seconds=RETRY))
-    turn_due = not chat.waiting and bool(chat.messages) and chat.messages[-1].role != "assistant"
+    # The chat's own question (a login) that lapses makes it due then, to ask for a new one.
+    if_free[""] = [
+        question.expires_at
+        for question in chat.chat_questions
+        if question.decision is None and question.expires_at is not None and question.expires_at > now
+    ]
+    turn_due = not chat.waiting and not chat.stopped and bool(chat.messages) and chat.messages[-1].role != "assistant"
     retry_at = now + timedelta(seconds=RETRY)
     return await write_next_check(store, chat.id, seen_version, if_free, turn_due=turn_due, retry_at=retry_at)

@@ -4,7 +4,8 @@
 tools callable by the model. Input requests, push elicitations and MCP tasks become
 paused calls: questions in ``pending_questions()``, :class:`McpTask` in ``pending_tasks()``.
 :class:`OAuthLogin` keeps an OAuth-protected server's login in a store; a login a call
-needs is a URL question of that call.
+needs is a URL question of that call, and the first login (before the tools can be listed)
+one of the chat itself. :class:`JWTBearerLogin` trades a workload's JWT for a token (RFC 7523).
 ``serve(tools, store)`` is the other side: tarry tools as an MCP server (``tarry.mcp.serving``).
 """
 
@@ -12,6 +13,7 @@ from tarry.mcp._sdk import require_sdk
 
 require_sdk()
 
+from tarry.mcp.jwt_bearer import JWTBearerLogin  # noqa: E402
 from tarry.mcp.oauth import LoginRequired, OAuthLogin, StoredTokens  # noqa: E402
 from tarry.mcp.protocol_error import ProtocolError  # noqa: E402
 from tarry.mcp.receiver import TaskReceiver  # noqa: E402
@@ -20,6 +22,7 @@ from tarry.mcp.task import McpTask  # noqa: E402
 from tarry.mcp.tool import McpTool  # noqa: E402
 
 __all__ = [
+    "JWTBearerLogin",
     "LoginRequired",
     "MCPServer",
     "McpTask",

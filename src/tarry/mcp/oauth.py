@@ -42,6 +42,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 
 from tarry.clock import utcnow
 from tarry.errors import TarryError
+from tarry.questions import AnswerNeeded, Question
 
 logger = logging.getLogger("tarry.mcp")
 LOGIN_KEY = "oauth-login:"
@@ -69,19 +70,25 @@ class HasOAuth(Protocol):
     def oauth(self) -> OAuthRecords: ...
 
 
-class LoginRequired(TarryError):
+class LoginRequired(AnswerNeeded):
     """A person must log in to an MCP server before tarry can use it.
 
     Raised where no tool call can wait for the login (opening the connection to list the
-    server's tools); a call that needs a login parks with a URL question instead. ``url`` is
-    the authorization URL to open; once the redirect brought the code, the next attempt, in
-    any process, finishes the login.
+    server's tools). A stored chat parks on its ``question`` (a URL question of the chat, no
+    call); a call that needs a login parks with a URL question of the call instead. ``url``
+    is the authorization URL to open; once the redirect brought the code, the next attempt,
+    in any process, finishes the login.
     """
 
     def __init__(self, server: str, url: str, state: str, ttl: float) -> None:
+        question = Question(
+            id="", kind="url", message=f"Log in to the MCP server at {server} so the chat can use its tools.",
+            url=url, source=server, key=LOGIN_KEY + state, ttl=ttl,
+        )  # fmt: skip
         super().__init__(
             f"A person must log in to the MCP server at {server} before tarry can use it: "
-            "open the login URL (LoginRequired.url) in a browser, then try again."
+            "open the login URL (LoginRequired.url) in a browser, then try again.",
+            question,
         )
         self.server = server
         self.url = url
@@ -89,6 +96,12 @@ class LoginRequired(TarryError):
         self.state = state
         self.ttl = ttl
         """Seconds the person has to log in."""
+
+    def named(self, name: str) -> LoginRequired:
+        """This login, its question naming the server as ``name`` (the ``MCPServer``'s name) rather than its URL."""
+        self.question.source = name
+        self.question.message = f"Log in to {name} so the chat can use its tools."
+        return self
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled by job runners with its own arguments
         return (type(self), (self.server, self.url, self.state, self.ttl))

@@ -120,8 +120,8 @@ class MCPServer:
             try:
                 specs = await self.connection.list_tools()
             except Exception:
-                if logins:  # no call can wait for this login: the person logs in, then the chat goes on
-                    raise logins[-1] from None
+                if logins:  # no call can wait for this login: a stored chat parks on it as a question of its own
+                    raise logins[-1].named(self.name) from None
                 raise
         for spec in specs:
             annotations = spec.get("annotations")
@@ -141,7 +141,7 @@ class MCPServer:
                 await self.connection.session()
             except Exception:
                 if logins:
-                    raise logins[-1] from None
+                    raise logins[-1].named(self.name) from None
                 raise
 
     async def __aenter__(self) -> MCPServer:

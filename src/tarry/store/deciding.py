@@ -38,7 +38,7 @@ _LOCKED_QUESTION = (
         tool_calls.c.claimed_until,
         tool_calls.c.result_message_id,
     )
-    .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
+    .outerjoin(tool_calls, questions.c.tool_call_id == tool_calls.c.id)  # a chat's own question has no call
     .with_for_update(of=questions)
 )
 
@@ -82,7 +82,7 @@ def decide_question(
     row = connection.execute(_LOCKED_QUESTION.where(questions.c.id == question_id)).mappings().one_or_none()
     if row is None:
         raise UnknownQuestionError(f"No question has the id {question_id!r}")
-    question = question_from_row(row, call_from_row(row))
+    question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
     answer = answer_of(question)  # an invalid answer raises here and nothing is written
     now = utcnow()
     running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
@@ -118,9 +118,10 @@ def decide_question(
     )
     if decided.rowcount != 1:  # the row lock makes this unreachable; kept so a decision can never be written twice
         raise RuntimeError(f"Question {question.id} was decided while this process held its row lock")
-    connection.execute(
-        update(tool_calls).where(tool_calls.c.id == row["tool_call_id"]).values(version=tool_calls.c.version + 1)
-    )
+    if row["tool_call_id"] is not None:
+        connection.execute(
+            update(tool_calls).where(tool_calls.c.id == row["tool_call_id"]).values(version=tool_calls.c.version + 1)
+        )
     wake(connection, row["chat_id"], postgres=postgres)
     attempt("decided", answer=answer)
     question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now

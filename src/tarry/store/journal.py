@@ -19,7 +19,7 @@ from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Executable, Table, bindparam, insert, or_, select, update
+from sqlalchemy import Connection, Executable, Table, and_, bindparam, insert, or_, select, update
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.chat import Chat
@@ -330,6 +330,18 @@ class StoreJournal:
 
         self._wrote(chat, await self.db.run_write(write))
 
+    async def add_chat_question(self, chat: Chat, question: Question) -> bool:
+        """Save a question of the chat itself (a login), parking the chat on it, in one transaction."""
+        chat_id, number = chat.id, len(chat.chat_questions)
+
+        def write(connection: Connection) -> int:
+            version, _ = bump_chat(connection, chat_id)
+            insert_questions(connection, chat_id, None, number, [question])
+            return version
+
+        self._wrote(chat, await self.db.run_write(write))
+        return True
+
     async def wait_for_decision(self, chat: Chat, question: Question) -> Question:
         """Poll the question's row until a decision is recorded in any process, or its time runs out."""
         query = select(questions).where(questions.c.id == question.id)
@@ -440,8 +452,13 @@ def insert_call(connection: Connection, chat_id: str, position: int, record: Cal
     return row_id
 
 
-def insert_questions(connection: Connection, chat_id: str, row_id: int, first: int, new: Sequence[Question]) -> None:
-    """Insert question rows for one call, numbered from ``first``; a question with a time limit schedules a check."""
+def insert_questions(
+    connection: Connection, chat_id: str, row_id: int | None, first: int, new: Sequence[Question]
+) -> None:
+    """Insert question rows for one call (``row_id``; ``None``: the chat's own), numbered from ``first``.
+
+    A question with a time limit schedules a check.
+    """
     if new:
         connection.execute(
             _INSERT_QUESTION,
@@ -472,6 +489,16 @@ class Tail:
     messages: Sequence[Row]
     calls: Sequence[Row]
     questions: dict[int, list[Row]]
+    chat_questions: Sequence[Row] = ()
+    """The rows of the chat's own questions (no call), oldest first."""
+
+    def waits_on_own_question(self) -> bool:
+        """True when one of the chat's own questions is undecided and has time left."""
+        now = utcnow()
+        return any(
+            row["decision"] is None and (row["expires_at"] is None or row["expires_at"] > now)
+            for row in self.chat_questions
+        )
 
     def apply(self, chat: Chat, rows: MutableMapping[CallRecord, CallRow]) -> None:
         """Make the chat's messages from ``start`` on, and the records of their calls, what the rows hold.
@@ -488,6 +515,15 @@ class Tail:
             tail.append(message)
             by_row_id[row["id"]] = message
         chat.messages[self.start :] = tail
+        known_questions = {question.id: question for question in chat.chat_questions}
+        own: list[Question] = []
+        for row in self.chat_questions:
+            fresh = question_from_row(row, None)
+            held = known_questions.get(fresh.id)
+            if held is not None:
+                held.take_decision(fresh)
+            own.append(held or fresh)
+        chat.chat_questions = own
         for row in self.calls:
             call = call_from_row(row)
             record = chat.records.get(call.id)
@@ -509,10 +545,13 @@ def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:
     message_rows = list(connection.execute(_TAIL_MESSAGES, where).mappings())
     call_rows: list[Row] = list(connection.execute(_TAIL_CALLS, where).mappings())
     grouped: dict[int, list[Row]] = {row["id"]: [] for row in call_rows}
-    if grouped:
-        for row in connection.execute(_TAIL_QUESTIONS, {"row_ids": list(grouped)}).mappings():
+    own: list[Row] = []
+    for row in connection.execute(_TAIL_QUESTIONS, {"row_ids": list(grouped), "chat_id": chat_id}).mappings():
+        if row["tool_call_id"] is None:
+            own.append(row)
+        else:
             grouped[row["tool_call_id"]].append(row)
-    return Tail(start, message_rows, call_rows, grouped)
+    return Tail(start, message_rows, call_rows, grouped, own)
 
 
 # The statements of every step, built once: building one costs more than running it on SQLite.
@@ -597,8 +636,13 @@ _TAIL_CALLS = (
     .where(tool_calls.c.chat_id == bindparam("chat_id"), tool_calls.c.message_position >= bindparam("start"))
     .order_by(tool_calls.c.id)
 )
-_TAIL_QUESTIONS = (
+_TAIL_QUESTIONS = (  # the calls' questions and the chat's own (few: one per login it needed)
     select(questions)
-    .where(questions.c.tool_call_id.in_(bindparam("row_ids", expanding=True)))
+    .where(
+        or_(
+            questions.c.tool_call_id.in_(bindparam("row_ids", expanding=True)),
+            and_(questions.c.chat_id == bindparam("chat_id"), questions.c.tool_call_id.is_(None)),
+        )
+    )
     .order_by(questions.c.number)
 )

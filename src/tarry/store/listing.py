@@ -16,7 +16,8 @@ class ChatSummary:
     """One stored chat: who made it, how long it is, and what it waits on.
 
     ``open_calls`` counts tool calls with no result yet (the chat is waiting while it is not
-    zero); ``questions`` counts the undecided, unexpired questions among them.
+    zero); ``questions`` counts the undecided, unexpired questions among them, and the chat's own
+    (a login it waits on before it can list an MCP server's tools).
     ``cancel_requested_at`` is set while a cancellation request waits for a process to act on it.
     """
 
@@ -31,8 +32,8 @@ class ChatSummary:
 
     @property
     def waiting(self) -> bool:
-        """True while tool calls of the chat wait for a result."""
-        return self.open_calls > 0
+        """True while tool calls of the chat wait for a result, or the chat waits on a question of its own."""
+        return self.open_calls > 0 or self.questions > 0
 
 
 def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | None = None) -> list[ChatSummary]:
@@ -45,7 +46,7 @@ def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | 
     )
     undecided = (
         select(questions.c.chat_id, func.count().label("questions"))
-        .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
+        .outerjoin(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
         .where(
             questions.c.decision.is_(None),
             tool_calls.c.result_message_id.is_(None),
@@ -70,7 +71,7 @@ def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | 
         .order_by(chats.c.created_at, chats.c.id)
     )
     if waiting:
-        query = query.where(open_calls.c.open_calls > 0)
+        query = query.where((open_calls.c.open_calls > 0) | (undecided.c.questions > 0))
     if chat_id is not None:
         query = query.where(chats.c.id == chat_id)
     return [

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, delete, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from tarry.clock import utcnow
 from tarry.errors import QuestionExpiredError
+from tarry.principals import Channel
 from tarry.store.tables import mcp_credentials, mcp_logins, questions
 
 if TYPE_CHECKING:
@@ -138,45 +139,55 @@ class OAuthRecords:
         }  # fmt: skip
         await self.store.db.run_write(lambda connection: connection.execute(mcp_logins.insert().values(**row)))
 
-    async def receive_code(self, state: str, code: str, issuer: str | None = None) -> LoginOutcome:
+    async def receive_code(
+        self, state: str, code: str, issuer: str | None = None, *, channel: Channel = "web"
+    ) -> LoginOutcome:
         """Record the code the redirect brought for the login ``state``, exactly once.
 
-        ``"done"`` when this call recorded it (and answered the login's URL questions, so the
-        waiting calls carry on); ``"used"`` when a code came before, ``"expired"`` when the
-        login's time ran out, ``"unknown"`` when no login has this state.
+        ``"done"`` when this call recorded it (and answered the URL questions of every login to
+        the same server and identity still waiting, since they share the tokens, so the waiting
+        calls and chats carry on); ``"used"`` when a code came before, ``"expired"`` when the
+        login's time ran out, ``"unknown"`` when no login has this state. The trail records the
+        answers as made by nobody known (the redirect names no one) through ``channel``.
         """
         if not state or not code:
             return "unknown"
 
-        def write(connection: Connection) -> LoginOutcome:
+        def write(connection: Connection) -> tuple[LoginOutcome, tuple[str, str]]:
             now = utcnow()
-            query = select(mcp_logins.c.code, mcp_logins.c.expires_at).where(mcp_logins.c.state == state)
+            query = select(
+                mcp_logins.c.code, mcp_logins.c.expires_at, mcp_logins.c.server, mcp_logins.c.identity
+            ).where(mcp_logins.c.state == state)
             row = connection.execute(query.with_for_update()).mappings().one_or_none()
             if row is None:
-                return "unknown"
+                return "unknown", ("", "")
+            login = (row["server"], row["identity"])
             if row["code"] is not None:
-                return "used"
+                return "used", login
             if row["expires_at"] <= now:
-                return "expired"
+                return "expired", login
             connection.execute(
                 update(mcp_logins)
                 .where(mcp_logins.c.state == state, mcp_logins.c.code.is_(None))
                 .values(code=code, issuer=issuer, received_at=now)
             )
-            return "done"
+            return "done", login
 
-        outcome = await self.store.db.run_write(write)
+        outcome, (server, identity) = await self.store.db.run_write(write)
         if outcome != "done":
             logger.info("A login redirect was refused: %s", outcome)
             return outcome
         logger.info("A login's code arrived")
+        logins = select(literal(LOGIN_KEY) + mcp_logins.c.state).where(
+            mcp_logins.c.server == server, mcp_logins.c.identity == identity
+        )
         waiting = select(questions.c.id).where(
-            questions.c.key == LOGIN_KEY + state, questions.c.kind == "url", questions.c.decision.is_(None)
+            questions.c.key.in_(logins), questions.c.kind == "url", questions.c.decision.is_(None)
         )
         ids = await self.store.db.run_read(lambda connection: list(connection.scalars(waiting)))
         for question_id in ids:
             with contextlib.suppress(QuestionExpiredError):  # the call closes as lapsed; the code stays for later
-                await self.store.answer(question_id)
+                await self.store.answer(question_id, channel=channel)
         return outcome
 
     async def take_code(self, server: str, identity: str) -> ReceivedCode | None:

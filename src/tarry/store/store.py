@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
@@ -12,7 +13,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 
 from tarry.agents import Agent
 from tarry.approvals import MayDecide
@@ -21,7 +22,7 @@ from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, CorruptStateError, UnknownQuestionError
 from tarry.messages import Model, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
-from tarry.questions import Decision, Question
+from tarry.questions import AnswerNeeded, Decision, Question
 from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
 from tarry.store.deciding import AnswerOf, decide_question
@@ -214,7 +215,9 @@ class Store:
             id=chat_id,
             journal=self.journal,
         )
-        await chat.load_tools()  # an MCP server's tools rebuild their own tasks
+        if not tail.waits_on_own_question():  # else the chat waits for a login before its tools can be listed
+            with contextlib.suppress(AnswerNeeded):  # complete() parks the chat on it
+                await chat.load_tools()  # an MCP server's tools rebuild their own tasks
         self.journal.loaded(chat, tail, int(row["version"]))
         return chat
 
@@ -236,29 +239,24 @@ class Store:
     ) -> QuestionPage:
         """Undecided, unexpired questions of open calls, in the order the model made the calls.
 
+        A chat's own questions (a login it needs before it can list an MCP server's tools; no
+        ``tool_call``) come before every call's.
+
         Lists every chat's questions unless ``chat_id`` names one. ``limit`` makes it one page
         of at most that many; the page's ``next_cursor``, passed back as ``cursor``, gives the
         next one (``None`` after the last). Each page is one indexed query, however many
         questions were asked before it.
         """
         check_limit(limit)
-        query = (
-            select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments)
-            .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
-            .where(
-                questions.c.decision.is_(None),
-                tool_calls.c.result_message_id.is_(None),
-                (questions.c.expires_at.is_(None)) | (questions.c.expires_at > utcnow()),
-            )
-            .order_by(questions.c.tool_call_id, questions.c.number)
-        )
+        query = _QUESTION_WITH_CALL.where(
+            questions.c.decision.is_(None),
+            tool_calls.c.result_message_id.is_(None),
+            (questions.c.expires_at.is_(None)) | (questions.c.expires_at > utcnow()),
+        ).order_by(_CALL_ORDER, questions.c.number)
         if cursor is not None:
             call_row, number = decode_cursor(cursor)
             # the row-value form (a, b) > (x, y), written so that both databases scan the index from x on
-            query = query.where(
-                questions.c.tool_call_id >= call_row,
-                (questions.c.tool_call_id > call_row) | (questions.c.number > number),
-            )
+            query = query.where(call_row <= _CALL_ORDER, (call_row < _CALL_ORDER) | (questions.c.number > number))
         if limit is not None:
             query = query.limit(limit + 1)
         if chat_id is not None:
@@ -269,7 +267,7 @@ class Store:
         next_cursor = None
         if limit is not None and len(rows) > limit:
             rows = rows[:limit]
-            next_cursor = encode_cursor(rows[-1]["tool_call_id"], rows[-1]["number"])
+            next_cursor = encode_cursor(rows[-1]["tool_call_id"] or 0, rows[-1]["number"])
         skipped: list[CorruptStateError] = []
         found = read_each(rows, _question_of, skipped)
         self._report(skipped)
@@ -308,11 +306,7 @@ class Store:
 
     async def question(self, question_id: str) -> Question:
         """One question by id, decided or not; raises :class:`UnknownQuestionError`."""
-        query = (
-            select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments)
-            .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
-            .where(questions.c.id == _question_id(question_id))
-        )
+        query = _QUESTION_WITH_CALL.where(questions.c.id == _question_id(question_id))
         row = await self.db.run_read(lambda connection: connection.execute(query).mappings().one_or_none())
         if row is None:
             raise UnknownQuestionError(f"No question has the id {question_id!r}")
@@ -485,11 +479,17 @@ async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], 
 
 
 _CHAT_ROW = select(chats).where(chats.c.id == bindparam("chat_id"))
+_QUESTION_WITH_CALL = select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments).outerjoin(
+    tool_calls, questions.c.tool_call_id == tool_calls.c.id
+)
+"""Questions with their call's id, name and arguments (``None`` for a chat's own questions)."""
+_CALL_ORDER = func.coalesce(questions.c.tool_call_id, 0)
+"""The listing order of a question's call: a chat's own questions (no call) first."""
 
 
 def _question_of(row: Row) -> Question:
     """The question of a row of ``questions`` joined with its call's ``call_id``, ``name`` and ``arguments``."""
-    return question_from_row(row, call_from_row(row))
+    return question_from_row(row, None if row["call_id"] is None else call_from_row(row))
 
 
 def _approval(question: Question) -> dict[str, Any]:

@@ -123,7 +123,8 @@ questions = Table(
     metadata,
     Column("id", String(36), primary_key=True),
     Column("chat_id", String(36), ForeignKey("tarry_chats.id", ondelete="CASCADE"), nullable=False),
-    Column("tool_call_id", Id, ForeignKey("tarry_tool_calls.id", ondelete="CASCADE"), nullable=False),
+    # A question of the chat itself (0008: an MCP server's first login, before any call) has no tool call.
+    Column("tool_call_id", Id, ForeignKey("tarry_tool_calls.id", ondelete="CASCADE")),
     Column("number", Integer, nullable=False),
     Column("kind", String(16), nullable=False),
     Column("message", Text, nullable=False),
@@ -150,6 +151,12 @@ questions = Table(
         "tool_call_id",
         sqlite_where=Column("decision").is_(None),
         postgresql_where=Column("decision").is_(None),
+    ),
+    Index(
+        "ix_tarry_questions_of_chat",
+        "chat_id",
+        sqlite_where=Column("tool_call_id").is_(None),
+        postgresql_where=Column("tool_call_id").is_(None),
     ),
 )
 

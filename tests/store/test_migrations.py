@@ -1,0 +1,80 @@
+"""Migrations that change tables with rows in them keep every row (real SQLite files and PostgreSQL)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import delete, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from tarry.clock import utcnow
+from tarry.store import Store
+from tarry.store.tables import chats, metadata, questions, tool_calls
+from tests.store.test_database_errors import migrate_to, on_database
+
+
+def _rows_of_0007(connection: Any) -> None:
+    """A chat with one call waiting on its approval, as tarry at revision 0007 wrote it."""
+    now = utcnow()
+    connection.execute(
+        insert(chats).values(id="chat-1", settings={}, created_at=now, version=1, message_count=2, schedule_version=0)
+    )
+    row_id = connection.execute(
+        insert(tool_calls)
+        .values(
+            chat_id="chat-1", message_position=1, call_id="call-1", name="transfer_money",
+            arguments={"to": "Bob", "amount": 5}, needs_approval=True, version=0, created_at=now,
+        )
+        .returning(tool_calls.c.id)
+    ).scalar_one()  # fmt: skip
+    connection.execute(
+        insert(questions).values(
+            id="question-1", chat_id="chat-1", tool_call_id=row_id, number=0, kind="approval",
+            message="Approve the transfer_money call?", asked_at=now,
+        )
+    )  # fmt: skip
+
+
+async def test_0008_lets_a_question_have_no_call_and_keeps_the_rows_of_0007(database_url: str) -> None:
+    migrate_to(database_url, "0007")
+    on_database(database_url, _rows_of_0007)
+    async with Store(database_url) as store:
+        await store.setup()  # migrates 0007 -> 0008 (SQLite rebuilds tarry_questions)
+        [kept] = await store.pending_questions()
+        assert (kept.id, kept.kind, kept.chat_id) == ("question-1", "approval", "chat-1")
+        assert kept.tool_call is not None and kept.tool_call.name == "transfer_money"
+        assert dict(kept.tool_call.arguments) == {"to": "Bob", "amount": 5}
+        differences = await store.db.run_read(
+            lambda connection: compare_metadata(MigrationContext.configure(connection), metadata)
+        )
+        assert differences == []  # the rebuilt table has every index and foreign key of a fresh one
+
+        def chat_question(connection: Any) -> None:
+            connection.execute(
+                insert(questions).values(
+                    id="question-2", chat_id="chat-1", tool_call_id=None, number=0, kind="url",
+                    message="Log in", url="http://as/authorize", asked_at=utcnow(),
+                )
+            )  # fmt: skip
+
+        on_database(database_url, chat_question)
+        listed = await store.pending_questions()
+        assert (listed[0].id, listed[0].tool_call) == ("question-2", None)
+        assert [question.id for question in listed] == ["question-2", "question-1"]
+
+        def orphan(connection: Any) -> None:
+            connection.execute(
+                insert(questions).values(
+                    id="question-3", chat_id="chat-1", tool_call_id=999, number=0, kind="approval",
+                    message="Approve?", asked_at=utcnow(),
+                )
+            )  # fmt: skip
+
+        with pytest.raises(IntegrityError):  # the foreign key to the call survived the rebuild
+            await store.db.run_write(orphan)
+        await store.db.run_write(lambda connection: connection.execute(delete(chats).where(chats.c.id == "chat-1")))
+        left = await store.db.run_read(lambda connection: list(connection.scalars(select(questions.c.id))))
+        assert left == []  # deleting the chat still takes its questions along
