@@ -28,6 +28,7 @@ from starlette.applications import Starlette
 from tarry.agents import Agent
 from tarry.errors import InvalidArgumentsError, TarryError
 from tarry.mcp.serving.calls import Approvals, CallState, ServedCalls
+from tarry.mcp.serving.listening import TaskListener
 from tarry.mcp.serving.request_state import RequestStateSigner
 from tarry.mcp.serving.resuming import SessionScopes, StoreEventStore
 from tarry.questions import Question
@@ -123,6 +124,19 @@ def _modern_fields(task: ServedTask) -> dict[str, Any]:
     if task.poll_interval_ms is not None:
         fields["pollIntervalMs"] = task.poll_interval_ms
     return fields
+
+
+def detailed_task(task: ServedTask, state: CallState) -> dict[str, Any]:
+    """A served task as SEP-2663's ``DetailedTask``: its input requests while it waits, its result once completed."""
+    detailed = _modern_fields(task)
+    if task.status == "input_required":
+        detailed["inputRequests"] = {
+            input_key(question): {"method": "elicitation/create", "params": elicitation_params(question)}
+            for question in state.questions
+        }
+    if detailed["status"] == "completed":
+        detailed["result"] = task.result
+    return detailed
 
 
 def _modern_created(task: ServedTask) -> dict[str, Any]:
@@ -358,15 +372,7 @@ class McpFrontEnd:
                         await self._record(question, answer)
             return {"resultType": "complete"}
         task, state = await self.calls.refresh(task)
-        detailed = {"resultType": "complete", **_modern_fields(task)}
-        if task.status == "input_required":
-            detailed["inputRequests"] = {
-                input_key(question): {"method": "elicitation/create", "params": elicitation_params(question)}
-                for question in state.questions
-            }
-        if detailed["status"] == "completed":
-            detailed["result"] = task.result
-        return detailed
+        return {"resultType": "complete", **detailed_task(task, state)}
 
     async def _start_task(self, ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
@@ -455,7 +461,10 @@ def build_server(
     front = McpFrontEnd(
         calls, RequestStateSigner(request_state_key), owner, list_tasks=list_tasks, stream_hold=stream_hold
     )
-    server = _TarryMcpServer(name, on_list_tools=front.list_tools, on_call_tool=front.call_tool)
+    listener = TaskListener(calls, owner, _declares_tasks, detailed_task)
+    server = _TarryMcpServer(
+        name, on_list_tools=front.list_tools, on_call_tool=front.call_tool, on_subscriptions_listen=listener
+    )
     server.list_tasks = list_tasks
     server.extensions[TASKS_EXTENSION] = {}
     server.middleware.append(front.middleware)

@@ -23,6 +23,7 @@ from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.jobs.carry import continue_chat
 from tarry.mcp.serving.call_model import CallModel, call_text
+from tarry.mcp.serving.changes import StoreChanges
 from tarry.questions import Question
 from tarry.store import ServedTask, ServedTasks, Store
 from tarry.store.served_tasks import TaskTransitionError
@@ -102,6 +103,7 @@ class ServedCalls:
         self.max_ttl_ms = max_ttl_ms
         self.poll_interval_ms = poll_interval_ms
         self.tasks = ServedTasks(store)
+        self.changes = StoreChanges(store)
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._wakes: dict[str, asyncio.Event] = {}
         store.decision_hooks.append(self._woken)
@@ -183,6 +185,7 @@ class ServedCalls:
         for runner in runners:
             with contextlib.suppress(asyncio.CancelledError):
                 await runner
+        await self.changes.close()
 
     # Reading and moving calls
 
