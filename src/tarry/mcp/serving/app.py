@@ -446,6 +446,7 @@ def build_server(
     max_ttl_ms: int | None = 86_400_000,
     poll_interval_ms: int = 500,
     stream_hold: float | None = None,
+    carry_on: Callable[[str], object] | None = None,
 ) -> tuple[Server[Any], ServedCalls]:
     """The SDK server that serves the tools, and the :class:`ServedCalls` behind it (see :func:`serve`)."""
     tools = tools_or_agent.tools if isinstance(tools_or_agent, Agent) else list(tools_or_agent)
@@ -457,6 +458,7 @@ def build_server(
         ttl_ms=ttl_ms,
         max_ttl_ms=max_ttl_ms,
         poll_interval_ms=poll_interval_ms,
+        carry_on=carry_on,
     )
     front = McpFrontEnd(
         calls, RequestStateSigner(request_state_key), owner, list_tasks=list_tasks, stream_hold=stream_hold
@@ -491,6 +493,7 @@ def serve(
     stream_hold: float | None = None,
     auth: AuthSettings | None = None,
     token_verifier: TokenVerifier | None = None,
+    carry_on: Callable[[str], object] | None = None,
 ) -> Starlette:
     """tarry tools (a list, or an :class:`~tarry.Agent`'s) as an MCP server: a streamable HTTP ASGI app.
 
@@ -510,7 +513,9 @@ def serve(
     before the server closes it and the client polls back (``None``: until it ends).
     ``auth`` and ``token_verifier`` put the server behind the SDK's OAuth resource-server
     checks (``AuthSettings``, a ``TokenVerifier``); tasks are then bound to the verified
-    client. The app's lifespan runs the SDK's session manager: when you mount it,
+    client. ``carry_on(chat_id)`` hands calls to background workers (Celery's ``enqueue``,
+    say) after their first step, instead of carrying them on in this process. The app's
+    lifespan runs the SDK's session manager: when you mount it,
     run its lifespan from yours.
     """
     server, calls = build_server(
@@ -525,6 +530,7 @@ def serve(
         max_ttl_ms=max_ttl_ms,
         poll_interval_ms=poll_interval_ms,
         stream_hold=stream_hold,
+        carry_on=carry_on,
     )
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -72,7 +72,11 @@ class ServedCalls:
     ``approvals`` says who approves a tool that ``requires_approval``: ``"client"`` asks the
     MCP client (an elicitation), ``"inbox"`` leaves the question to tarry's inbox on the
     server's side. ``ttl_ms`` is a task's time to live when the client names none, and
-    ``max_ttl_ms`` caps what it names (``None``: no cap).
+    ``max_ttl_ms`` caps what it names (``None``: no cap). ``carry_on`` hands the calls to
+    background workers instead of carrying them on in this process: after a call's first step
+    (run here, so the call's task is answered at once) it is called once with the call's chat
+    id, e.g. ``lambda chat_id: enqueue(celery_app, chat_id)``; decisions and cancellations then
+    reach the workers as any chat's do (``enqueue_on_decisions``, or ``tarry worker``'s wakeups).
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class ServedCalls:
         ttl_ms: int | None = 3_600_000,
         max_ttl_ms: int | None = 86_400_000,
         poll_interval_ms: int = 500,
+        carry_on: Callable[[str], object] | None = None,
     ) -> None:
         if approvals not in ("client", "inbox"):
             raise ValueError(f"approvals must be 'client' or 'inbox', got {approvals!r}")
@@ -104,6 +109,8 @@ class ServedCalls:
         self.poll_interval_ms = poll_interval_ms
         self.tasks = ServedTasks(store)
         self.changes = StoreChanges(store)
+        self.carry_on = carry_on
+        self._handed: set[str] = set()
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._wakes: dict[str, asyncio.Event] = {}
         store.decision_hooks.append(self._woken)
@@ -146,7 +153,15 @@ class ServedCalls:
     # Carrying calls on in this process
 
     def carry(self, chat_id: str, first: str | None = None, chat: Chat | None = None) -> None:
-        """Carry the chat on in the background of this process unless it already is (claims keep it to one process)."""
+        """Carry the chat on in the background of this process unless it already is (claims keep it to one process).
+
+        With ``carry_on``, only a call's first step (``first``) runs here; the chat is handed on once.
+        """
+        if self.carry_on is not None and first is None:
+            if chat_id not in self._handed:
+                self._handed.add(chat_id)
+                self.carry_on(chat_id)
+            return
         running = self._runners.get(chat_id)
         if running is not None and not running.done():
             return
@@ -157,6 +172,10 @@ class ServedCalls:
         try:
             if first is not None and chat is not None:
                 await chat.ask(first)
+                if self.carry_on is not None:
+                    self._handed.add(chat_id)
+                    self.carry_on(chat_id)
+                    return
             while True:
                 wake.clear()
                 next_check = await continue_chat(self.store, chat_id, [self.agent])
