@@ -101,12 +101,13 @@ async def test_a_listen_without_the_tasks_extension_acknowledges_no_task(
     start_server: Callable[..., ServerProcess],
 ) -> None:
     server = start_server()
-    body, headers = _request(1, "subscriptions/listen", {"notifications": {"taskIds": ["x"], "toolsListChanged": True}})
+    asked = {"notifications": {"taskIds": ["x"], "promptsListChanged": True}}
+    body, headers = _request(1, "subscriptions/listen", asked)
     del body["params"]["_meta"][types.CLIENT_CAPABILITIES_META_KEY]["extensions"]
     async with (
         httpx2.AsyncClient(timeout=30) as http,
         http.stream("POST", server.url, json=body, headers=headers) as listening,
     ):
         frames = [frame async for frame in _frames(listening)]
-    assert frames[0]["params"]["notifications"] == {}
+    assert frames[0]["params"]["notifications"] == {}  # no task, and no prompts to change
     assert frames[-1]["id"] == 1 and len(frames) == 2

@@ -3,7 +3,9 @@
 A client that declared the tasks extension names tasks in the listen request's
 ``notifications.taskIds``; the stream acknowledges the ones it may see (its own, unexpired),
 then sends ``notifications/tasks`` (the task as ``tasks/get`` shows it) at once and each time
-one of them changes, and ends once all of them ended. The change may be made by any process:
+one of them changes, and ends once all of them ended. ``toolsListChanged`` is honoured too (the
+SDK advertises ``tools.listChanged`` once listening is served): it never fires, as a tarry
+server's tools are fixed, and such a stream stays open until the client leaves. The change may be made by any process:
 :class:`~tarry.mcp.serving.changes.StoreChanges` wakes the stream when the store changes (LISTEN/NOTIFY on
 PostgreSQL, the file's ``data_version`` on SQLite), and it looks again at the task's poll
 interval in any case.
@@ -11,6 +13,7 @@ interval in any case.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -62,7 +65,11 @@ class TaskListener:
             raise MCPError(code=INVALID_REQUEST, message="subscriptions/listen needs a request id")
         meta = {SUBSCRIPTION_ID_META_KEY: subscription}
         tasks = await self._visible(ctx, (params.notifications.model_extra or {}).get("taskIds"))
-        honored = types.SubscriptionFilter.model_validate({"taskIds": [task.id for task in tasks]} if tasks else {})
+        tools = params.notifications.tools_list_changed is True  # honoured: it never fires, the tools are fixed
+        agreed: dict[str, Any] = {"taskIds": [task.id for task in tasks]} if tasks else {}
+        if tools:
+            agreed["toolsListChanged"] = True
+        honored = types.SubscriptionFilter.model_validate(agreed)
         acknowledged = types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)
         await ctx.session.send_notification(
             types.SubscriptionsAcknowledgedNotification(params=acknowledged), related_request_id=subscription
@@ -85,6 +92,8 @@ class TaskListener:
             if tasks:
                 interval = min(task.poll_interval_ms or self.calls.poll_interval_ms for task in tasks)
                 await wait_for(changed, interval / 1000)
+        if tools:  # a stream for tool list changes stays open until the client leaves
+            await asyncio.Event().wait()
         return types.SubscriptionsListenResult(_meta=meta)
 
     async def _visible(self, ctx: Any, asked: object) -> list[ServedTask]:

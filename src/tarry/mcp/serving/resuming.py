@@ -46,7 +46,8 @@ class SessionScopes:
             return
         session = dict(scope.get("headers") or []).get(SESSION_HEADER)
         if session is not None:
-            token = _scope.set(self._sessions.get(session.decode("latin-1"), "unknown"))
+            named = session.decode("latin-1")
+            token = _scope.set(self._sessions.get(named, named))  # a forgotten session shares no one's scope
             try:
                 await self.app(scope, receive, send)
             finally:
