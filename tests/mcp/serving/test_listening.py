@@ -1,6 +1,6 @@
 """``subscriptions/listen``: task status notifications from one server process for a task moved through another.
 
-Two ``tarry mcp serve`` processes share one SQLite file. A 2026-07-28 client starts a call that
+Two ``tarry mcp serve`` processes share one database (SQLite, then PostgreSQL). A 2026-07-28 client starts a call that
 asks a question through process A, listens for its task on process B, and answers through A:
 B's stream tells it the task is ``input_required``, then ``completed`` with its result, and ends.
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx2
 import mcp_types as types
+import pytest
 
 from .conftest import ServerProcess
 
@@ -67,6 +68,7 @@ def status(wanted: str) -> Callable[[dict[str, Any]], bool]:
     return lambda frame: frame.get("method") == "notifications/tasks" and frame["params"]["status"] == wanted
 
 
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
 async def test_a_listener_hears_a_task_move_through_another_process(
     start_server: Callable[..., ServerProcess],
 ) -> None:
