@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any, Literal
 
 from tarry.agents import Agent
@@ -33,6 +34,10 @@ logger = logging.getLogger("tarry.mcp.serving")
 Approvals = Literal["client", "inbox"]
 INBOX_WAIT = "Waiting for a person to approve the call in the inbox"
 NOT_STARTED = "The call has not started yet"
+CLOSE_GRACE = 2.0
+"""Seconds :meth:`ServedCalls.close` lets a step under way finish before it cancels it."""
+HANDED_KEPT = 10_000
+"""How many chats a process remembers having handed to ``carry_on``."""
 NEVER_STARTED = "The server process that took this call stopped before the call started; call the tool again"
 
 
@@ -54,6 +59,13 @@ def tool_result(content: str) -> dict[str, Any]:
         if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
             error = parsed["error"]
     return {"content": [{"type": "text", "text": content}], "isError": error is not None}
+
+
+def _log_failed_hand_on(chat_id: str, handing: asyncio.Future[object]) -> None:
+    if not handing.cancelled() and handing.exception() is not None:
+        logger.error(
+            "Handing served call %s on failed; a worker's sweep takes it up", chat_id, exc_info=handing.exception()
+        )
 
 
 def served_agent(tools: Iterable[Tool], *, name: str = "tarry") -> Agent:
@@ -111,6 +123,7 @@ class ServedCalls:
         self.changes = StoreChanges(store)
         self.carry_on = carry_on
         self._handed: set[str] = set()
+        self._closing = False
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._wakes: dict[str, asyncio.Event] = {}
         store.decision_hooks.append(self._woken)
@@ -158,12 +171,10 @@ class ServedCalls:
         With ``carry_on``, only a call's first step (``first``) runs here; the chat is handed on once.
         """
         if self.carry_on is not None and first is None:
-            if chat_id not in self._handed:
-                self._handed.add(chat_id)
-                self.carry_on(chat_id)
+            self._hand_on(chat_id)
             return
         running = self._runners.get(chat_id)
-        if running is not None and not running.done():
+        if self._closing or (running is not None and not running.done()):
             return
         self._runners[chat_id] = asyncio.create_task(self._carry(chat_id, first, chat))
 
@@ -173,10 +184,9 @@ class ServedCalls:
             if first is not None and chat is not None:
                 await chat.ask(first)
                 if self.carry_on is not None:
-                    self._handed.add(chat_id)
-                    self.carry_on(chat_id)
+                    self._hand_on(chat_id)
                     return
-            while True:
+            while not self._closing:
                 wake.clear()
                 next_check = await continue_chat(self.store, chat_id, [self.agent])
                 if next_check is None:
@@ -190,6 +200,17 @@ class ServedCalls:
             self._wakes.pop(chat_id, None)
             self._runners.pop(chat_id, None)
 
+    def _hand_on(self, chat_id: str) -> None:
+        """Give the chat to ``carry_on`` once per process, in a thread (a broker call must not stall the loop)."""
+        if chat_id in self._handed:
+            return
+        if len(self._handed) >= HANDED_KEPT:
+            self._handed.clear()  # forgetting only means handing a chat on once more: claims keep it to one worker
+        self._handed.add(chat_id)
+        assert self.carry_on is not None
+        handing = asyncio.get_running_loop().run_in_executor(None, self.carry_on, chat_id)
+        handing.add_done_callback(partial(_log_failed_hand_on, chat_id))
+
     def _woken(self, question: Question) -> None:
         if question.chat_id is not None and question.chat_id in self._wakes:
             self._wakes[question.chat_id].set()
@@ -198,12 +219,19 @@ class ServedCalls:
         """Stop carrying calls on in this process; their leases run out and another process takes over."""
         if self._woken in self.store.decision_hooks:
             self.store.decision_hooks.remove(self._woken)
+        # A step under way finishes (its database work runs in a thread a cancel would not stop, and
+        # the store may close next); one that outlasts CLOSE_GRACE is cancelled, its lease left to run out.
+        self._closing = True
+        for wake in self._wakes.values():
+            wake.set()
         runners = list(self._runners.values())
-        for runner in runners:
-            runner.cancel()
-        for runner in runners:
-            with contextlib.suppress(asyncio.CancelledError):
-                await runner
+        if runners:
+            _, late = await asyncio.wait(runners, timeout=CLOSE_GRACE)
+            for runner in late:
+                runner.cancel()
+            for runner in late:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await runner
         await self.changes.close()
 
     # Reading and moving calls
