@@ -42,7 +42,7 @@ async def test_0008_lets_a_question_have_no_call_and_keeps_the_rows_of_0007(data
     migrate_to(database_url, "0007")
     on_database(database_url, _rows_of_0007)
     async with Store(database_url) as store:
-        await store.setup()  # migrates 0007 -> 0008 (SQLite rebuilds tarry_questions)
+        await store.setup()  # migrates 0007 -> 0008 and on (SQLite rebuilds tarry_questions)
         [kept] = await store.pending_questions()
         assert (kept.id, kept.kind, kept.chat_id) == ("question-1", "approval", "chat-1")
         assert kept.tool_call is not None and kept.tool_call.name == "transfer_money"

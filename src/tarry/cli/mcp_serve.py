@@ -52,6 +52,10 @@ def add_parser(commands: Any, handler: Callable[[argparse.Namespace], int]) -> N
         help="who approves tools that require approval: the MCP client, or a person in tarry's inbox",
     )  # fmt: skip
     serve.add_argument("--lease", type=float, default=60.0, help="seconds a claim lasts unrenewed (default: 60)")
+    serve.add_argument(
+        "--stream-hold", type=float, metavar="SECONDS",
+        help="close a waiting call's SSE stream after this long; the client resumes it with Last-Event-ID",
+    )  # fmt: skip
     serve.set_defaults(handler=handler)
 
 
@@ -77,7 +81,7 @@ def run(arguments: argparse.Namespace) -> int:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((arguments.host, arguments.port))
             sock.listen(2048)
-            app = serve(tools, store, **options)
+            app = serve(tools, store, stream_hold=arguments.stream_hold, **options)
             print(
                 f"tarry MCP server on http://{arguments.host}:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True
             )

@@ -6,6 +6,7 @@ from tarry.store.paging import QuestionPage
 from tarry.store.problems import Problem
 from tarry.store.served_tasks import ServedTask, ServedTasks
 from tarry.store.store import Store
+from tarry.store.stream_events import StreamEvent, StreamEvents
 
 __all__ = [
     "DecisionEvent",
@@ -15,4 +16,6 @@ __all__ = [
     "ServedTasks",
     "Store",
     "StoreUnavailableError",
+    "StreamEvent",
+    "StreamEvents",
 ]

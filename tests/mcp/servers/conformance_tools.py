@@ -254,6 +254,18 @@ class ToolWithProgress(Tool):
         return Task(status_message=f"{50 * step}/100", poll_interval=0.7, data={"step": step})
 
 
+class TestReconnection(Tool):
+    """Works for 4.5 seconds: longer than the conformance server holds a call's stream (3 s), so it resumes."""
+
+    name = "test_reconnection"
+
+    def execute(self) -> Task:
+        return Task(status_message="working", poll_interval=0.1, data={"until": time.time() + 4.5})
+
+    def resume(self, task: Task) -> str | Task:
+        return "Reconnection test completed" if time.time() >= task.data["until"] else task
+
+
 ADDRESS = {
     "$anchor": "addressDef",
     "type": "object",
@@ -294,6 +306,7 @@ class JsonSchemaTool(Tool):
 TOOLS: list[Any] = [
     JsonSchemaTool(),
     ToolWithProgress(),
+    TestReconnection(),
     greet,
     SlowCompute(),
     FailingJob(),

@@ -18,6 +18,7 @@ SCENARIOS = [
     "dns-rebinding-protection",
     "http-header-validation",
     "server-sse-multiple-streams",
+    "server-sse-polling",
     "input-required-result-basic-elicitation",
     "input-required-result-request-state",
     "input-required-result-tampered-state",

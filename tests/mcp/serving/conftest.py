@@ -52,9 +52,15 @@ def markers(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> str:
-    """A SQLite file the server processes share (set up by the first one)."""
-    return f"sqlite:///{tmp_path / 'served.db'}"
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The database the server processes share (set up by the first one): a SQLite file, or with
+    ``parametrize("database", ["postgresql"], indirect=True)`` a PostgreSQL schema of its own."""
+    if getattr(request, "param", "sqlite") == "postgresql":
+        from tests.store.conftest import _postgres_schema_url
+
+        yield from _postgres_schema_url()
+    else:
+        yield f"sqlite:///{tmp_path / 'served.db'}"
 
 
 @pytest.fixture

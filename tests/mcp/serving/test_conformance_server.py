@@ -34,6 +34,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> object:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TARRY_MCP_STATE_KEY": "conformance-request-state-key"}
     argv = [sys.executable, "-m", "tarry.cli", "mcp", "serve", "--tools", TOOLS]
     argv += ["--url", f"sqlite:///{folder / 'served.db'}"]
+    argv += ["--stream-hold", "3"]  # server-sse-polling: a call still running after 3 s lets its stream go
     process = subprocess.Popen([*argv, "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     try:
         wait_for_port(port, process)

@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 import mcp_types as types
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
@@ -27,10 +29,12 @@ from starlette.applications import Starlette
 from tarry.agents import Agent
 from tarry.chat import Chat
 from tarry.errors import InvalidAnswerError, InvalidArgumentsError, TarryError
-from tarry.mcp.serving.calls import Approvals, CallState, ServedCalls
+from tarry.mcp.serving.calls import Approvals, CallState, ServedCalls, failure_error
+from tarry.mcp.serving.listening import TaskListener
 from tarry.mcp.serving.request_state import RequestStateSigner
+from tarry.mcp.serving.resuming import SessionScopes, StoreEventStore
 from tarry.questions import Question
-from tarry.store import ServedTask, Store
+from tarry.store import ServedTask, Store, StreamEvents
 from tarry.tools import Tool
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -122,6 +126,21 @@ def _modern_fields(task: ServedTask) -> dict[str, Any]:
     if task.poll_interval_ms is not None:
         fields["pollIntervalMs"] = task.poll_interval_ms
     return fields
+
+
+def detailed_task(task: ServedTask, state: CallState) -> dict[str, Any]:
+    """A served task as SEP-2663's ``DetailedTask``: its input requests while it waits, its result once completed."""
+    detailed = _modern_fields(task)
+    if task.status == "input_required":
+        detailed["inputRequests"] = {
+            input_key(question): {"method": "elicitation/create", "params": elicitation_params(question)}
+            for question in state.questions
+        }
+    if detailed["status"] == "completed":
+        detailed["result"] = task.result
+    elif detailed["status"] == "failed":
+        detailed["error"] = state.error or failure_error(task.status_message)
+    return detailed
 
 
 def _modern_created(task: ServedTask) -> dict[str, Any]:
@@ -221,11 +240,20 @@ def default_owner(ctx: Any) -> str | None:
 class McpFrontEnd:
     """The MCP methods of a tarry server, over :class:`ServedCalls`."""
 
-    def __init__(self, calls: ServedCalls, signer: RequestStateSigner, owner: Owner, *, list_tasks: bool) -> None:
+    def __init__(
+        self,
+        calls: ServedCalls,
+        signer: RequestStateSigner,
+        owner: Owner,
+        *,
+        list_tasks: bool,
+        stream_hold: float | None = None,
+    ) -> None:
         self.calls = calls
         self.signer = signer
         self.owner = owner
         self.list_tasks = list_tasks
+        self.stream_hold = stream_hold
 
     # tools/list and tools/call
 
@@ -267,6 +295,7 @@ class McpFrontEnd:
         except InvalidArgumentsError as error:
             return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
         reported: list[str] = []
+        held: float | None = asyncio.get_running_loop().time()
         while True:
             state = await self.calls.state(chat_id)
             if state.result is not None:
@@ -281,8 +310,23 @@ class McpFrontEnd:
                     _require_elicitation(ctx)
                     return self._input_required(chat_id, params.name, state)
                 await self._elicit(ctx, state.questions, None)
+            held = await self._let_go(ctx, held)
             self.calls.carry(chat_id)
             await asyncio.sleep(self.calls.poll_interval_ms / 1000)
+
+    async def _let_go(self, ctx: Any, held: float | None) -> float | None:
+        """Close the request's SSE stream once the call has held it ``stream_hold`` seconds (SEP-1699 polling).
+
+        The client reconnects with ``Last-Event-ID`` after the priming event's ``retry`` and gets
+        what was sent meanwhile from the event store; the SDK offers ``close_sse_stream`` only
+        when there is one and the client can resume (2025-11-25 and later). Returns ``None`` once closed.
+        """
+        if held is None or self.stream_hold is None or ctx.close_sse_stream is None:
+            return held
+        if asyncio.get_running_loop().time() - held < self.stream_hold:
+            return held
+        await ctx.close_sse_stream()
+        return None
 
     def _input_required(self, chat_id: str, tool: str, state: CallState) -> types.InputRequiredResult:
         requests = {
@@ -372,17 +416,7 @@ class McpFrontEnd:
                 await self._take(state.questions, responses)
             return {"resultType": "complete"}
         task, state = await self.calls.refresh(task)
-        detailed = {"resultType": "complete", **_modern_fields(task)}
-        if task.status == "input_required":
-            detailed["inputRequests"] = {
-                input_key(question): {"method": "elicitation/create", "params": elicitation_params(question)}
-                for question in state.questions
-            }
-        if detailed["status"] == "completed":
-            detailed["result"] = task.result
-        elif detailed["status"] == "failed":
-            detailed["error"] = await self.calls.error(task)
-        return detailed
+        return {"resultType": "complete", **detailed_task(task, state)}
 
     async def _start_task(self, ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
@@ -457,6 +491,8 @@ def build_server(
     ttl_ms: int | None = 3_600_000,
     max_ttl_ms: int | None = 86_400_000,
     poll_interval_ms: int = 500,
+    stream_hold: float | None = None,
+    carry_on: Callable[[str], object] | None = None,
 ) -> tuple[Server[Any], ServedCalls]:
     """The SDK server that serves the tools, and the :class:`ServedCalls` behind it (see :func:`serve`)."""
     tools = tools_or_agent.tools if isinstance(tools_or_agent, Agent) else list(tools_or_agent)
@@ -468,9 +504,15 @@ def build_server(
         ttl_ms=ttl_ms,
         max_ttl_ms=max_ttl_ms,
         poll_interval_ms=poll_interval_ms,
+        carry_on=carry_on,
     )
-    front = McpFrontEnd(calls, RequestStateSigner(request_state_key), owner, list_tasks=list_tasks)
-    server = _TarryMcpServer(name, on_list_tools=front.list_tools, on_call_tool=front.call_tool)
+    front = McpFrontEnd(
+        calls, RequestStateSigner(request_state_key), owner, list_tasks=list_tasks, stream_hold=stream_hold
+    )
+    listener = TaskListener(calls, owner, _declares_tasks, detailed_task)
+    server = _TarryMcpServer(
+        name, on_list_tools=front.list_tools, on_call_tool=front.call_tool, on_subscriptions_listen=listener
+    )
     server.list_tasks = list_tasks
     server.extensions[TASKS_EXTENSION] = {}
     server.middleware.append(front.middleware)
@@ -492,6 +534,12 @@ def serve(
     ttl_ms: int | None = 3_600_000,
     max_ttl_ms: int | None = 86_400_000,
     poll_interval_ms: int = 500,
+    resumable: bool = True,
+    retry_ms: int = 1000,
+    stream_hold: float | None = None,
+    auth: AuthSettings | None = None,
+    token_verifier: TokenVerifier | None = None,
+    carry_on: Callable[[str], object] | None = None,
 ) -> Starlette:
     """tarry tools (a list, or an :class:`~tarry.Agent`'s) as an MCP server: a streamable HTTP ASGI app.
 
@@ -505,7 +553,15 @@ def serve(
     ``Host`` and ``Origin`` headers a request may carry. ``owner(ctx)`` names the auth
     context a task is bound to (default: the OAuth client the SDK verified); ``list_tasks``
     serves ``tasks/list`` (only sensible with an owner). Task times are milliseconds, as
-    MCP has them. The app's lifespan runs the SDK's session manager: when you mount it,
+    MCP has them. ``resumable`` keeps every SSE event in the store for an hour, so a
+    client whose stream dropped resumes it with ``Last-Event-ID`` (reconnecting after
+    ``retry_ms``); ``stream_hold`` is how many seconds a waiting call keeps its stream open
+    before the server closes it and the client polls back (``None``: until it ends).
+    ``auth`` and ``token_verifier`` put the server behind the SDK's OAuth resource-server
+    checks (``AuthSettings``, a ``TokenVerifier``); tasks are then bound to the verified
+    client. ``carry_on(chat_id)`` hands calls to background workers (Celery's ``enqueue``,
+    say) after their first step, instead of carrying them on in this process. The app's
+    lifespan runs the SDK's session manager: when you mount it,
     run its lifespan from yours.
     """
     server, calls = build_server(
@@ -519,13 +575,24 @@ def serve(
         ttl_ms=ttl_ms,
         max_ttl_ms=max_ttl_ms,
         poll_interval_ms=poll_interval_ms,
+        stream_hold=stream_hold,
+        carry_on=carry_on,
     )
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=list(allowed_hosts),
         allowed_origins=list(allowed_origins),
     )
-    app = server.streamable_http_app(streamable_http_path=path, transport_security=security)
+    app = server.streamable_http_app(
+        streamable_http_path=path,
+        transport_security=security,
+        event_store=StoreEventStore(StreamEvents(store)) if resumable else None,
+        retry_interval=retry_ms if resumable else None,
+        auth=auth,
+        token_verifier=token_verifier,
+    )
+    if resumable:
+        app.add_middleware(SessionScopes)
     sessions = app.router.lifespan_context
 
     @contextlib.asynccontextmanager

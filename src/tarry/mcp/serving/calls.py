@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any, Literal
 
 from tarry.agents import Agent
@@ -24,6 +25,7 @@ from tarry.clock import utcnow
 from tarry.jobs.carry import continue_chat
 from tarry.mcp.protocol_error import protocol_error_of
 from tarry.mcp.serving.call_model import CallModel, call_text
+from tarry.mcp.serving.changes import StoreChanges
 from tarry.questions import Question
 from tarry.store import ServedTask, ServedTasks, Store
 from tarry.store.served_tasks import TaskTransitionError
@@ -34,6 +36,10 @@ Approvals = Literal["client", "inbox"]
 INBOX_WAIT = "Waiting for a person to approve the call in the inbox"
 NOT_STARTED = "The call has not started yet"
 INTERNAL_ERROR = -32603
+CLOSE_GRACE = 2.0
+"""Seconds :meth:`ServedCalls.close` lets a step under way finish before it cancels it."""
+HANDED_KEPT = 10_000
+"""How many chats a process remembers having handed to ``carry_on``."""
 NEVER_STARTED = "The server process that took this call stopped before the call started; call the tool again"
 
 
@@ -68,6 +74,13 @@ def failure_error(message: str | None) -> dict[str, Any]:
     return {"code": INTERNAL_ERROR, "message": message or "The call failed"}
 
 
+def _log_failed_hand_on(chat_id: str, handing: asyncio.Future[object]) -> None:
+    if not handing.cancelled() and handing.exception() is not None:
+        logger.error(
+            "Handing served call %s on failed; a worker's sweep takes it up", chat_id, exc_info=handing.exception()
+        )
+
+
 def served_agent(tools: Iterable[Tool], *, name: str = "tarry") -> Agent:
     """The agent whose chats are the calls an MCP server named ``name`` serves.
 
@@ -84,7 +97,11 @@ class ServedCalls:
     ``approvals`` says who approves a tool that ``requires_approval``: ``"client"`` asks the
     MCP client (an elicitation), ``"inbox"`` leaves the question to tarry's inbox on the
     server's side. ``ttl_ms`` is a task's time to live when the client names none, and
-    ``max_ttl_ms`` caps what it names (``None``: no cap).
+    ``max_ttl_ms`` caps what it names (``None``: no cap). ``carry_on`` hands the calls to
+    background workers instead of carrying them on in this process: after a call's first step
+    (run here, so the call's task is answered at once) it is called once with the call's chat
+    id, e.g. ``lambda chat_id: enqueue(celery_app, chat_id)``; decisions and cancellations then
+    reach the workers as any chat's do (``enqueue_on_decisions``, or ``tarry worker``'s wakeups).
     """
 
     def __init__(
@@ -97,6 +114,7 @@ class ServedCalls:
         ttl_ms: int | None = 3_600_000,
         max_ttl_ms: int | None = 86_400_000,
         poll_interval_ms: int = 500,
+        carry_on: Callable[[str], object] | None = None,
     ) -> None:
         if approvals not in ("client", "inbox"):
             raise ValueError(f"approvals must be 'client' or 'inbox', got {approvals!r}")
@@ -115,6 +133,10 @@ class ServedCalls:
         self.max_ttl_ms = max_ttl_ms
         self.poll_interval_ms = poll_interval_ms
         self.tasks = ServedTasks(store)
+        self.changes = StoreChanges(store)
+        self.carry_on = carry_on
+        self._handed: set[str] = set()
+        self._closing = False
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._wakes: dict[str, asyncio.Event] = {}
         store.decision_hooks.append(self._woken)
@@ -157,9 +179,15 @@ class ServedCalls:
     # Carrying calls on in this process
 
     def carry(self, chat_id: str, first: str | None = None, chat: Chat | None = None) -> None:
-        """Carry the chat on in the background of this process unless it already is (claims keep it to one process)."""
+        """Carry the chat on in the background of this process unless it already is (claims keep it to one process).
+
+        With ``carry_on``, only a call's first step (``first``) runs here; the chat is handed on once.
+        """
+        if self.carry_on is not None and first is None:
+            self._hand_on(chat_id)
+            return
         running = self._runners.get(chat_id)
-        if running is not None and not running.done():
+        if self._closing or (running is not None and not running.done()):
             return
         self._runners[chat_id] = asyncio.create_task(self._carry(chat_id, first, chat))
 
@@ -168,7 +196,10 @@ class ServedCalls:
         try:
             if first is not None and chat is not None:
                 await chat.ask(first)
-            while True:
+                if self.carry_on is not None:
+                    self._hand_on(chat_id)
+                    return
+            while not self._closing:
                 wake.clear()
                 next_check = await continue_chat(self.store, chat_id, [self.agent])
                 if next_check is None:
@@ -182,6 +213,17 @@ class ServedCalls:
             self._wakes.pop(chat_id, None)
             self._runners.pop(chat_id, None)
 
+    def _hand_on(self, chat_id: str) -> None:
+        """Give the chat to ``carry_on`` once per process, in a thread (a broker call must not stall the loop)."""
+        if chat_id in self._handed:
+            return
+        if len(self._handed) >= HANDED_KEPT:
+            self._handed.clear()  # forgetting only means handing a chat on once more: claims keep it to one worker
+        self._handed.add(chat_id)
+        assert self.carry_on is not None
+        handing = asyncio.get_running_loop().run_in_executor(None, self.carry_on, chat_id)
+        handing.add_done_callback(partial(_log_failed_hand_on, chat_id))
+
     def _woken(self, question: Question) -> None:
         if question.chat_id is not None and question.chat_id in self._wakes:
             self._wakes[question.chat_id].set()
@@ -190,12 +232,20 @@ class ServedCalls:
         """Stop carrying calls on in this process; their leases run out and another process takes over."""
         if self._woken in self.store.decision_hooks:
             self.store.decision_hooks.remove(self._woken)
+        # A step under way finishes (its database work runs in a thread a cancel would not stop, and
+        # the store may close next); one that outlasts CLOSE_GRACE is cancelled, its lease left to run out.
+        self._closing = True
+        for wake in self._wakes.values():
+            wake.set()
         runners = list(self._runners.values())
-        for runner in runners:
-            runner.cancel()
-        for runner in runners:
-            with contextlib.suppress(asyncio.CancelledError):
-                await runner
+        if runners:
+            _, late = await asyncio.wait(runners, timeout=CLOSE_GRACE)
+            for runner in late:
+                runner.cancel()
+            for runner in late:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await runner
+        await self.changes.close()
 
     # Reading and moving calls
 
@@ -230,7 +280,8 @@ class ServedCalls:
     async def refresh(self, task: ServedTask) -> tuple[ServedTask, CallState]:
         """The task brought up to date with its call (one write when its status changed), and the call's state."""
         if task.done():
-            return task, CallState(task.status, task.status_message, result=task.result)
+            error = await self.error(task) if task.status == "failed" and task.result is None else None
+            return task, CallState(task.status, task.status_message, result=task.result, error=error)
         self.carry(task.chat_id)  # this process carries it on too (a no-op when it already does); claims keep it to one
         state = await self.state(task.chat_id)
         if state.status_message == NOT_STARTED and utcnow() - task.created_at > timedelta(seconds=self.store.lease):
