@@ -69,7 +69,8 @@ def percentile(values: list[float], share: float) -> float:
 
 
 class Counter:
-    """Counts statements and the bytes of parameters the engine sends in write statements."""
+    """Counts statements, transactions (not statements alone, which commit by themselves) and the bytes of
+    parameters the engine sends in write statements."""
 
     def __init__(self, store: Store) -> None:
         self.statements = 0
@@ -79,7 +80,8 @@ class Counter:
         event.listen(store.db.sync_engine, "begin", self._began)
 
     def _began(self, conn: Any) -> None:
-        self.transactions += 1
+        if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":  # a statement alone is none
+            self.transactions += 1
 
     def _seen(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
         if statement.startswith(("BEGIN", "COMMIT", "PRAGMA")):

@@ -101,13 +101,19 @@ class StoreJournal:
             return
         start, known = _tail_start(chat), self._seen.get(chat)
 
-        def read(connection: Connection) -> tuple[int, Tail | None]:
+        def look(connection: Connection) -> int:
             version = connection.scalar(CHAT_VERSION, {"chat_id": chat.id})
             if version is None:
                 raise ChatNotFoundError(f"Chat {chat.id} is no longer in the database")
+            return int(version)
+
+        def read(connection: Connection) -> tuple[int, Tail | None]:
+            version = look(connection)
             return version, None if version == known else fetch_tail(connection, chat.id, start)
 
-        version, tail = await self.db.run_read(read)
+        if known is not None and not self.db.is_sqlite and await self.db.run_alone(look, write=False) == known:
+            return  # one statement without BEGIN and COMMIT: a third of the round trips
+        version, tail = await self.db.run_read(read)  # the version and the rows, in one snapshot
         if tail is not None:
             tail.apply(chat, self._rows)
             self._seen[chat] = version
@@ -163,7 +169,7 @@ class StoreJournal:
         """
         row = self._rows[record]
         row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
-        claim = await self.db.run_write(lambda connection: claim_call(connection, row_id, version, owner, lease))
+        claim = await self.db.run_alone(lambda c: claim_call(c, row_id, version, owner, lease), write=True)
         if claim in (Claim.BUSY, Claim.STALE):
             if claim is Claim.STALE:
                 self._seen.pop(chat, None)
@@ -197,7 +203,7 @@ class StoreJournal:
         owner, lease, chat_id = self.store.owner, self._lease, chat.id
         version = self._claimed_early.pop(chat, None)
         if version is None:
-            version = await self.db.run_write(lambda connection: take_turn(connection, chat_id, owner, lease))
+            version = await self.db.run_alone(lambda c: take_turn(c, chat_id, owner, lease), write=True)
         if version is None:
             yield False
             return
@@ -312,11 +318,21 @@ class StoreJournal:
         by: Principal | None,
         channel: Channel,
     ) -> bool:
-        """Record the decision under the question's row lock, then update the question object."""
-        decided = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel)
-        if decided is None:
+        """Record the decision under the question's row lock, then update the question object.
+
+        When the chat held everything recorded before, it still does: the decision changed only
+        the question and the versions, so the next :meth:`refresh` need not read the rows again.
+        """
+        settled = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel)
+        if settled.question is None:
             return False
-        question.take_decision(decided)
+        question.take_decision(settled.question)
+        record = chat.record_of(question)
+        row = None if record is None else self._rows.get(record)
+        if settled.versions is not None and row is not None:
+            chat_version, call_version = settled.versions
+            if self._seen.get(chat) == chat_version - 1 and row.version == call_version - 1:
+                self._seen[chat], row.version = chat_version, call_version
         return True
 
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
@@ -334,7 +350,7 @@ class StoreJournal:
         """Poll the question's row until a decision is recorded in any process, or its time runs out."""
         query = select(questions).where(questions.c.id == question.id)
         while question.decision is None and not question.expired(utcnow()):
-            row = await self.db.run_read(lambda connection: connection.execute(query).mappings().one())
+            row = await self.db.run_alone(lambda connection: connection.execute(query).mappings().one(), write=False)
             if row["decision"] is not None:
                 question.take_decision(question_from_row(row, question.tool_call))
                 break
@@ -351,12 +367,13 @@ class StoreJournal:
             await asyncio.sleep(self.store.lease / 3)
             values = {"key": key, "owner": owner, "until": utcnow() + self._lease}
             try:
-                await self.db.run_write(partial(_execute, statement, values))
+                await self.db.run_alone(partial(_execute, statement, values), write=True)
             except Exception:
                 logger.exception("Renewing a lease failed; it will run out if this goes on")
 
     async def _release(self, table: Table, key: Any) -> None:
-        await self.db.run_write(partial(_execute, _RELEASE[table.name], {"key": key, "owner": self.store.owner}))
+        values = {"key": key, "owner": self.store.owner}
+        await self.db.run_alone(partial(_execute, _RELEASE[table.name], values), write=True)
 
 
 def _execute(statement: Executable, values: dict[str, Any], connection: Connection) -> None:
