@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Executable, Table, bindparam, insert, or_, select, update
 
@@ -28,6 +28,8 @@ from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsErro
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
+from tarry.store.deciding import AnswerOf, Settled
+from tarry.store.engine import Database
 from tarry.store.rows import (
     Row,
     apply_call_row,
@@ -41,8 +43,25 @@ from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
 from tarry.store.tables import chats, messages, questions, tool_calls
 from tarry.tasks import Task
 
-if TYPE_CHECKING:
-    from tarry.store.store import Store
+
+class Host(Protocol):
+    """What a :class:`StoreJournal` uses of its :class:`~tarry.store.Store` (read each time: they may change)."""
+
+    db: Database
+    owner: str
+    lease: float
+    poll_interval: float
+
+    async def _decide(
+        self,
+        question_id: str,
+        decision: Decision,
+        answer_of: AnswerOf,
+        note: str | None,
+        by: str | Principal | None,
+        channel: Channel,
+    ) -> Settled: ...
+
 
 logger = logging.getLogger("tarry.store")
 T = TypeVar("T")
@@ -62,7 +81,7 @@ class CallRow:
 class StoreJournal:
     """Writes a chat's changes to the store and reads back what other processes wrote."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Host) -> None:
         self.store = store
         self.db = store.db
         self._seen: weakref.WeakKeyDictionary[Chat, int] = weakref.WeakKeyDictionary()
@@ -137,11 +156,9 @@ class StoreJournal:
         owner, lease, chat_id = self.store.owner, self._lease, chat.id
 
         def write(connection: Connection) -> tuple[int, list[int], bool]:
-            if held and connection.scalar(_TURN_HOLDER, {"chat_id": chat_id}) != owner:
-                # The turn claim lapsed while the model was asked and another process took the turn over.
-                raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
             claimed = claim_turn and take_turn(connection, chat_id, owner, lease) is not None
-            version, position = bump_chat(connection, chat_id, new_messages=1, **changes)
+            holder = owner if held else None
+            version, position = bump_chat(connection, chat_id, new_messages=1, holder=holder, **changes)
             if message.role == "user" and connection.scalar(_OPEN_CALL, {"chat_id": chat_id}) is not None:
                 # Another process's reply with calls came in after this one looked: record nothing.
                 raise PendingToolCallsError("Tool calls of this chat still wait; answer them before asking again")
@@ -387,28 +404,39 @@ def _tail_start(chat: Chat) -> int:
     return 0
 
 
-def bump_chat(connection: Connection, chat_id: str, *, new_messages: int = 0, **changes: Any) -> tuple[int, int]:
+def bump_chat(
+    connection: Connection, chat_id: str, *, new_messages: int = 0, holder: str | None = None, **changes: Any
+) -> tuple[int, int]:
     """Bump the chat's version (row-locking it) and reserve ``new_messages`` positions.
 
+    With ``holder``, only while ``holder`` holds the turn: else :class:`ClaimLostError` (the
+    turn claim lapsed while the model was asked and another process took the turn over).
     Returns the new version and the first reserved position.
     """
     values = {
         "chat_id": chat_id,
         "new_messages": new_messages,
+        "holder": holder,
         **{f"new_{key}": value for key, value in changes.items()},
     }
-    row = connection.execute(_bump_statement(tuple(sorted(changes))), values).one_or_none()
+    row = connection.execute(_bump_statement(tuple(sorted(changes)), holder is not None), values).one_or_none()
+    if row is None and holder is not None:
+        raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
     if row is None:
         raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
     return int(row.version), int(row.message_count) - new_messages
 
 
 @functools.cache
-def _bump_statement(columns: tuple[str, ...]) -> Executable:
-    """The chat's version bump that also sets ``columns`` (from ``new_<column>`` parameters), built once."""
+def _bump_statement(columns: tuple[str, ...], held: bool) -> Executable:
+    """The chat's version bump that also sets ``columns`` (from ``new_<column>`` parameters), built once.
+
+    ``held``: only while the ``holder`` parameter holds the turn.
+    """
+    held_by = (chats.c.claimed_by == bindparam("holder"),) if held else ()
     return (
         update(chats)
-        .where(chats.c.id == bindparam("chat_id"))
+        .where(chats.c.id == bindparam("chat_id"), *held_by)
         .values(
             version=chats.c.version + 1,
             message_count=chats.c.message_count + bindparam("new_messages"),
@@ -534,7 +562,6 @@ def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:
 
 # The statements of every step, built once: building one costs more than running it on SQLite.
 CHAT_VERSION = select(chats.c.version).where(chats.c.id == bindparam("chat_id"))
-_TURN_HOLDER = select(chats.c.claimed_by).where(chats.c.id == bindparam("chat_id")).with_for_update()
 _TAKE_TURN = (
     update(chats)
     .where(
@@ -558,28 +585,16 @@ _HELD_OPEN_CALL = (
     tool_calls.c.claimed_by == bindparam("owner"),
     tool_calls.c.result_message_id.is_(None),
 )
-_CLOSE_CALL = (
+_SAVE_HELD_CALL = (
     update(tool_calls)
     .where(*_HELD_OPEN_CALL)
-    .values(
-        claimed_by=None,
-        claimed_until=None,
-        version=tool_calls.c.version + 1,
-        result_message_id=bindparam("new_result_message_id"),
-    )
+    .values(claimed_by=None, claimed_until=None, version=tool_calls.c.version + 1)  # released, and changed
     .returning(tool_calls.c.version)
 )
-_PAUSE_CALL = (
-    update(tool_calls)
-    .where(*_HELD_OPEN_CALL)
-    .values(
-        claimed_by=None,
-        claimed_until=None,
-        version=tool_calls.c.version + 1,
-        state=bindparam("new_state", type_=tool_calls.c.state.type),
-        waiting_on=bindparam("new_waiting_on", type_=tool_calls.c.waiting_on.type),
-    )
-    .returning(tool_calls.c.version)
+_CLOSE_CALL = _SAVE_HELD_CALL.values(result_message_id=bindparam("new_result_message_id"))
+_PAUSE_CALL = _SAVE_HELD_CALL.values(
+    state=bindparam("new_state", type_=tool_calls.c.state.type),
+    waiting_on=bindparam("new_waiting_on", type_=tool_calls.c.waiting_on.type),
 )
 _OPEN_AT_VERSION = (
     tool_calls.c.id == bindparam("row_id"),
