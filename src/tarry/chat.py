@@ -74,7 +74,7 @@ class Chat:
         settings: Mapping[str, Any] | None = None,
         max_concurrency: int = 8,
         id: str | None = None,
-        journal: Journal | None = None,
+        journal: Journal[Chat] | None = None,
     ) -> None:
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
@@ -97,7 +97,7 @@ class Chat:
         self.messages: list[Message] = []
         self.records: dict[str, CallRecord] = {}
         """The record of every tool call, by call id, in the order the model made them."""
-        self._journal: Journal = journal or MemoryJournal()
+        self._journal: Journal[Chat] = journal or MemoryJournal()
 
     # The verbs
 

@@ -80,6 +80,7 @@ class Store:
         self.poll_interval = float(poll_interval)
         """Seconds between two looks at the database while a running call waits for an answer."""
         self.db = Database(database_url(url), durability)
+        """The database underneath, which runs each of the store's transactions (for tools and benchmarks)."""
         self.lease = float(lease)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         """Who this store claims work as."""
