@@ -19,7 +19,8 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, Executable, Table, bindparam, insert, or_, select, update
+from sqlalchemy import Connection, Executable, Table, and_, bindparam, case, insert, or_, select, update
+from sqlalchemy import Row as ResultRow
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.chat import Chat
@@ -156,9 +157,14 @@ class StoreJournal:
         owner, lease, chat_id = self.store.owner, self._lease, chat.id
 
         def write(connection: Connection) -> tuple[int, list[int], bool]:
-            claimed = claim_turn and take_turn(connection, chat_id, owner, lease) is not None
-            holder = owner if held else None
-            version, position = bump_chat(connection, chat_id, new_messages=1, holder=holder, **changes)
+            claimed = False
+            if claim_turn:
+                version, position, claimed = bump_chat_claiming(
+                    connection, chat_id, owner, lease, new_messages=1, **changes
+                )
+            else:
+                holder = owner if held else None
+                version, position = bump_chat(connection, chat_id, new_messages=1, holder=holder, **changes)
             if message.role == "user" and connection.scalar(_OPEN_CALL, {"chat_id": chat_id}) is not None:
                 # Another process's reply with calls came in after this one looked: record nothing.
                 raise PendingToolCallsError("Tool calls of this chat still wait; answer them before asking again")
@@ -259,8 +265,14 @@ class StoreJournal:
         lease = self._lease
 
         def write(connection: Connection) -> tuple[int, int, bool]:
-            claimed = claim_turn and take_turn(connection, chat_id, owner, lease) is not None
-            chat_version, position = bump_chat(connection, chat_id, new_messages=int(outcome.result is not None))
+            new_messages = int(outcome.result is not None)
+            if claim_turn:
+                chat_version, position, claimed = bump_chat_claiming(
+                    connection, chat_id, owner, lease, new_messages=new_messages
+                )
+            else:
+                claimed = False
+                chat_version, position = bump_chat(connection, chat_id, new_messages=new_messages)
             changes: dict[str, Any] = {"row_id": row_id, "owner": owner}
             if outcome.result is not None:
                 changes["new_result_message_id"] = connection.scalar(
@@ -413,36 +425,76 @@ def bump_chat(
     turn claim lapsed while the model was asked and another process took the turn over).
     Returns the new version and the first reserved position.
     """
+    row = _bump(connection, chat_id, new_messages, holder, None, changes)
+    return int(row.version), int(row.message_count) - new_messages
+
+
+def bump_chat_claiming(
+    connection: Connection, chat_id: str, owner: str, lease: timedelta, *, new_messages: int = 0, **changes: Any
+) -> tuple[int, int, bool]:
+    """:func:`bump_chat` that in the same statement claims the turn for ``owner``, as :func:`take_turn` would.
+
+    Returns the new version, the first reserved position, and whether the turn was claimed.
+    """
+    now = utcnow()
+    row = _bump(connection, chat_id, new_messages, None, {"now": now, "owner": owner, "until": now + lease}, changes)
+    return int(row.version), int(row.message_count) - new_messages, bool(row.claimed)
+
+
+def _bump(
+    connection: Connection,
+    chat_id: str,
+    new_messages: int,
+    holder: str | None,
+    claim: dict[str, Any] | None,
+    changes: dict[str, Any],
+) -> ResultRow[Any]:
     values = {
         "chat_id": chat_id,
         "new_messages": new_messages,
         "holder": holder,
+        **(claim or {}),
         **{f"new_{key}": value for key, value in changes.items()},
     }
-    row = connection.execute(_bump_statement(tuple(sorted(changes)), holder is not None), values).one_or_none()
+    statement = _bump_statement(tuple(sorted(changes)), holder is not None, claim is not None)
+    row = connection.execute(statement, values).one_or_none()
     if row is None and holder is not None:
         raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
     if row is None:
         raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
-    return int(row.version), int(row.message_count) - new_messages
+    return row
 
 
 @functools.cache
-def _bump_statement(columns: tuple[str, ...], held: bool) -> Executable:
+def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Executable:
     """The chat's version bump that also sets ``columns`` (from ``new_<column>`` parameters), built once.
 
-    ``held``: only while the ``holder`` parameter holds the turn.
+    ``held``: only while the ``holder`` parameter holds the turn. ``claim``: also claim the turn for
+    ``owner`` until ``until`` when no claim holds at ``now`` (:data:`_TURN_FREE`), and return whether it did.
     """
     held_by = (chats.c.claimed_by == bindparam("holder"),) if held else ()
+    claiming: dict[str, Any] = {}
+    claimed: tuple[Any, ...] = ()
+    if claim:
+        until = bindparam("until", type_=chats.c.claimed_until.type)
+        claiming = {
+            "claimed_by": case(
+                (_TURN_FREE, bindparam("owner", type_=chats.c.claimed_by.type)), else_=chats.c.claimed_by
+            ),
+            "claimed_until": case((_TURN_FREE, until), else_=chats.c.claimed_until),
+        }
+        # RETURNING sees the new row: the claim is this statement's if it holds this statement's own deadline
+        claimed = (and_(chats.c.claimed_by == bindparam("owner"), chats.c.claimed_until == until).label("claimed"),)
     return (
         update(chats)
         .where(chats.c.id == bindparam("chat_id"), *held_by)
         .values(
             version=chats.c.version + 1,
             message_count=chats.c.message_count + bindparam("new_messages"),
+            **claiming,
             **{column: bindparam(f"new_{column}") for column in columns},
         )
-        .returning(chats.c.version, chats.c.message_count)
+        .returning(chats.c.version, chats.c.message_count, *claimed)
     )
 
 
@@ -562,12 +614,11 @@ def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:
 
 # The statements of every step, built once: building one costs more than running it on SQLite.
 CHAT_VERSION = select(chats.c.version).where(chats.c.id == bindparam("chat_id"))
+_TURN_FREE = or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < bindparam("now"))
+"""No claim on the chat's turn holds at ``now``."""
 _TAKE_TURN = (
     update(chats)
-    .where(
-        chats.c.id == bindparam("chat_id"),
-        or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < bindparam("now")),
-    )
+    .where(chats.c.id == bindparam("chat_id"), _TURN_FREE)
     .values(claimed_by=bindparam("owner"), claimed_until=bindparam("until"))
     .returning(chats.c.version)
 )
