@@ -69,7 +69,8 @@ def percentile(values: list[float], share: float) -> float:
 
 
 class Counter:
-    """Counts statements and the bytes of parameters the engine sends in write statements."""
+    """Counts statements, transactions (not statements alone, which commit by themselves) and the bytes of
+    parameters the engine sends in write statements."""
 
     def __init__(self, store: Store) -> None:
         self.statements = 0
@@ -79,7 +80,8 @@ class Counter:
         event.listen(store.db.sync_engine, "begin", self._began)
 
     def _began(self, conn: Any) -> None:
-        self.transactions += 1
+        if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":  # a statement alone is none
+            self.transactions += 1
 
     def _seen(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
         if statement.startswith(("BEGIN", "COMMIT", "PRAGMA")):
@@ -482,6 +484,7 @@ async def prepare_answers(url: str, count: int) -> list[str]:
 def answers_per_second(url: str, processes: int, per_process: int, concurrency: int = 1) -> dict[str, float]:
     """``processes`` processes approve their shares of the questions, each ``concurrency`` at a time.
 
+    Each process reports how many decisions it recorded and the CPU seconds its answers took.
     Each question is approved by one process; afterwards every question must be decided and the
     processes' counts of recorded decisions must add up to the number of questions.
     """
@@ -505,8 +508,10 @@ def answers_per_second(url: str, processes: int, per_process: int, concurrency: 
             time.sleep(0.01)
         started = time.perf_counter()
         go.touch()
-        recorded = sum(int(worker.communicate()[0]) for worker in workers)
+        told = [worker.communicate()[0].split() for worker in workers]
         elapsed = time.perf_counter() - started
+        recorded = sum(int(answered) for answered, _ in told)
+        cpu = sum(float(seconds) for _, seconds in told)
     undecided = asyncio.run(count_undecided(url))
     assert recorded == len(ids) and undecided == 0, (recorded, len(ids), undecided)
     return {
@@ -515,6 +520,7 @@ def answers_per_second(url: str, processes: int, per_process: int, concurrency: 
         "answers": recorded,
         "seconds": elapsed,
         "per_second": recorded / elapsed,
+        "cpu_ms": cpu / recorded * 1000,
     }
 
 
@@ -539,8 +545,10 @@ async def answer_part(url: str, ids: list[str], part: str, go: str, concurrency:
         async def lane(share: list[str]) -> int:
             return sum([await store.approve(question_id) for question_id in share])
 
+        cpu = time.process_time()
         recorded = await asyncio.gather(*(lane(ids[number::concurrency]) for number in range(concurrency)))
-    print(sum(recorded))
+        cpu = time.process_time() - cpu
+    print(sum(recorded), cpu)
 
 
 SCHEMAS: list[tuple[str, str]] = []

@@ -75,7 +75,7 @@ class Chat:
         settings: Mapping[str, Any] | None = None,
         max_concurrency: int = 8,
         id: str | None = None,
-        journal: Journal | None = None,
+        journal: Journal[Chat] | None = None,
     ) -> None:
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
@@ -101,7 +101,7 @@ class Chat:
         self.chat_questions: list[Question] = []
         """Questions of the chat itself, asked before any call could wait on them (an MCP server's
         first login, needed to list its tools), oldest first; their ``tool_call`` is ``None``."""
-        self._journal: Journal = journal or MemoryJournal()
+        self._journal: Journal[Chat] = journal or MemoryJournal()
 
     # The verbs
 

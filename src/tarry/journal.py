@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from tarry.approvals import Vote, judge
 from tarry.calls import CallRecord, Claim, Outcome, check_decision
@@ -15,23 +15,31 @@ from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
 from tarry.tracing import decision_attributes, mark
 
-if TYPE_CHECKING:
-    from tarry.chat import Chat
+ChatT = TypeVar("ChatT", contravariant=True)
+"""The chat a journal serves: :class:`tarry.Chat` (named by type, so this module need not import it)."""
 
 
-class Journal(Protocol):
+class Records(Protocol):
+    """What :class:`MemoryJournal` asks of its chat: the record of a question's call."""
+
+    def record_of(self, question: Question) -> CallRecord | None:
+        """The record of the call that asked ``question``, if the chat holds it."""
+        ...
+
+
+class Journal(Protocol[ChatT]):
     """The small interface a chat writes through. Each method that writes is one transaction.
 
     The chat changes its own objects after a write succeeds, so a failed write leaves
     both the database and the chat as they were.
     """
 
-    async def refresh(self, chat: Chat) -> None:
+    async def refresh(self, chat: ChatT) -> None:
         """Bring the chat up to date with what other processes recorded."""
         ...
 
     async def append(
-        self, chat: Chat, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False
+        self, chat: ChatT, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False
     ) -> bool:
         """Save a new user or assistant message, with the records of the calls it makes.
 
@@ -41,15 +49,15 @@ class Journal(Protocol):
         """
         ...
 
-    def hold_call(self, chat: Chat, record: CallRecord) -> AbstractAsyncContextManager[Claim]:
+    def hold_call(self, chat: ChatT, record: CallRecord) -> AbstractAsyncContextManager[Claim]:
         """Claim ``record`` for as long as the block runs (renewing the lease), then release it."""
         ...
 
-    def hold_turn(self, chat: Chat) -> AbstractAsyncContextManager[bool]:
+    def hold_turn(self, chat: ChatT) -> AbstractAsyncContextManager[bool]:
         """Claim the chat around one model request; yields ``False`` when another process holds it."""
         ...
 
-    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
+    async def save_call(self, chat: ChatT, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
         """Save what running a call came to: its result message, or its new pause and question.
 
         With ``claim_turn`` the same transaction claims the turn, when it is free, for the next
@@ -57,13 +65,13 @@ class Journal(Protocol):
         """
         ...
 
-    async def release_turn(self, chat: Chat) -> None:
+    async def release_turn(self, chat: ChatT) -> None:
         """Give back a turn that :meth:`append` or :meth:`save_call` claimed and no :meth:`hold_turn` used."""
         ...
 
     async def decide(
         self,
-        chat: Chat,
+        chat: ChatT,
         question: Question,
         decision: Decision,
         answer: dict[str, Any] | None,
@@ -79,7 +87,7 @@ class Journal(Protocol):
         """
         ...
 
-    async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
+    async def add_question(self, chat: ChatT, record: CallRecord, question: Question) -> None:
         """Save a question that the running call of ``record`` asks while it runs (already minted).
 
         Used by :meth:`tarry.live.LiveCall.ask` (an MCP server's push elicitation); the call
@@ -87,7 +95,7 @@ class Journal(Protocol):
         """
         ...
 
-    async def add_chat_question(self, chat: Chat, question: Question) -> bool:
+    async def add_chat_question(self, chat: ChatT, question: Question) -> bool:
         """Save a question of the chat itself (no tool call; already minted), parking the chat on it.
 
         Returns ``False`` when this journal cannot keep such a question where other processes
@@ -95,7 +103,7 @@ class Journal(Protocol):
         """
         ...
 
-    async def wait_for_decision(self, chat: Chat, question: Question) -> Question:
+    async def wait_for_decision(self, chat: ChatT, question: Question) -> Question:
         """Wait until a decision on ``question`` is recorded (in any process) or it expires; return it.
 
         Sets ``decision``, ``answer``, ``note`` and ``decided_at`` on ``question`` from the
@@ -112,17 +120,17 @@ class MemoryJournal:
         self._turn = asyncio.Lock()
         """Held around a model request of the one chat this journal serves."""
 
-    async def refresh(self, chat: Chat) -> None:
+    async def refresh(self, chat: Records) -> None:
         """Nothing to read: this process made every change."""
 
     async def append(
-        self, chat: Chat, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False
+        self, chat: Records, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False
     ) -> bool:
         """Nothing to write; the chat made every change itself, so it is always current."""
         return True
 
     @asynccontextmanager
-    async def hold_call(self, chat: Chat, record: CallRecord) -> AsyncIterator[Claim]:
+    async def hold_call(self, chat: Records, record: CallRecord) -> AsyncIterator[Claim]:
         """Mark the record as running for the block, unless it already is."""
         if record.running:
             yield Claim.BUSY
@@ -134,7 +142,7 @@ class MemoryJournal:
             record.running = False
 
     @asynccontextmanager
-    async def hold_turn(self, chat: Chat) -> AsyncIterator[bool]:
+    async def hold_turn(self, chat: Records) -> AsyncIterator[bool]:
         """Hold this journal's lock around a model request."""
         if self._turn.locked():
             yield False
@@ -142,15 +150,15 @@ class MemoryJournal:
         async with self._turn:
             yield True
 
-    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
+    async def save_call(self, chat: Records, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
         """Nothing to write; the turn is the chat's own lock, taken by :meth:`hold_turn`."""
 
-    async def release_turn(self, chat: Chat) -> None:
+    async def release_turn(self, chat: Records) -> None:
         """Nothing claimed early."""
 
     async def decide(
         self,
-        chat: Chat,
+        chat: Records,
         question: Question,
         decision: Decision,
         answer: dict[str, Any] | None,
@@ -180,14 +188,14 @@ class MemoryJournal:
             event.set()
         return True
 
-    async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
+    async def add_question(self, chat: Records, record: CallRecord, question: Question) -> None:
         """Nothing to write."""
 
-    async def add_chat_question(self, chat: Chat, question: Question) -> bool:
+    async def add_chat_question(self, chat: Records, question: Question) -> bool:
         """Refuse: only a store keeps a login where the redirect endpoint answers it, so the chat raises."""
         return False
 
-    async def wait_for_decision(self, chat: Chat, question: Question) -> Question:
+    async def wait_for_decision(self, chat: Records, question: Question) -> Question:
         """Wait on an event that :meth:`decide` sets, until the question's time to live ends."""
         event = self._decided.setdefault(question.id, asyncio.Event())
         try:

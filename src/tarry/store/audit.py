@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, bindparam, insert, select
 
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, QuestionKind
@@ -90,27 +90,53 @@ def record_attempt(
     detail: str | None = None,
 ) -> None:
     """Append one attempt on ``question`` to the trail; secret answer fields are redacted here."""
-    call = question.tool_call
-    connection.execute(
-        insert(decision_events).values(
-            at=at,
-            chat_id=question.chat_id,
-            question_id=question.id,
-            call_id=None if call is None else call.id,
-            tool=None if call is None else call.name,
-            arguments=None if call is None else dict(call.arguments),
-            kind=question.kind,
-            message=question.message,
-            decision=decision,
-            outcome=outcome,
-            answer=question.redact(answer),
-            note=note,
-            by_id=None if by is None else by.id,
-            by_name=None if by is None else by.name,
-            channel=channel,
-            detail=detail,
-        )
+    values = attempt_values(
+        question, decision, outcome, at=at, by=by, channel=channel, answer=answer, note=note, detail=detail
     )
+    connection.execute(INSERT_EVENT, values)
+
+
+def attempt_values(
+    question: Question,
+    decision: Decision,
+    outcome: Outcome,
+    *,
+    at: datetime,
+    by: Principal | None,
+    channel: Channel,
+    answer: dict[str, Any] | None,
+    note: str | None,
+    detail: str | None = None,
+) -> dict[str, Any]:
+    """The columns of the trail's row for one attempt on ``question`` (secret answer fields redacted)."""
+    call = question.tool_call
+    return {
+        "at": at,
+        "chat_id": question.chat_id,
+        "question_id": question.id,
+        "call_id": None if call is None else call.id,
+        "tool": None if call is None else call.name,
+        "arguments": None if call is None else dict(call.arguments),
+        "kind": question.kind,
+        "message": question.message,
+        "decision": decision,
+        "outcome": outcome,
+        "answer": question.redact(answer),
+        "note": note,
+        "by_id": None if by is None else by.id,
+        "by_name": None if by is None else by.name,
+        "channel": channel,
+        "detail": detail,
+    }
+
+
+INSERT_EVENT = insert(decision_events)
+"""Appends one row to the trail (built once)."""
+INSERT_EVENT_BOUND = INSERT_EVENT.values(
+    {column.name: bindparam(f"event_{column.name}", type_=column.type) for column in decision_events.c
+     if column.name != "id"}
+)  # fmt: skip
+""":data:`INSERT_EVENT` taking its values from parameters named ``event_<column>``, to run inside a larger statement."""
 
 
 def read_history(

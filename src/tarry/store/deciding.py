@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, Executable, bindparam, func, select, update
 
 from tarry.approvals import MayDecide, Vote, judge
 from tarry.calls import check_decision
@@ -20,9 +20,9 @@ from tarry.clock import utcnow
 from tarry.errors import NotAllowedError, QuestionExpiredError, TarryError, ToolCallRunningError, UnknownQuestionError
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
-from tarry.store.audit import Outcome, record_attempt
+from tarry.store.audit import INSERT_EVENT, INSERT_EVENT_BOUND, Outcome, attempt_values, record_attempt
 from tarry.store.rows import call_from_row, decider_values, question_from_row
-from tarry.store.schedule import wake
+from tarry.store.schedule import WAKE, WAKE_NOTIFY
 from tarry.store.tables import questions, tool_calls
 
 AnswerOf = Callable[[Question], dict[str, Any] | None]
@@ -39,6 +39,7 @@ _LOCKED_QUESTION = (
         tool_calls.c.result_message_id,
     )
     .outerjoin(tool_calls, questions.c.tool_call_id == tool_calls.c.id)  # a chat's own question has no call
+    .where(questions.c.id == bindparam("question_id"))
     .with_for_update(of=questions)
 )
 
@@ -54,6 +55,9 @@ class Settled:
 
     question: Question | None = None
     refusal: TarryError | None = None
+    versions: tuple[int, int | None] | None = None
+    """The chat's and the call's versions after a recorded decision (``None`` if none was recorded;
+    the call's is ``None`` for a chat's own question, which has no call)."""
 
 
 def decide_question(
@@ -79,7 +83,7 @@ def decide_question(
     refusals are returned to raise after the commit. A recorded decision bumps the call's
     version (a process that read the call must read it again) and wakes the chat.
     """
-    row = connection.execute(_LOCKED_QUESTION.where(questions.c.id == question_id)).mappings().one_or_none()
+    row = connection.execute(_LOCKED_QUESTION, {"question_id": question_id}).mappings().one_or_none()
     if row is None:
         raise UnknownQuestionError(f"No question has the id {question_id!r}")
     question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
@@ -111,22 +115,73 @@ def decide_question(
         assert question.policy is not None
         attempt("counted", answer=answer, detail=f"{len(question.votes)} of {question.policy.count} approvals")
         return Settled(question)
-    decided = connection.execute(
-        update(questions)
-        .where(questions.c.id == question.id, questions.c.decision.is_(None))
-        .values(decision=decision, answer=answer, note=note, decided_at=now, votes=votes, **decider_values(by, channel))
-    )
-    if decided.rowcount != 1:  # the row lock makes this unreachable; kept so a decision can never be written twice
+    values = {  # no key is a column's name: see WAKE
+        "decided_question": question.id,
+        "call_row": row["tool_call_id"],
+        "woken_chat": row["chat_id"],
+        "moment": now,
+        "new_decision": decision,
+        "new_answer": answer,
+        "new_note": note,
+        "new_votes": votes,
+        **{f"new_{key}": value for key, value in decider_values(by, channel).items()},
+    }
+    event = attempt_values(question, decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note)
+    if postgres:  # one statement: the decision, the call's version, the wake and the trail's row
+        values.update({f"event_{key}": value for key, value in event.items()})
+        done = connection.execute(_DECIDE_AT_ONCE, values).one()
+        decided, call_version, chat_version = done.decided, done.call_version, done.chat_version
+    else:
+        decided = connection.execute(_DECIDE, values).rowcount
+        call_version = connection.scalar(_BUMP_CALL, values)
+        chat_version = connection.scalar(WAKE, values)
+        connection.execute(INSERT_EVENT, event)
+    if decided != 1:  # the row lock makes this unreachable; kept so a decision can never be written twice
         raise RuntimeError(f"Question {question.id} was decided while this process held its row lock")
-    if row["tool_call_id"] is not None:
-        connection.execute(
-            update(tool_calls).where(tool_calls.c.id == row["tool_call_id"]).values(version=tool_calls.c.version + 1)
-        )
-    wake(connection, row["chat_id"], postgres=postgres)
-    attempt("decided", answer=answer)
     question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
     question.decided_by, question.channel = by, channel
-    return Settled(question)
+    return Settled(question, versions=(int(chat_version), None if call_version is None else int(call_version)))
+
+
+_DECIDE = (
+    update(questions)
+    .where(questions.c.id == bindparam("decided_question"), questions.c.decision.is_(None))
+    .values(
+        {
+            **{
+                column: bindparam(f"new_{column}", type_=questions.c[column].type)
+                for column in ("decision", "answer", "note", "votes", "decided_by", "decided_by_name", "channel")
+            },
+            "decided_at": bindparam("moment", type_=questions.c.decided_at.type),
+        }
+    )
+)
+_BUMP_CALL = (
+    update(tool_calls)
+    .where(tool_calls.c.id == bindparam("call_row"))
+    .values(version=tool_calls.c.version + 1)
+    .returning(tool_calls.c.version)
+)
+
+
+def _decide_at_once() -> Executable:
+    """The writes of a decision as one PostgreSQL statement of data-modifying CTEs (one round trip, not four).
+
+    Every part runs to completion whatever the final ``SELECT`` reads; a decision that finds the
+    question decided already is refused by the caller, which rolls all of it back.
+    """
+    decided = _DECIDE.returning(questions.c.id).cte("decided")
+    bumped = _BUMP_CALL.cte("bumped")
+    woken = WAKE_NOTIFY.cte("woken")
+    logged = INSERT_EVENT_BOUND.cte("logged")
+    return select(
+        select(func.count()).select_from(decided).scalar_subquery().label("decided"),
+        select(bumped.c.version).scalar_subquery().label("call_version"),
+        select(woken.c.version).scalar_subquery().label("chat_version"),
+    ).add_cte(logged)
+
+
+_DECIDE_AT_ONCE = _decide_at_once()
 
 
 def _why_lost(question: Question) -> str:

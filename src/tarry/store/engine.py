@@ -153,6 +153,8 @@ class Database:
             self._postgres = create_async_engine(
                 url, pool_size=10, max_overflow=10, connect_args=connect_args, json_deserializer=_load_json
             )
+            self._snapshot = self._postgres.execution_options(isolation_level="REPEATABLE READ")
+            self._autocommit = self._postgres.execution_options(isolation_level="AUTOCOMMIT")
         self._schema_checked = False
 
     @property
@@ -183,6 +185,17 @@ class Database:
         await self.check_schema()
         return await self._run(work, write=False)
 
+    async def run_alone(self, work: Callable[[Connection], T], *, write: bool) -> T:
+        """Run ``work``, whose statements each stand alone, with no transaction around them on PostgreSQL.
+
+        For work of one statement (or of statements that need neither one snapshot nor to commit
+        together, such as :func:`~tarry.store.journal.claim_call`'s tries): on PostgreSQL each
+        statement commits by itself (autocommit), which saves the round trips of ``BEGIN`` and
+        ``COMMIT``; on SQLite, where those cost no round trip, it is :meth:`run_write` or :meth:`run_read`.
+        """
+        await self.check_schema()
+        return await self._run(work, write=write, alone=True)
+
     async def check_schema(self) -> None:
         """Raise :class:`~tarry.errors.StoreSchemaError` unless the schema is the one this tarry uses.
 
@@ -197,7 +210,7 @@ class Database:
         await self._run(partial(migrate, where=self.where, postgres=not self.is_sqlite), write=True)
         self._schema_checked = True
 
-    async def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
+    async def _run(self, work: Callable[[Connection], T], *, write: bool, alone: bool = False) -> T:
         if self._closed:
             raise TarryError(f"The store of {self.where} is closed")
         what = {
@@ -215,9 +228,11 @@ class Database:
                 with span(f"store.{'write' if write else 'read'}", what, client=True):
                     return await asyncio.get_running_loop().run_in_executor(self._threads, transaction)
             assert self._postgres is not None
-            engine_ = self._postgres if write else self._postgres.execution_options(isolation_level="REPEATABLE READ")
             with span(f"store.{'write' if write else 'read'}", what, client=True):
-                async with engine_.begin() as connection:
+                if alone:
+                    async with self._autocommit.connect() as connection:
+                        return await connection.run_sync(work)
+                async with (self._postgres if write else self._snapshot).begin() as connection:
                     return await connection.run_sync(work)
 
     def _thread_connection(self) -> Connection:

@@ -17,9 +17,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, Executable, Table, and_, bindparam, insert, or_, select, update
+from sqlalchemy import Connection, Executable, Table, and_, bindparam, case, insert, or_, select, update
+from sqlalchemy import Row as ResultRow
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.chat import Chat
@@ -28,6 +29,8 @@ from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsErro
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
+from tarry.store.deciding import AnswerOf, Settled
+from tarry.store.engine import Database
 from tarry.store.rows import (
     Row,
     apply_call_row,
@@ -41,8 +44,25 @@ from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
 from tarry.store.tables import chats, messages, questions, tool_calls
 from tarry.tasks import Task
 
-if TYPE_CHECKING:
-    from tarry.store.store import Store
+
+class Host(Protocol):
+    """What a :class:`StoreJournal` uses of its :class:`~tarry.store.Store` (read each time: they may change)."""
+
+    db: Database
+    owner: str
+    lease: float
+    poll_interval: float
+
+    async def _decide(
+        self,
+        question_id: str,
+        decision: Decision,
+        answer_of: AnswerOf,
+        note: str | None,
+        by: str | Principal | None,
+        channel: Channel,
+    ) -> Settled: ...
+
 
 logger = logging.getLogger("tarry.store")
 T = TypeVar("T")
@@ -62,7 +82,7 @@ class CallRow:
 class StoreJournal:
     """Writes a chat's changes to the store and reads back what other processes wrote."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Host) -> None:
         self.store = store
         self.db = store.db
         self._seen: weakref.WeakKeyDictionary[Chat, int] = weakref.WeakKeyDictionary()
@@ -101,13 +121,19 @@ class StoreJournal:
             return
         start, known = _tail_start(chat), self._seen.get(chat)
 
-        def read(connection: Connection) -> tuple[int, Tail | None]:
+        def look(connection: Connection) -> int:
             version = connection.scalar(CHAT_VERSION, {"chat_id": chat.id})
             if version is None:
                 raise ChatNotFoundError(f"Chat {chat.id} is no longer in the database")
+            return int(version)
+
+        def read(connection: Connection) -> tuple[int, Tail | None]:
+            version = look(connection)
             return version, None if version == known else fetch_tail(connection, chat.id, start)
 
-        version, tail = await self.db.run_read(read)
+        if known is not None and not self.db.is_sqlite and await self.db.run_alone(look, write=False) == known:
+            return  # one statement without BEGIN and COMMIT: a third of the round trips
+        version, tail = await self.db.run_read(read)  # the version and the rows, in one snapshot
         if tail is not None:
             tail.apply(chat, self._rows)
             self._seen[chat] = version
@@ -131,11 +157,14 @@ class StoreJournal:
         owner, lease, chat_id = self.store.owner, self._lease, chat.id
 
         def write(connection: Connection) -> tuple[int, list[int], bool]:
-            if held and connection.scalar(_TURN_HOLDER, {"chat_id": chat_id}) != owner:
-                # The turn claim lapsed while the model was asked and another process took the turn over.
-                raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
-            claimed = claim_turn and take_turn(connection, chat_id, owner, lease) is not None
-            version, position = bump_chat(connection, chat_id, new_messages=1, **changes)
+            claimed = False
+            if claim_turn:
+                version, position, claimed = bump_chat_claiming(
+                    connection, chat_id, owner, lease, new_messages=1, **changes
+                )
+            else:
+                holder = owner if held else None
+                version, position = bump_chat(connection, chat_id, new_messages=1, holder=holder, **changes)
             if message.role == "user" and connection.scalar(_OPEN_CALL, {"chat_id": chat_id}) is not None:
                 # Another process's reply with calls came in after this one looked: record nothing.
                 raise PendingToolCallsError("Tool calls of this chat still wait; answer them before asking again")
@@ -163,7 +192,7 @@ class StoreJournal:
         """
         row = self._rows[record]
         row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
-        claim = await self.db.run_write(lambda connection: claim_call(connection, row_id, version, owner, lease))
+        claim = await self.db.run_alone(lambda c: claim_call(c, row_id, version, owner, lease), write=True)
         if claim in (Claim.BUSY, Claim.STALE):
             if claim is Claim.STALE:
                 self._seen.pop(chat, None)
@@ -197,7 +226,7 @@ class StoreJournal:
         owner, lease, chat_id = self.store.owner, self._lease, chat.id
         version = self._claimed_early.pop(chat, None)
         if version is None:
-            version = await self.db.run_write(lambda connection: take_turn(connection, chat_id, owner, lease))
+            version = await self.db.run_alone(lambda c: take_turn(c, chat_id, owner, lease), write=True)
         if version is None:
             yield False
             return
@@ -236,8 +265,14 @@ class StoreJournal:
         lease = self._lease
 
         def write(connection: Connection) -> tuple[int, int, bool]:
-            claimed = claim_turn and take_turn(connection, chat_id, owner, lease) is not None
-            chat_version, position = bump_chat(connection, chat_id, new_messages=int(outcome.result is not None))
+            new_messages = int(outcome.result is not None)
+            if claim_turn:
+                chat_version, position, claimed = bump_chat_claiming(
+                    connection, chat_id, owner, lease, new_messages=new_messages
+                )
+            else:
+                claimed = False
+                chat_version, position = bump_chat(connection, chat_id, new_messages=new_messages)
             changes: dict[str, Any] = {"row_id": row_id, "owner": owner}
             if outcome.result is not None:
                 changes["new_result_message_id"] = connection.scalar(
@@ -312,11 +347,25 @@ class StoreJournal:
         by: Principal | None,
         channel: Channel,
     ) -> bool:
-        """Record the decision under the question's row lock, then update the question object."""
-        decided = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel)
-        if decided is None:
+        """Record the decision under the question's row lock, then update the question object.
+
+        When the chat held everything recorded before, it still does: the decision changed only
+        the question and the versions, so the next :meth:`refresh` need not read the rows again.
+        """
+        settled = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel)
+        if settled.question is None:
             return False
-        question.take_decision(decided)
+        question.take_decision(settled.question)
+        record = chat.record_of(question)
+        row = None if record is None else self._rows.get(record)
+        if settled.versions is not None and row is not None:
+            chat_version, call_version = settled.versions
+            if (
+                call_version is not None
+                and self._seen.get(chat) == chat_version - 1
+                and row.version == call_version - 1
+            ):
+                self._seen[chat], row.version = chat_version, call_version
         return True
 
     async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
@@ -346,7 +395,7 @@ class StoreJournal:
         """Poll the question's row until a decision is recorded in any process, or its time runs out."""
         query = select(questions).where(questions.c.id == question.id)
         while question.decision is None and not question.expired(utcnow()):
-            row = await self.db.run_read(lambda connection: connection.execute(query).mappings().one())
+            row = await self.db.run_alone(lambda connection: connection.execute(query).mappings().one(), write=False)
             if row["decision"] is not None:
                 question.take_decision(question_from_row(row, question.tool_call))
                 break
@@ -363,12 +412,13 @@ class StoreJournal:
             await asyncio.sleep(self.store.lease / 3)
             values = {"key": key, "owner": owner, "until": utcnow() + self._lease}
             try:
-                await self.db.run_write(partial(_execute, statement, values))
+                await self.db.run_alone(partial(_execute, statement, values), write=True)
             except Exception:
                 logger.exception("Renewing a lease failed; it will run out if this goes on")
 
     async def _release(self, table: Table, key: Any) -> None:
-        await self.db.run_write(partial(_execute, _RELEASE[table.name], {"key": key, "owner": self.store.owner}))
+        values = {"key": key, "owner": self.store.owner}
+        await self.db.run_alone(partial(_execute, _RELEASE[table.name], values), write=True)
 
 
 def _execute(statement: Executable, values: dict[str, Any], connection: Connection) -> None:
@@ -382,34 +432,85 @@ def _tail_start(chat: Chat) -> int:
     return 0
 
 
-def bump_chat(connection: Connection, chat_id: str, *, new_messages: int = 0, **changes: Any) -> tuple[int, int]:
+def bump_chat(
+    connection: Connection, chat_id: str, *, new_messages: int = 0, holder: str | None = None, **changes: Any
+) -> tuple[int, int]:
     """Bump the chat's version (row-locking it) and reserve ``new_messages`` positions.
 
+    With ``holder``, only while ``holder`` holds the turn: else :class:`ClaimLostError` (the
+    turn claim lapsed while the model was asked and another process took the turn over).
     Returns the new version and the first reserved position.
     """
-    values = {
-        "chat_id": chat_id,
-        "new_messages": new_messages,
-        **{f"new_{key}": value for key, value in changes.items()},
-    }
-    row = connection.execute(_bump_statement(tuple(sorted(changes))), values).one_or_none()
-    if row is None:
-        raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
+    row = _bump(connection, chat_id, new_messages, holder, None, changes)
     return int(row.version), int(row.message_count) - new_messages
 
 
+def bump_chat_claiming(
+    connection: Connection, chat_id: str, owner: str, lease: timedelta, *, new_messages: int = 0, **changes: Any
+) -> tuple[int, int, bool]:
+    """:func:`bump_chat` that in the same statement claims the turn for ``owner``, as :func:`take_turn` would.
+
+    Returns the new version, the first reserved position, and whether the turn was claimed.
+    """
+    now = utcnow()
+    row = _bump(connection, chat_id, new_messages, None, {"now": now, "owner": owner, "until": now + lease}, changes)
+    return int(row.version), int(row.message_count) - new_messages, bool(row.claimed)
+
+
+def _bump(
+    connection: Connection,
+    chat_id: str,
+    new_messages: int,
+    holder: str | None,
+    claim: dict[str, Any] | None,
+    changes: dict[str, Any],
+) -> ResultRow[Any]:
+    values = {
+        "chat_id": chat_id,
+        "new_messages": new_messages,
+        "holder": holder,
+        **(claim or {}),
+        **{f"new_{key}": value for key, value in changes.items()},
+    }
+    statement = _bump_statement(tuple(sorted(changes)), holder is not None, claim is not None)
+    row = connection.execute(statement, values).one_or_none()
+    if row is None and holder is not None:
+        raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
+    if row is None:
+        raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
+    return row
+
+
 @functools.cache
-def _bump_statement(columns: tuple[str, ...]) -> Executable:
-    """The chat's version bump that also sets ``columns`` (from ``new_<column>`` parameters), built once."""
+def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Executable:
+    """The chat's version bump that also sets ``columns`` (from ``new_<column>`` parameters), built once.
+
+    ``held``: only while the ``holder`` parameter holds the turn. ``claim``: also claim the turn for
+    ``owner`` until ``until`` when no claim holds at ``now`` (:data:`_TURN_FREE`), and return whether it did.
+    """
+    held_by = (chats.c.claimed_by == bindparam("holder"),) if held else ()
+    claiming: dict[str, Any] = {}
+    claimed: tuple[Any, ...] = ()
+    if claim:
+        until = bindparam("until", type_=chats.c.claimed_until.type)
+        claiming = {
+            "claimed_by": case(
+                (_TURN_FREE, bindparam("owner", type_=chats.c.claimed_by.type)), else_=chats.c.claimed_by
+            ),
+            "claimed_until": case((_TURN_FREE, until), else_=chats.c.claimed_until),
+        }
+        # RETURNING sees the new row: the claim is this statement's if it holds this statement's own deadline
+        claimed = (and_(chats.c.claimed_by == bindparam("owner"), chats.c.claimed_until == until).label("claimed"),)
     return (
         update(chats)
-        .where(chats.c.id == bindparam("chat_id"))
+        .where(chats.c.id == bindparam("chat_id"), *held_by)
         .values(
             version=chats.c.version + 1,
             message_count=chats.c.message_count + bindparam("new_messages"),
+            **claiming,
             **{column: bindparam(f"new_{column}") for column in columns},
         )
-        .returning(chats.c.version, chats.c.message_count)
+        .returning(chats.c.version, chats.c.message_count, *claimed)
     )
 
 
@@ -556,13 +657,11 @@ def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:
 
 # The statements of every step, built once: building one costs more than running it on SQLite.
 CHAT_VERSION = select(chats.c.version).where(chats.c.id == bindparam("chat_id"))
-_TURN_HOLDER = select(chats.c.claimed_by).where(chats.c.id == bindparam("chat_id")).with_for_update()
+_TURN_FREE = or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < bindparam("now"))
+"""No claim on the chat's turn holds at ``now``."""
 _TAKE_TURN = (
     update(chats)
-    .where(
-        chats.c.id == bindparam("chat_id"),
-        or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < bindparam("now")),
-    )
+    .where(chats.c.id == bindparam("chat_id"), _TURN_FREE)
     .values(claimed_by=bindparam("owner"), claimed_until=bindparam("until"))
     .returning(chats.c.version)
 )
@@ -580,28 +679,16 @@ _HELD_OPEN_CALL = (
     tool_calls.c.claimed_by == bindparam("owner"),
     tool_calls.c.result_message_id.is_(None),
 )
-_CLOSE_CALL = (
+_SAVE_HELD_CALL = (
     update(tool_calls)
     .where(*_HELD_OPEN_CALL)
-    .values(
-        claimed_by=None,
-        claimed_until=None,
-        version=tool_calls.c.version + 1,
-        result_message_id=bindparam("new_result_message_id"),
-    )
+    .values(claimed_by=None, claimed_until=None, version=tool_calls.c.version + 1)  # released, and changed
     .returning(tool_calls.c.version)
 )
-_PAUSE_CALL = (
-    update(tool_calls)
-    .where(*_HELD_OPEN_CALL)
-    .values(
-        claimed_by=None,
-        claimed_until=None,
-        version=tool_calls.c.version + 1,
-        state=bindparam("new_state", type_=tool_calls.c.state.type),
-        waiting_on=bindparam("new_waiting_on", type_=tool_calls.c.waiting_on.type),
-    )
-    .returning(tool_calls.c.version)
+_CLOSE_CALL = _SAVE_HELD_CALL.values(result_message_id=bindparam("new_result_message_id"))
+_PAUSE_CALL = _SAVE_HELD_CALL.values(
+    state=bindparam("new_state", type_=tool_calls.c.state.type),
+    waiting_on=bindparam("new_waiting_on", type_=tool_calls.c.waiting_on.type),
 )
 _OPEN_AT_VERSION = (
     tool_calls.c.id == bindparam("row_id"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, func, or_, update
+from sqlalchemy import Connection, bindparam, func, or_, update
 
 from tarry.clock import utcnow
 from tarry.store.tables import chats
@@ -20,19 +20,34 @@ WAKE_CHANNEL = "tarry_chats"
 """The PostgreSQL ``NOTIFY`` channel on which a wake sends the chat's id."""
 
 
-def wake(connection: Connection, chat_id: str, *, postgres: bool) -> None:
+def wake(connection: Connection, chat_id: str, *, postgres: bool) -> int | None:
     """Make the chat due now (a decision or a cancellation arrived) and, on PostgreSQL, notify listeners.
 
-    Also bumps the chat's version, so chat objects in every process read the change.
+    Also bumps the chat's version, so chat objects in every process read the change; returns
+    the new version (``None`` when no chat has the id).
     """
-    woken = (
-        update(chats)
-        .where(chats.c.id == chat_id)
-        .values(next_check_at=utcnow(), schedule_version=chats.c.schedule_version + 1, version=chats.c.version + 1)
+    values = {"woken_chat": chat_id, "moment": utcnow()}
+    version: int | None = connection.scalar(WAKE_NOTIFY if postgres else WAKE, values)
+    return version
+
+
+WAKE = (
+    update(chats)
+    .where(chats.c.id == bindparam("woken_chat"))
+    .values(
+        next_check_at=bindparam("moment", type_=chats.c.next_check_at.type),
+        schedule_version=chats.c.schedule_version + 1,
+        version=chats.c.version + 1,
     )
-    if postgres:  # the notification rides on the update: one round trip, not two
-        woken = woken.returning(func.pg_notify(WAKE_CHANNEL, chats.c.id))
-    connection.execute(woken)
+    .returning(chats.c.version)
+)
+"""The wake of :func:`wake`, built once; it returns the chat's new version.
+
+Its parameters' names are no column's: a DML statement executed with a parameter named like a
+column of its table would also set that column.
+"""
+WAKE_NOTIFY = WAKE.returning(func.pg_notify(WAKE_CHANNEL, chats.c.id))
+""":data:`WAKE` that also notifies listeners (PostgreSQL): the notification rides on the update, one round trip."""
 
 
 def check_by(connection: Connection, chat_id: str, at: datetime) -> None:

@@ -25,7 +25,7 @@ from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import AnswerNeeded, Decision, Question
 from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
-from tarry.store.deciding import AnswerOf, decide_question
+from tarry.store.deciding import AnswerOf, Settled, decide_question
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import StoreJournal, Tail, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
@@ -81,6 +81,7 @@ class Store:
         self.poll_interval = float(poll_interval)
         """Seconds between two looks at the database while a running call waits for an answer."""
         self.db = Database(database_url(url), durability)
+        """The database underneath, which runs each of the store's transactions (for tools and benchmarks)."""
         self.lease = float(lease)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         """Who this store claims work as."""
@@ -179,7 +180,7 @@ class Store:
             "version": 0,
             "message_count": 0,
         }
-        await self.db.run_write(lambda connection: connection.execute(chats.insert().values(**row)))
+        await self.db.run_alone(lambda connection: connection.execute(_INSERT_CHAT, row), write=True)
         self.journal.saw(chat, 0)
         return chat
 
@@ -263,7 +264,7 @@ class Store:
             if "\x00" in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
                 return QuestionPage()
             query = query.where(questions.c.chat_id == chat_id)
-        rows = await self.db.run_read(lambda connection: connection.execute(query).mappings().all())
+        rows = await self.db.run_alone(lambda connection: connection.execute(query).mappings().all(), write=False)
         next_cursor = None
         if limit is not None and len(rows) > limit:
             rows = rows[:limit]
@@ -307,7 +308,7 @@ class Store:
     async def question(self, question_id: str) -> Question:
         """One question by id, decided or not; raises :class:`UnknownQuestionError`."""
         query = _QUESTION_WITH_CALL.where(questions.c.id == _question_id(question_id))
-        row = await self.db.run_read(lambda connection: connection.execute(query).mappings().one_or_none())
+        row = await self.db.run_alone(lambda c: c.execute(query).mappings().one_or_none(), write=False)
         if row is None:
             raise UnknownQuestionError(f"No question has the id {question_id!r}")
         return _question_of(row)
@@ -331,7 +332,7 @@ class Store:
         def answer_of(question: Question) -> dict[str, Any]:
             return question.check_answer(value, values)
 
-        return await self._decide(question_id, "accept", answer_of, None, by, channel) is not None
+        return (await self._decide(question_id, "accept", answer_of, None, by, channel)).question is not None
 
     async def approve(self, question_id: str, *, by: str | Principal | None = None, channel: Channel = "code") -> bool:
         """Approve a question by id; see :meth:`answer`.
@@ -339,7 +340,7 @@ class Store:
         With an :class:`~tarry.approvals.Approval` policy that needs several people, ``True``
         means this approval was counted; the question stays listed until enough people approved.
         """
-        return await self._decide(question_id, "accept", _approval, None, by, channel) is not None
+        return (await self._decide(question_id, "accept", _approval, None, by, channel)).question is not None
 
     async def decline(
         self,
@@ -355,7 +356,7 @@ class Store:
         """
         if note is not None and not isinstance(note, str):
             raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
-        return await self._decide(question_id, "decline", _no_answer, note, by, channel) is not None
+        return (await self._decide(question_id, "decline", _no_answer, note, by, channel)).question is not None
 
     async def history(
         self,
@@ -384,11 +385,12 @@ class Store:
         note: str | None,
         by: str | Principal | None,
         channel: Channel,
-    ) -> Question | None:
+    ) -> Settled:
         """Record a decision (:func:`~tarry.store.deciding.decide_question`), log it and run the decision hooks.
 
-        Returns the question as the attempt left it (decided, or one more approval counted), or
-        ``None`` when another decision came first; raises the refusal the trail recorded.
+        Returns what the attempt came to: the question as it left it (decided, or one more
+        approval counted; ``None`` when another decision came first) and the versions it wrote;
+        raises the refusal the trail recorded.
         """
         work = partial(
             decide_question,
@@ -406,7 +408,7 @@ class Store:
             raise settled.refusal
         question = settled.question
         if question is None:
-            return None
+            return settled
         call_id = question.tool_call.id if question.tool_call is not None else None
         ids = {"chat_id": question.chat_id, "call_id": call_id, "question_id": question.id}
         if question.decision is None:
@@ -414,14 +416,14 @@ class Store:
             logger.info(
                 "Counted an approval of question %s of chat %s by %s", question.id, question.chat_id, who, extra=ids
             )
-            return question
+            return settled
         who = "nobody known" if question.decided_by is None else question.decided_by.label
         logger.info(
             "Recorded %s on question %s of chat %s by %s", decision, question.id, question.chat_id, who, extra=ids
         )
         mark(f"decision {decision}", decision_attributes(question))
         await self._run_hooks(question)
-        return question
+        return settled
 
     async def cancel(self, chat_id: str) -> bool:
         """Ask whichever process carries the chat on to cancel it; returns ``False`` when it was already asked.
@@ -478,6 +480,7 @@ async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], 
             logger.exception("A %s failed", what)
 
 
+_INSERT_CHAT = chats.insert()
 _CHAT_ROW = select(chats).where(chats.c.id == bindparam("chat_id"))
 _QUESTION_WITH_CALL = select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments).outerjoin(
     tool_calls, questions.c.tool_call_id == tool_calls.c.id
