@@ -451,11 +451,11 @@ async def query_plan(store: Store) -> str:
     from tarry.clock import utcnow
     from tarry.store.paging import Position, pending_query
 
-    query = pending_query(utcnow(), None, PAGE + 1, Position(1, 0))
+    query, values = pending_query(utcnow(), None, PAGE + 1, Position(1, 0))
     dialect = sqlite.dialect() if store.db.is_sqlite else postgresql.dialect()
     compiled = query.compile(dialect=dialect)
     prefix = "EXPLAIN QUERY PLAN " if store.db.is_sqlite else "EXPLAIN "
-    parameters: Any = compiled.params
+    parameters: Any = compiled.construct_params(values)
     if store.db.is_sqlite:
         parameters = tuple(parameters[name] for name in compiled.positiontup or ())
     rows = await store.db.run_read(

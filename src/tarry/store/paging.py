@@ -6,9 +6,10 @@ import base64
 import binascii
 from collections.abc import Iterable
 from datetime import datetime
+from functools import cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Select, String, cast, func, null, select, union_all
+from sqlalchemy import ColumnElement, Integer, Select, String, bindparam, cast, func, null, select, union_all
 
 from tarry.questions import Question
 from tarry.store.tables import Json, questions, tool_calls
@@ -73,20 +74,33 @@ def check_limit(limit: int | None) -> None:
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
 
 
-def pending_query(now: datetime, chat_id: str | None, limit: int | None, after: Position | None) -> Select[Any]:
-    """The undecided questions unexpired at ``now``, of open calls or of their chat, after ``after``, in order.
+def pending_query(
+    now: datetime, chat_id: str | None, limit: int | None, after: Position | None
+) -> tuple[Select[Any], dict[str, Any]]:
+    """The statement and parameters of the undecided questions unexpired at ``now``, after ``after``, in order.
 
     Rows are question rows with their call's ``call_id``, ``name`` and ``arguments`` (``None`` for a
-    chat's own questions). A chat's own questions and the calls' are two indexed branches of one
-    statement, each walked in index order and cut at the page's size (a join of questions to their
-    optional call in one branch would filter on a column of the outer side, and no index serves that).
+    chat's own questions), of every chat or of ``chat_id``'s, at most ``limit`` of them.
     """
+    phase = "first" if after is None else "own" if after.call_row == 0 else "calls"
+    parameters: dict[str, Any] = {"now": now, "chat_id": chat_id, "limit": limit}
+    if after is not None:
+        parameters.update(after._asdict())
+    return _statement(chat_id is not None, limit is not None, phase), parameters
+
+
+@cache
+def _statement(one_chat: bool, limited: bool, phase: str) -> Select[Any]:
+    # Built once per shape, with bound parameters: building and keying a statement costs more than running a page.
+    # A chat's own questions and the calls' are two indexed branches of one statement, each walked in index
+    # order and cut at the page's size (one outer join would filter on the optional side, which no index serves).
+    limit = bindparam("limit", type_=Integer) if limited else None
     undecided: list[ColumnElement[bool]] = [
         questions.c.decision.is_(None),
-        questions.c.expires_at.is_(None) | (questions.c.expires_at > now),
+        questions.c.expires_at.is_(None) | (questions.c.expires_at > bindparam("now")),
     ]
-    if chat_id is not None:
-        undecided.append(questions.c.chat_id == chat_id)
+    if one_chat:
+        undecided.append(questions.c.chat_id == bindparam("chat_id"))
     calls = (
         select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments)
         .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
@@ -94,8 +108,8 @@ def pending_query(now: datetime, chat_id: str | None, limit: int | None, after: 
         .order_by(questions.c.tool_call_id, questions.c.number)
         .limit(limit)
     )
-    if after is not None and after.call_row > 0:
-        return calls.where(*_after(questions.c.tool_call_id, after.call_row, questions.c.number, after.number))
+    if phase == "calls":
+        return calls.where(*_after(questions.c.tool_call_id, "call_row", questions.c.number, "number"))
     own = (
         select(questions, cast(null(), String).label("call_id"), cast(null(), String).label("name"),
                cast(null(), Json).label("arguments"))
@@ -103,8 +117,8 @@ def pending_query(now: datetime, chat_id: str | None, limit: int | None, after: 
         .order_by(questions.c.number, questions.c.id)
         .limit(limit)
     )  # fmt: skip
-    if after is not None:
-        own = own.where(*_after(questions.c.number, after.number, questions.c.id, after.question_id))
+    if phase == "own":
+        own = own.where(*_after(questions.c.number, "number", questions.c.id, "question_id"))
     both = union_all(select(own.subquery()), select(calls.subquery())).subquery()
     return select(both).order_by(func.coalesce(both.c.tool_call_id, 0), both.c.number, both.c.id).limit(limit)
 
@@ -114,6 +128,6 @@ def position_of(row: Any) -> Position:
     return Position(row["tool_call_id"] or 0, row["number"], row["id"] if row["tool_call_id"] is None else "")
 
 
-def _after(first: Any, first_value: object, second: Any, second_value: object) -> tuple[ColumnElement[bool], ...]:
+def _after(first: Any, first_name: str, second: Any, second_name: str) -> tuple[ColumnElement[bool], ...]:
     # the row-value form (a, b) > (x, y), written so that both databases scan the index from x on
-    return first >= first_value, (first > first_value) | (second > second_value)
+    return first >= bindparam(first_name), (first > bindparam(first_name)) | (second > bindparam(second_name))

@@ -251,8 +251,8 @@ class Store:
         after = None if cursor is None else decode_cursor(cursor)
         if chat_id is not None and "\x00" in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
             return QuestionPage()
-        query = pending_query(utcnow(), chat_id, None if limit is None else limit + 1, after)
-        rows = await self.db.run_read(lambda connection: connection.execute(query).mappings().all())
+        query, parameters = pending_query(utcnow(), chat_id, None if limit is None else limit + 1, after)
+        rows = await self.db.run_read(lambda connection: connection.execute(query, parameters).mappings().all())
         next_cursor = None
         if limit is not None and len(rows) > limit:
             rows = rows[:limit]
