@@ -388,7 +388,7 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
                 listed = await store.pending_questions()
                 timings.append(time.perf_counter() - started)
         assert len(listed) == waiting, len(listed)
-        page_timings, paged = [], 0
+        page_timings, paged, later = [], 0, None
         for _ in range(5):  # every page of PAGE, five times over
             cursor = None
             while True:
@@ -399,9 +399,9 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
                 paged += len(page)
                 if page.next_cursor is None:
                     break
-                cursor = page.next_cursor
+                cursor = later = page.next_cursor
         assert paged == 5 * waiting, paged
-        plan = await query_plan(store)
+        plan = await query_plan(store, later)
     return {
         "chats": finished + waiting,
         "waiting": waiting,
@@ -444,14 +444,14 @@ def insert_finished_chats(ids: list[str], now: datetime, connection: Connection)
     )  # fmt: skip
 
 
-async def query_plan(store: Store) -> str:
-    """The database's plan of a page after the first, from the query :meth:`Store.pending_questions` runs."""
+async def query_plan(store: Store, cursor: str | None) -> str:
+    """The database's plan of the page after ``cursor``, of the query :meth:`Store.pending_questions` runs."""
     from sqlalchemy.dialects import postgresql, sqlite
 
     from tarry.clock import utcnow
-    from tarry.store.paging import Position, pending_query
+    from tarry.store.paging import decode_cursor, pending_query
 
-    query, values = pending_query(utcnow(), None, PAGE + 1, Position(1, 0))
+    query, values = pending_query(utcnow(), None, PAGE + 1, None if cursor is None else decode_cursor(cursor))
     dialect = sqlite.dialect() if store.db.is_sqlite else postgresql.dialect()
     compiled = query.compile(dialect=dialect)
     prefix = "EXPLAIN QUERY PLAN " if store.db.is_sqlite else "EXPLAIN "
