@@ -390,7 +390,7 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
                 listed = await store.pending_questions()
                 timings.append(time.perf_counter() - started)
         assert len(listed) == waiting, len(listed)
-        page_timings, paged = [], 0
+        page_timings, paged, later = [], 0, None
         for _ in range(5):  # every page of PAGE, five times over
             cursor = None
             while True:
@@ -401,9 +401,9 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
                 paged += len(page)
                 if page.next_cursor is None:
                     break
-                cursor = page.next_cursor
+                cursor = later = page.next_cursor
         assert paged == 5 * waiting, paged
-        plan = await query_plan(store)
+        plan = await query_plan(store, later)
     return {
         "chats": finished + waiting,
         "waiting": waiting,
@@ -446,26 +446,20 @@ def insert_finished_chats(ids: list[str], now: datetime, connection: Connection)
     )  # fmt: skip
 
 
-async def query_plan(store: Store) -> str:
+async def query_plan(store: Store, cursor: str | None) -> str:
+    """The database's plan of the page after ``cursor``, of the query :meth:`Store.pending_questions` runs."""
     from sqlalchemy.dialects import postgresql, sqlite
 
-    from tarry.journal import utcnow
-    from tarry.store.tables import questions as q
-    from tarry.store.tables import tool_calls as c
+    from tarry.clock import utcnow
+    from tarry.store.paging import decode_cursor, pending_query
 
-    query = (
-        q.select()
-        .join(c, q.c.tool_call_id == c.c.id)
-        .where(q.c.decision.is_(None), c.c.result_message_id.is_(None))
-        .where((q.c.expires_at.is_(None)) | (q.c.expires_at > utcnow()))
-        .where(q.c.tool_call_id >= 0, (q.c.tool_call_id > 0) | (q.c.number > 0))
-        .order_by(q.c.tool_call_id, q.c.number)
-        .limit(PAGE + 1)
-    )
+    query, values = pending_query(utcnow(), None, PAGE + 1, None if cursor is None else decode_cursor(cursor))
     dialect = sqlite.dialect() if store.db.is_sqlite else postgresql.dialect()
     compiled = query.compile(dialect=dialect)
     prefix = "EXPLAIN QUERY PLAN " if store.db.is_sqlite else "EXPLAIN "
-    parameters = tuple(compiled.params.values()) if store.db.is_sqlite else compiled.params
+    parameters: Any = compiled.construct_params(values)
+    if store.db.is_sqlite:
+        parameters = tuple(parameters[name] for name in compiled.positiontup or ())
     rows = await store.db.run_read(
         lambda connection: connection.exec_driver_sql(prefix + str(compiled), parameters).all()
     )
@@ -709,8 +703,39 @@ def machine_load(at_start: float, at_end: float) -> list[str]:
     ]
 
 
+def listing_only(arguments: list[str]) -> None:
+    """Only :func:`listing_at_scale`, on SQLite and (``--postgres`` or the test URL) PostgreSQL; prints the figures."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="store_bench.py --listing", description=listing_only.__doc__)
+    parser.add_argument("--postgres", default=os.environ.get("TARRY_TEST_POSTGRES_URL"), help="a PostgreSQL URL")
+    parser.add_argument("--scale", type=int, default=100_000, help="chats in all")
+    parser.add_argument("--waiting", type=int, default=1_000, help="chats among them waiting on an approval")
+    parser.add_argument("--only", choices=["sqlite", "postgres"], help="one database only")
+    options = parser.parse_args(arguments)
+    targets = []
+    with tempfile.TemporaryDirectory() as folder:
+        if options.only != "postgres":
+            targets.append(("SQLite", f"sqlite:///{Path(folder) / 'scale.db'}"))
+        if options.postgres and options.only != "sqlite":
+            targets.append(("PostgreSQL", fresh_postgres(options.postgres)))
+        try:
+            for label, url in targets:
+                found = asyncio.run(listing_at_scale(url, options.scale - options.waiting, options.waiting))
+                print(
+                    f"{label}: whole p50 {found['p50_ms']:.1f} ms, page p50 {found['page_p50_ms']:.2f} ms, "
+                    f"page p99 {found['page_p99_ms']:.2f} ms, {found['page_statements']} statement(s) a page"
+                )
+                print("  " + found["plan"].replace("\n", "\n  "))
+        finally:
+            drop_schemas()
+
+
 def main() -> None:
-    """``python bench/store_bench.py --answer …`` is one answering process; anything else runs bench/report.py."""
+    """``--answer …`` is one answering process, ``--listing`` runs only the listing at scale; else bench/report.py."""
+    if sys.argv[1:2] == ["--listing"]:
+        listing_only(sys.argv[2:])
+        return
     if sys.argv[1:2] == ["--answer"]:
         url, part, go, *concurrency = sys.argv[2:6]
         asyncio.run(

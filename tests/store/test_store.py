@@ -21,6 +21,7 @@ from tarry.errors import (
     UnknownQuestionError,
 )
 from tarry.messages import ModelRequest
+from tarry.questions import AnswerNeeded
 from tarry.store import Store, StoreUnavailableError
 from tarry.store.engine import database_url
 from tarry.store.schema import HEAD
@@ -97,6 +98,35 @@ async def test_pending_questions_in_pages_survive_answers_and_new_questions(stor
     assert second.next_cursor is None
     assert (await store.pending_questions()).next_cursor is None
     assert [q.id for q in await store.pending_questions(chats[0], limit=1, cursor=first.next_cursor)] == []
+
+
+class NeedsLogin:
+    """A tool source that cannot list its tools before a person logs in: its chat parks on a question of its own."""
+
+    async def list_tools(self) -> list[Tool]:
+        question = Question(id="", kind="url", message="Log in, please.", url="https://login.example/", source="idp")
+        raise AnswerNeeded("Log in first", question)
+
+
+async def test_pending_questions_in_pages_of_one_list_every_chat_s_own_question_once(store: Store) -> None:
+    calls = [await park(store) for _ in range(2)]
+    own = []
+    for _ in range(3):  # each chat numbers its own questions from 0: the pages tell them apart all the same
+        chat = await store.create_chat(reactive_model(PAY_AND_PAINT), [NeedsLogin()])
+        assert await chat.ask("Pay Bob 5") is None
+        own.append(chat.id)
+    everything = await store.pending_questions()
+    assert {question.chat_id for question in everything[:3]} == set(own)
+    assert [question.chat_id for question in everything[3:]] == [calls[0], calls[0], calls[1], calls[1]]
+    for limit in (1, 2, 3):
+        walked, cursor = [], None
+        while True:
+            page = await store.pending_questions(limit=limit, cursor=cursor)
+            walked += [question.id for question in page]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert walked == [question.id for question in everything]
 
 
 @pytest.mark.parametrize("limit", [0, -1, 1.5, True, "10"])

@@ -1,12 +1,18 @@
-"""Pages of pending questions: a cursor that marks where a page ended, and the page itself."""
+"""Pages of pending questions: the query of a page, a cursor that marks where a page ended, and the page itself."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 from collections.abc import Iterable
+from datetime import datetime
+from functools import cache
+from typing import Any, NamedTuple
+
+from sqlalchemy import ColumnElement, Integer, Select, String, bindparam, cast, func, null, select, union_all
 
 from tarry.questions import Question
+from tarry.store.tables import Json, questions, tool_calls
 
 CURSOR_VERSION = "q1"
 
@@ -17,10 +23,10 @@ class QuestionPage(list[Question]):
     ``next_cursor`` is ``None`` on the last page; otherwise pass it as ``cursor=`` to get the
     questions after this page. It is opaque text, safe in a URL, and stays valid while questions
     are asked and answered: the next page starts after the last question of this one, whatever
-    happened to it since. Questions are ordered by their call's row id, so a question asked after
-    a page was read comes on a later page, with one exception on PostgreSQL: a call whose
-    transaction took a smaller id but committed after the page was read sorts before the cursor,
-    and shows from the next walk from the first page on.
+    happened to it since. A chat's own questions come first, then the calls' questions ordered by
+    their call's row id, so a question asked after a page was read comes on a later page, with one
+    exception on PostgreSQL: a call whose transaction took a smaller id but committed after the
+    page was read sorts before the cursor, and shows from the next walk from the first page on.
     """
 
     def __init__(self, questions: Iterable[Question] = (), next_cursor: str | None = None) -> None:
@@ -28,23 +34,36 @@ class QuestionPage(list[Question]):
         self.next_cursor = next_cursor
 
 
-def encode_cursor(call_row: int, number: int) -> str:
-    """The cursor after the question ``number`` of the tool call whose row id is ``call_row``."""
-    text = f"{CURSOR_VERSION}:{call_row}:{number}"
+class Position(NamedTuple):
+    """Where a question sorts in the listing: its call's row id (0 for a chat's own), its number, its id.
+
+    The id tells a chat's own questions apart (each chat numbers its own from 0); a call's
+    question is told apart by its call and number alone, so its cursor leaves the id out.
+    """
+
+    call_row: int
+    number: int
+    question_id: str = ""
+
+
+def encode_cursor(position: Position) -> str:
+    """The cursor after the question at ``position``."""
+    own = f":{position.question_id}" if position.call_row == 0 else ""
+    text = f"{CURSOR_VERSION}:{position.call_row}:{position.number}{own}"
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[int, int]:
-    """The call row id and question number a cursor from :func:`encode_cursor` holds.
+def decode_cursor(cursor: str) -> Position:
+    """The position a cursor from :func:`encode_cursor` holds.
 
     Raises :class:`ValueError` naming the cursor when it was not made by :func:`encode_cursor`.
     """
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        version, call_row, number = text.split(":")
-        if version != CURSOR_VERSION:
+        version, call_row, number, *question_id = text.split(":", 3)
+        if version != CURSOR_VERSION or int(call_row) < 0 or (question_id and int(call_row) != 0):
             raise ValueError(version)
-        return int(call_row), int(number)
+        return Position(int(call_row), int(number), *question_id)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise ValueError(f"{cursor!r} is not a cursor from a page of pending questions") from None
 
@@ -53,3 +72,62 @@ def check_limit(limit: int | None) -> None:
     """Raise :class:`ValueError` unless ``limit`` is ``None`` or a positive int."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+
+
+def pending_query(
+    now: datetime, chat_id: str | None, limit: int | None, after: Position | None
+) -> tuple[Select[Any], dict[str, Any]]:
+    """The statement and parameters of the undecided questions unexpired at ``now``, after ``after``, in order.
+
+    Rows are question rows with their call's ``call_id``, ``name`` and ``arguments`` (``None`` for a
+    chat's own questions), of every chat or of ``chat_id``'s, at most ``limit`` of them.
+    """
+    phase = "first" if after is None else "own" if after.call_row == 0 else "calls"
+    parameters: dict[str, Any] = {"now": now, "chat_id": chat_id, "limit": limit}
+    if after is not None:
+        parameters.update(after._asdict())
+    return _statement(chat_id is not None, limit is not None, phase), parameters
+
+
+@cache
+def _statement(one_chat: bool, limited: bool, phase: str) -> Select[Any]:
+    # Built once per shape, with bound parameters: building and keying a statement costs more than running a page.
+    # A chat's own questions and the calls' are two indexed branches of one statement, each walked in index
+    # order and cut at the page's size (one outer join would filter on the optional side, which no index serves).
+    limit = bindparam("limit", type_=Integer) if limited else None
+    undecided: list[ColumnElement[bool]] = [
+        questions.c.decision.is_(None),
+        questions.c.expires_at.is_(None) | (questions.c.expires_at > bindparam("now")),
+    ]
+    if one_chat:
+        undecided.append(questions.c.chat_id == bindparam("chat_id"))
+    calls = (
+        select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments)
+        .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
+        .where(*undecided, tool_calls.c.result_message_id.is_(None))
+        .order_by(questions.c.tool_call_id, questions.c.number)
+        .limit(limit)
+    )
+    if phase == "calls":
+        return calls.where(*_after(questions.c.tool_call_id, "call_row", questions.c.number, "number"))
+    own = (
+        select(questions, cast(null(), String).label("call_id"), cast(null(), String).label("name"),
+               cast(null(), Json).label("arguments"))
+        .where(questions.c.tool_call_id.is_(None), *undecided)
+        .order_by(questions.c.number, questions.c.id)
+        .limit(limit)
+    )  # fmt: skip
+    if phase == "own":
+        own = own.where(*_after(questions.c.number, "number", questions.c.id, "question_id"))
+    both = union_all(select(own.subquery()), select(calls.subquery())).subquery()
+    return select(both).order_by(func.coalesce(both.c.tool_call_id, 0), both.c.number, both.c.id).limit(limit)
+
+
+def position_of(row: Any) -> Position:
+    """The position of a row of :func:`pending_query`."""
+    return Position(row["tool_call_id"] or 0, row["number"], row["id"] if row["tool_call_id"] is None else "")
+
+
+def _after(first: Any, first_name: str, second: Any, second_name: str) -> tuple[ColumnElement[bool], ...]:
+    # the row-value form (a, b) > (x, y), written so that both databases scan the index from x on
+    return first >= bindparam(first_name), (first > bindparam(first_name)) | (second > bindparam(second_name))

@@ -34,14 +34,15 @@ def read_each(rows: Iterable[Row], read: Callable[[Row], T], skipped: list[Corru
     return found
 
 
-_JSON_COLUMNS = frozenset(
-    column.name for table in metadata.tables.values() for column in table.c if column.type is Json
-)
+_JSON_COLUMNS = {
+    table.name: tuple(column.name for column in table.c if column.type is Json) for table in metadata.tables.values()
+}
+"""The JSON columns of each table, by table name."""
 
 
-def _check_json(row: Row) -> None:
-    # Listing reads thousands of rows: only the JSON columns are looked at, by name.
-    for column in _JSON_COLUMNS.intersection(row.keys()):
+def _check_json(row: Row, columns: Iterable[str]) -> None:
+    # Listing reads thousands of rows: each reader looks only at the JSON columns it reads, by name.
+    for column in columns:
         value = row[column]
         if isinstance(value, UnreadableJson):
             raise ValueError(f"the {column} column holds text that is not JSON ({value.error}): {value.text[:80]!r}")
@@ -84,7 +85,7 @@ def _call_value(call: ToolCall) -> dict[str, Any]:
 def message_from_row(row: Row) -> Message:
     """The message a row holds; raises :class:`CorruptStateError` naming the message when it cannot be read."""
     try:
-        _check_json(row)
+        _check_json(row, _JSON_COLUMNS["tarry_messages"])
         calls = tuple(
             ToolCall(item["id"], item["name"], item.get("arguments") or {}, provider_data=item.get("provider_data"))
             for item in row["tool_calls"] or ()
@@ -139,7 +140,7 @@ def decider_values(by: Principal | None, channel: Channel | None) -> dict[str, A
 def question_from_row(row: Row, call: ToolCall | None) -> Question:
     """The question a row holds, asked by ``call``; raises :class:`CorruptStateError` naming the question and call."""
     try:
-        _check_json(row)
+        _check_json(row, _JSON_COLUMNS["tarry_questions"])
         schema = row["requested_schema"]
         if schema is not None and not isinstance(schema, Mapping):
             raise TypeError(f"its requested_schema is a JSON {_json_type(schema)}, not an object")
@@ -178,11 +179,10 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
 def call_from_row(row: Row) -> ToolCall:
     """The tool call a row holds, with the arguments as the model sent them.
 
-    Raises :class:`CorruptStateError` naming the call when any JSON column of ``row`` is not
-    JSON or the arguments are not an object.
+    Raises :class:`CorruptStateError` naming the call when the arguments are not JSON or not an object.
     """
     try:
-        _check_json(row)
+        _check_json(row, ("arguments",))
         arguments = row["arguments"]
         if not isinstance(arguments, Mapping):
             raise TypeError(f"its arguments are a JSON {_json_type(arguments)}, not an object")
@@ -193,6 +193,10 @@ def call_from_row(row: Row) -> ToolCall:
 
 def waiting_on(row: Row) -> set[str]:
     """The ids of the questions a call row's paused task waits on; raises :class:`CorruptStateError` naming the call."""
+    try:
+        _check_json(row, ("waiting_on",))
+    except ValueError as error:
+        raise _corrupt_call(row, error) from error
     ids = row["waiting_on"] or []
     if not isinstance(ids, list) or not all(isinstance(question_id, str) for question_id in ids):
         raise _corrupt_call(row, TypeError(f"its waiting_on is not a list of question ids: {ids!r}"))
@@ -201,6 +205,10 @@ def waiting_on(row: Row) -> set[str]:
 
 def load_task(row: Row, call: ToolCall, tool: Tool | None) -> Task | None:
     """The paused task a call row holds, rebuilt by its tool (``Task.load`` when the tool is unknown)."""
+    try:
+        _check_json(row, ("state",))
+    except ValueError as error:
+        raise _corrupt_call(row, error) from error
     state = row["state"]
     if state is None:
         return None

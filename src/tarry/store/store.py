@@ -13,7 +13,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from tarry.agents import Agent
 from tarry.approvals import MayDecide
@@ -30,7 +30,7 @@ from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import StoreJournal, Tail, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
-from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor
+from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor, pending_query, position_of
 from tarry.store.problems import Problem, find_problems
 from tarry.store.rows import Row, call_from_row, question_from_row, read_each
 from tarry.store.schedule import wake
@@ -249,26 +249,17 @@ class Store:
         questions were asked before it.
         """
         check_limit(limit)
-        query = _QUESTION_WITH_CALL.where(
-            questions.c.decision.is_(None),
-            tool_calls.c.result_message_id.is_(None),
-            (questions.c.expires_at.is_(None)) | (questions.c.expires_at > utcnow()),
-        ).order_by(_CALL_ORDER, questions.c.number)
-        if cursor is not None:
-            call_row, number = decode_cursor(cursor)
-            # the row-value form (a, b) > (x, y), written so that both databases scan the index from x on
-            query = query.where(call_row <= _CALL_ORDER, (call_row < _CALL_ORDER) | (questions.c.number > number))
-        if limit is not None:
-            query = query.limit(limit + 1)
-        if chat_id is not None:
-            if "\x00" in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
-                return QuestionPage()
-            query = query.where(questions.c.chat_id == chat_id)
-        rows = await self.db.run_alone(lambda connection: connection.execute(query).mappings().all(), write=False)
+        after = None if cursor is None else decode_cursor(cursor)
+        if chat_id is not None and "\x00" in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
+            return QuestionPage()
+        query, parameters = pending_query(utcnow(), chat_id, None if limit is None else limit + 1, after)
+        rows = await self.db.run_alone(
+            lambda connection: connection.execute(query, parameters).mappings().all(), write=False
+        )
         next_cursor = None
         if limit is not None and len(rows) > limit:
             rows = rows[:limit]
-            next_cursor = encode_cursor(rows[-1]["tool_call_id"] or 0, rows[-1]["number"])
+            next_cursor = encode_cursor(position_of(rows[-1]))
         skipped: list[CorruptStateError] = []
         found = read_each(rows, _question_of, skipped)
         self._report(skipped)
@@ -486,8 +477,6 @@ _QUESTION_WITH_CALL = select(questions, tool_calls.c.call_id, tool_calls.c.name,
     tool_calls, questions.c.tool_call_id == tool_calls.c.id
 )
 """Questions with their call's id, name and arguments (``None`` for a chat's own questions)."""
-_CALL_ORDER = func.coalesce(questions.c.tool_call_id, 0)
-"""The listing order of a question's call: a chat's own questions (no call) first."""
 
 
 def _question_of(row: Row) -> Question:

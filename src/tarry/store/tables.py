@@ -24,8 +24,11 @@ from sqlalchemy import (
 from sqlalchemy.types import TypeDecorator
 
 metadata = MetaData()
-Json = JSON()
-"""Plain JSON on every database: PostgreSQL's JSONB would reorder keys, and arguments are kept as sent."""
+Json = JSON(none_as_null=True)
+"""Plain JSON on every database: PostgreSQL's JSONB would reorder keys, and arguments are kept as sent.
+
+``None`` is written as SQL NULL, not as the JSON text ``null``: reading it back costs no parse.
+"""
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
 
@@ -146,11 +149,20 @@ questions = Table(
     Column("decided_by_name", String(200)),
     Column("channel", String(16)),
     Index("ix_tarry_questions_call", "tool_call_id"),
+    # Listing order (0010): the undecided questions of calls by (call, number), a chat's own by (number, id).
     Index(
         "ix_tarry_questions_undecided",
         "tool_call_id",
+        "number",
         sqlite_where=Column("decision").is_(None),
         postgresql_where=Column("decision").is_(None),
+    ),
+    Index(
+        "ix_tarry_questions_own_undecided",
+        "number",
+        "id",
+        sqlite_where=Column("tool_call_id").is_(None) & Column("decision").is_(None),
+        postgresql_where=Column("tool_call_id").is_(None) & Column("decision").is_(None),
     ),
     Index(
         "ix_tarry_questions_of_chat",
