@@ -34,7 +34,7 @@ from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuth
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tarry import Chat, Field, Question
-from tarry.mcp import JWTBearerLogin, LoginRequired, MCPServer, McpTool, OAuthLogin
+from tarry.mcp import DPoP, JWTBearerLogin, LoginRequired, MCPServer, McpTool, OAuthLogin
 from tarry.mcp.jwt_bearer import id_jag_exchange
 from tarry.store import Store
 from tarry.testing import ScriptedModel
@@ -249,6 +249,8 @@ def stored_login(store: Store, url: str, context: Mapping[str, Any]) -> OAuthLog
 
 
 async def run(url: str, scenario: str, context: Mapping[str, Any], auth: Any, store: Store | None) -> None:
+    if scenario.startswith("auth/dpop"):  # DPoP-bound tokens (RFC 9449): the same login, its tokens bound to a key
+        auth = DPoP(auth)
     async with MCPServer(url=url, name="conformance", auth=auth) as server:
         calls = context.get("toolCalls")
         if calls is None:

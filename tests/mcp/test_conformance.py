@@ -66,6 +66,8 @@ SCENARIOS = [
     "auth/client-credentials-jwt",
     "auth/wif-jwt-bearer",
     "auth/enterprise-managed-authorization",
+    "auth/dpop",
+    "auth/dpop-nonce",
 ]
 """Every client scenario of the pinned suite but the extensions docs/mcp.md lists as not run."""
 

@@ -5,7 +5,8 @@ tools callable by the model. Input requests, push elicitations and MCP tasks bec
 paused calls: questions in ``pending_questions()``, :class:`McpTask` in ``pending_tasks()``.
 :class:`OAuthLogin` keeps an OAuth-protected server's login in a store; a login a call
 needs is a URL question of that call, and the first login (before the tools can be listed)
-one of the chat itself. :class:`JWTBearerLogin` trades a workload's JWT for a token (RFC 7523).
+one of the chat itself. :class:`JWTBearerLogin` trades a workload's JWT for a token (RFC 7523);
+:class:`DPoP` binds any of these logins' tokens to a key (RFC 9449).
 ``serve(tools, store)`` is the other side: tarry tools as an MCP server (``tarry.mcp.serving``).
 """
 
@@ -13,6 +14,7 @@ from tarry.mcp._sdk import require_sdk
 
 require_sdk()
 
+from tarry.mcp.dpop import DPoP  # noqa: E402
 from tarry.mcp.jwt_bearer import JWTBearerLogin  # noqa: E402
 from tarry.mcp.oauth import LoginRequired, OAuthLogin, StoredTokens  # noqa: E402
 from tarry.mcp.protocol_error import ProtocolError  # noqa: E402
@@ -22,6 +24,7 @@ from tarry.mcp.task import McpTask  # noqa: E402
 from tarry.mcp.tool import McpTool  # noqa: E402
 
 __all__ = [
+    "DPoP",
     "JWTBearerLogin",
     "LoginRequired",
     "MCPServer",
