@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -21,30 +20,9 @@ import pytest
 
 from tarry.store import Store
 from tests.jobs.helpers import start
+from tests.mcp.mcp_helpers import served_here
 
 pytest.importorskip("celery", reason="Celery tests need celery: pip install -e '.[test]'")
-
-
-@contextlib.asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    """``app`` served by uvicorn on a free port of this process; yields its MCP URL."""
-    import uvicorn
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", timeout_graceful_shutdown=3))
-    running = asyncio.create_task(server.serve())
-    loop = asyncio.get_running_loop()
-    end = loop.time() + 30
-    while not server.started:
-        assert not running.done() and loop.time() < end, "the server did not start"
-        await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        await running
 
 
 @contextlib.asynccontextmanager
@@ -88,7 +66,7 @@ async def test_a_celery_worker_carries_a_served_call_on(
         try:
             enqueue_on_decisions(store, celery)
             app = serve(TOOLS, store, carry_on=lambda chat_id: enqueue(celery, chat_id), poll_interval_ms=100)
-            async with serving(app) as url, connect(url) as (session, dispatcher):
+            async with served_here(app) as url, connect(url) as (session, dispatcher):
                 created = await legacy_tasks.call_tool_as_task(session, dispatcher, "bake", {"cake": str(cake)}, None)
                 task_id = created.task.task_id
                 assert (await legacy_tasks.get_task(session, task_id)).status == "working"

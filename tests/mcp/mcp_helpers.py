@@ -8,9 +8,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 from tarry import Chat, Question
 
@@ -28,6 +29,26 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def served_here(app: Any, port: int | None = None) -> AsyncIterator[str]:
+    """``app`` served by uvicorn on 127.0.0.1 (``port`` or a free one) in this process; yields its MCP URL."""
+    import uvicorn
+
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", timeout_graceful_shutdown=3))
+    running = asyncio.create_task(server.serve())
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 30
+    while not server.started:
+        assert not running.done() and loop.time() < end, "the server did not start"
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        await running
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], deadline: float = 30.0) -> None:

@@ -6,7 +6,6 @@ verifier standing in for the authorization server; each client sends its own tok
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,14 +14,13 @@ from typing import Any
 import httpx2
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-from mcp_helpers import free_port
+from mcp_helpers import free_port, served_here
 
 from tarry.mcp import legacy_tasks
 from tarry.mcp.serving import serve
@@ -53,18 +51,8 @@ async def server_url(tmp_path: Path) -> AsyncIterator[str]:
         )
         tokens = Tokens({"token-of-ann": "ann", "token-of-bob": "bob"})
         app = serve(TOOLS, store, auth=auth, token_verifier=tokens, list_tasks=True)
-        server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", timeout_graceful_shutdown=3))
-        running = asyncio.create_task(server.serve())
-        loop = asyncio.get_running_loop()
-        end = loop.time() + 30
-        while not server.started:
-            assert not running.done() and loop.time() < end, "the server did not start"
-            await asyncio.sleep(0.02)
-        try:
-            yield url
-        finally:
-            server.should_exit = True
-            await running
+        async with served_here(app, port) as served:
+            yield served
 
 
 @contextlib.asynccontextmanager

@@ -6,7 +6,6 @@ store under the session's own scope.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,8 +13,7 @@ from typing import Any
 
 import httpx2
 import pytest
-import uvicorn
-from mcp_helpers import free_port
+from mcp_helpers import served_here
 
 from tarry.mcp.serving import serve
 from tarry.store import Store
@@ -27,22 +25,11 @@ VERSION = "2025-11-25"
 
 @pytest.fixture
 async def server_url(tmp_path: Path) -> AsyncIterator[str]:
-    port = free_port()
     async with Store(f"sqlite:///{tmp_path / 'served.db'}") as store:
         await store.setup()
         app = serve(TOOLS, store, stream_hold=0.2, retry_ms=250, poll_interval_ms=50)
-        server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", timeout_graceful_shutdown=3))
-        running = asyncio.create_task(server.serve())
-        loop = asyncio.get_running_loop()
-        end = loop.time() + 30
-        while not server.started:
-            assert not running.done() and loop.time() < end, "the server did not start"
-            await asyncio.sleep(0.02)
-        try:
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            server.should_exit = True
-            await running
+        async with served_here(app) as url:
+            yield url
 
 
 def _answers(event: dict[str, Any], request_id: int) -> bool:
