@@ -46,7 +46,7 @@ from tarry.tools import Tool, ToolSource, call_maybe_async, settle, tool
 from tarry.tracing import mark, model_attributes, span
 
 logger = logging.getLogger("tarry")
-Action = Callable[[], Awaitable[Outcome]]
+CallStep = Callable[[], Awaitable[Outcome]]
 """What carries a call on: runs its tool, or closes it with an error result."""
 
 
@@ -477,7 +477,7 @@ class Chat:
             if claim is Claim.STALE:
                 return False
             standing = self._standing(record, resumed)
-            run = None if claim is Claim.BUSY else self._action(record, standing)
+            run = None if claim is Claim.BUSY else self._next_step(record, standing)
             if run is None:
                 return True
             runs_tool = standing.state is CallState.RUNS
@@ -529,7 +529,7 @@ class Chat:
     def _standing(self, record: CallRecord, resumed: set[str]) -> Standing:
         return call_state(record, utcnow(), checked=record.call.id in resumed)
 
-    def _action(self, record: CallRecord, standing: Standing) -> Action | None:
+    def _next_step(self, record: CallRecord, standing: Standing) -> CallStep | None:
         """What carries ``record`` on from where it stands, or ``None`` while it waits (or is closed)."""
         if standing.state is CallState.CLOSES:
             return _closing(record.call, standing.reason or "", standing.note)
@@ -787,7 +787,7 @@ def _error(call: ToolCall, text: str, **extra: Any) -> Message:
     return Message("tool", result_text({"error": text, **extra}), tool_call_id=call.id)
 
 
-def _closing(call: ToolCall, text: str, note: str | None = None) -> Action:
+def _closing(call: ToolCall, text: str, note: str | None = None) -> CallStep:
     """The action that ends ``call`` with an error result, running no tool code."""
     extra = {"note": note} if note else {}
 

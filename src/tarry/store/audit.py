@@ -17,7 +17,7 @@ from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, QuestionKind
 from tarry.store.tables import decision_events
 
-Outcome = Literal["decided", "counted", "lost", "expired", "refused", "running"]
+AttemptOutcome = Literal["decided", "counted", "lost", "expired", "refused", "running"]
 """What came of an attempt.
 
 ``decided``: the decision was recorded; ``counted``: an approval was counted and more people must
@@ -47,7 +47,7 @@ class DecisionEvent:
     tool: str | None
     arguments: dict[str, Any] | None
     decision: Decision
-    outcome: Outcome
+    outcome: AttemptOutcome
     answer: dict[str, Any] | None
     note: str | None
     by: Principal | None
@@ -80,7 +80,7 @@ def record_attempt(
     connection: Connection,
     question: Question,
     decision: Decision,
-    outcome: Outcome,
+    outcome: AttemptOutcome,
     *,
     at: datetime,
     by: Principal | None,
@@ -99,7 +99,7 @@ def record_attempt(
 def attempt_values(
     question: Question,
     decision: Decision,
-    outcome: Outcome,
+    outcome: AttemptOutcome,
     *,
     at: datetime,
     by: Principal | None,

@@ -20,7 +20,7 @@ from tarry.clock import utcnow
 from tarry.errors import NotAllowedError, QuestionExpiredError, TarryError, ToolCallRunningError, UnknownQuestionError
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
-from tarry.store.audit import INSERT_EVENT, INSERT_EVENT_BOUND, Outcome, attempt_values, record_attempt
+from tarry.store.audit import INSERT_EVENT, INSERT_EVENT_BOUND, AttemptOutcome, attempt_values, record_attempt
 from tarry.store.rows import call_from_row, decider_values, question_from_row
 from tarry.store.schedule import WAKE, WAKE_NOTIFY
 from tarry.store.tables import questions, tool_calls
@@ -98,7 +98,7 @@ def decide_question(
             return Settled()
         verdict = judge(question, decision, by, may_decide)
     except (QuestionExpiredError, ToolCallRunningError, NotAllowedError) as refusal:
-        outcome: Outcome = (
+        outcome: AttemptOutcome = (
             "expired"
             if isinstance(refusal, QuestionExpiredError)
             else "running"

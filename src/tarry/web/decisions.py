@@ -28,7 +28,7 @@ logger = logging.getLogger("tarry.web")
 OnAnswer = Callable[[Question], Awaitable[None] | None]
 """Runs after a decision was recorded through the inbox, with the decided question."""
 Action = Literal["answer", "approve", "decline"]
-Outcome = Literal[
+DecisionOutcome = Literal[
     "answered",
     "approved",
     "counted",
@@ -51,7 +51,7 @@ REMEMBERED = 10_000
 class Result:
     """What came of one attempt to decide a question."""
 
-    outcome: Outcome
+    outcome: DecisionOutcome
     question: Question | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -129,7 +129,7 @@ class Decider:
         if decided.decision is None:  # one approval of several counted: nothing is decided yet
             return Result("counted", decided)
         await self._after(decided)
-        outcome: Outcome = {"answer": "answered", "approve": "approved", "decline": "declined"}[action]  # type: ignore[assignment]
+        outcome: DecisionOutcome = {"answer": "answered", "approve": "approved", "decline": "declined"}[action]  # type: ignore[assignment]
         return Result(outcome, decided)
 
     async def _after(self, question: Question) -> None:
