@@ -7,12 +7,14 @@ import copy
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from importlib.metadata import entry_points
 from typing import Any
 
 from tarry.approvals import Approval
 from tarry.calls import CallRecord, CallState, Claim, Outcome, Standing, call_state
+from tarry.changes import Changes, apply_call, keep_held, rebuild_task
 from tarry.clock import utcnow
 from tarry.errors import (
     ClaimLostError,
@@ -39,7 +41,7 @@ from tarry.messages import (
     result_text,
 )
 from tarry.principals import Channel, Principal, check_channel, principal_of
-from tarry.questions import AnswerNeeded, Question
+from tarry.questions import AnswerNeeded, Decision, Question
 from tarry.running import sync_twin
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource, call_maybe_async, settle, tool
@@ -61,8 +63,9 @@ class Chat:
     ``complete()`` runs every call that can run, resumes every paused task once, and parks
     (returns normally) when the remaining calls wait on a person or on unfinished work.
     ``max_concurrency`` bounds how many calls of one turn run at once. ``journal`` is where the
-    chat writes its changes: leave it out for a chat in memory; a :class:`~tarry.store.Store`
-    passes its own from ``create_chat`` and ``load_chat``.
+    chat writes its changes and reads what other processes wrote (a :class:`~tarry.journal.Journal`
+    that serves this one chat object, spoken to in ids and values): leave it out for a chat in
+    memory; a :class:`~tarry.store.Store` gives each chat it creates or loads a journal of its own.
     """
 
     def __init__(
@@ -75,7 +78,7 @@ class Chat:
         settings: Mapping[str, Any] | None = None,
         max_concurrency: int = 8,
         id: str | None = None,
-        journal: Journal[Chat] | None = None,
+        journal: Journal | None = None,
     ) -> None:
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
@@ -101,7 +104,7 @@ class Chat:
         self.chat_questions: list[Question] = []
         """Questions of the chat itself, asked before any call could wait on them (an MCP server's
         first login, needed to list its tools), oldest first; their ``tool_call`` is ``None``."""
-        self._journal: Journal[Chat] = journal or MemoryJournal()
+        self._journal: Journal = journal or MemoryJournal()
 
     # The verbs
 
@@ -150,14 +153,14 @@ class Chat:
 
     async def pending_questions(self) -> list[Question]:
         """The questions the chat waits on: its own first (a login), then its calls', in the order of the calls."""
-        await self._journal.refresh(self)
+        await self._refresh()
         now = utcnow()
         own = [question for question in self.chat_questions if question.decision is None and not question.expired(now)]
         return own + [question for record in self.records.values() for question in record.pending_questions(now)]
 
     async def pending_tasks(self) -> list[Task]:
         """The paused tasks that wait on no question: work that finishes later."""
-        await self._journal.refresh(self)
+        await self._refresh()
         return [
             record.task
             for record in self.records.values()
@@ -186,9 +189,7 @@ class Chat:
         """
         target = await self._find(question)
         accepted = target.check_answer(value, values)
-        return await self._journal.decide(
-            self, target, "accept", accepted, None, principal_of(by), check_channel(channel)
-        )
+        return await self._decide(target, "accept", accepted, None, principal_of(by), check_channel(channel))
 
     async def approve(
         self, question: Question | str, *, by: str | Principal | None = None, channel: Channel = "code"
@@ -196,7 +197,7 @@ class Chat:
         """Approve ``question``; same arguments, return value and errors as :meth:`answer`."""
         target = await self._find(question)
         principal, through = principal_of(by), check_channel(channel)
-        return await self._journal.decide(self, target, "accept", target.check_answer(), None, principal, through)
+        return await self._decide(target, "accept", target.check_answer(), None, principal, through)
 
     async def decline(
         self,
@@ -213,7 +214,7 @@ class Chat:
         if note is not None and not isinstance(note, str):
             raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
         principal, through = principal_of(by), check_channel(channel)
-        return await self._journal.decide(self, await self._find(question), "decline", None, note, principal, through)
+        return await self._decide(await self._find(question), "decline", None, note, principal, through)
 
     async def cancel(self) -> None:
         """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result.
@@ -222,10 +223,10 @@ class Chat:
         once the user asks something new.
         """
         for _attempt in range(3):
-            await self._journal.refresh(self)
+            await self._refresh()
             for question in self.chat_questions:
                 if question.decision is None and not question.expired(utcnow()):
-                    await self._journal.decide(self, question, "cancel", None, None, None, "code")
+                    await self._decide(question, "cancel", None, None, None, "code")
             if not await self._cancel_open_calls():
                 return
 
@@ -233,7 +234,7 @@ class Chat:
         """Cancel what waits; True when a call had changed meanwhile and should be looked at again."""
         stale = False
         for record in [record for record in self.records.values() if record.open]:
-            async with self._journal.hold_call(self, record) as claim:
+            async with self._hold(record) as claim:
                 stale = stale or claim is Claim.STALE
                 if claim in (Claim.BUSY, Claim.STALE) or not record.open:
                     continue
@@ -248,7 +249,7 @@ class Chat:
                     await self._save(record, await _closing(record.call, standing.reason or "", standing.note)())
                     continue
                 for question in record.pending_questions(utcnow()):
-                    await self._journal.decide(self, question, "cancel", None, None, None, "code")
+                    await self._decide(question, "cancel", None, None, None, "code")
                 await self._save(
                     record, Outcome(result=_error(record.call, f"The {record.call.name} call was cancelled."))
                 )
@@ -304,9 +305,10 @@ class Chat:
         """Record ``question`` for the running call of ``record`` and wait for its decision."""
         question.extra["awaited"] = True
         self._mint(question, record.call)
-        await self._journal.add_question(self, record, question)
+        await self._journal.add_question(record.call.id, len(record.questions), question)
         record.questions.append(question)
-        return await self._journal.wait_for_decision(self, question)
+        question.take_decision(await self._journal.wait_for_decision(question))
+        return question
 
     # What the chat shows
 
@@ -338,6 +340,67 @@ class Chat:
     def __repr__(self) -> str:
         return f"<Chat {self.id} messages={len(self.messages)} waiting={self.waiting}>"
 
+    # What the journal records and reads back
+
+    async def _refresh(self) -> None:
+        """Take in what other processes recorded since this chat object last looked (its current turn on)."""
+        async with self._journal.refresh(_tail_start(self.messages)) as changes:
+            if changes is not None:
+                self._apply(changes)
+
+    def _apply(self, changes: Changes) -> None:
+        """Make the chat what ``changes`` holds, keeping the questions and records callers already hold.
+
+        The changed tasks are rebuilt first, so a state that cannot be loaded
+        (:class:`~tarry.errors.CorruptStateError`) leaves the chat as it was.
+        """
+        tasks = {}
+        for change in changes.calls:
+            if change.state_changed:
+                held = self.records.get(change.call.id)
+                call = change.call if held is None else held.call
+                tasks[call.id] = rebuild_task(self.id, call, change.state, self.tools.get(call.name))
+        self.messages[changes.start :] = changes.messages
+        self.chat_questions = keep_held(self.chat_questions, changes.chat_questions)
+        for change in changes.calls:
+            record = self.records.get(change.call.id)
+            if record is None:
+                record = self.records[change.call.id] = CallRecord(change.call)
+            apply_call(record, change, tasks.get(change.call.id))
+
+    async def _decide(
+        self,
+        question: Question,
+        decision: Decision,
+        answer: dict[str, Any] | None,
+        note: str | None,
+        by: Principal | None,
+        channel: Channel,
+    ) -> bool:
+        """Record a decision through the journal, then take it onto ``question``; False when another came first."""
+        record = self.record_of(question)
+        running, closed = (record.running, not record.open) if record is not None else (False, False)
+        decided = await self._journal.decide(
+            question, decision, answer, note, by, channel, running=running, closed=closed
+        )
+        if decided is None:
+            return False
+        question.take_decision(decided)
+        return True
+
+    @asynccontextmanager
+    async def _hold(self, record: CallRecord) -> AsyncIterator[Claim]:
+        """Claim ``record``'s call through the journal for the block, marking the record as running meanwhile."""
+        async with self._journal.hold_call(record.call.id) as claim:
+            if claim not in (Claim.GRANTED, Claim.RECLAIMED):
+                yield claim
+                return
+            record.running = True
+            try:
+                yield claim
+            finally:
+                record.running = False
+
     # The loop
 
     async def _add_user_message(self, text: str, verb: str) -> bool:
@@ -351,9 +414,9 @@ class Chat:
         message = Message("user", text)
         try:
             self._refuse_while_calls_wait()
-            current = await self._journal.append(self, message, claim_turn=self.model is not None)
+            current = await self._journal.append(message, claim_turn=self.model is not None)
         except PendingToolCallsError:
-            await self._journal.refresh(self)
+            await self._refresh()
             self._refuse_while_calls_wait()
             raise
         self.messages.append(message)
@@ -373,13 +436,13 @@ class Chat:
         try:
             if not all(source.loaded for source in self._sources):
                 if not current:
-                    await self._journal.refresh(self)
+                    await self._refresh()
                     current = True
                 if not await self._load_tools_or_park():
                     return
             while True:
                 if not current:
-                    await self._journal.refresh(self)
+                    await self._refresh()
                 self._require_tools_of_paused_calls(resumed)
                 if await self._carry_calls(resumed):
                     current = False
@@ -398,7 +461,7 @@ class Chat:
                     return
                 current = turn.current
         finally:
-            await self._journal.release_turn(self)
+            await self._journal.release_turn()
 
     async def _load_tools_or_park(self) -> bool:
         """Load the tool sources' tools; ``False`` when the chat waits on a question of its own instead.
@@ -415,7 +478,7 @@ class Chat:
             question = needed.question
             question.extra["messages"] = len(self.messages)
             self._mint(question, None)
-            if not await self._journal.add_chat_question(self, question):
+            if not await self._journal.add_chat_question(len(self.chat_questions), question):
                 raise
             self.chat_questions.append(question)
             ids = {"chat_id": self.id, "question_id": question.id}
@@ -473,7 +536,7 @@ class Chat:
 
     async def _carry(self, record: CallRecord, resumed: set[str]) -> bool:
         """Do what carries ``record`` on, under its claim; False when the claim was lost or the call was stale."""
-        async with self._journal.hold_call(self, record) as claim:
+        async with self._hold(record) as claim:
             if claim is Claim.STALE:
                 return False
             standing = self._standing(record, resumed)
@@ -607,7 +670,8 @@ class Chat:
             question.expires_at = now + timedelta(seconds=question.ttl)
 
     async def _save(self, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
-        await self._journal.save_call(self, record, outcome, claim_turn=claim_turn)
+        first = len(record.questions)
+        await self._journal.save_call(record.call.id, outcome, first_question=first, claim_turn=claim_turn)
         # A refresh that ran meanwhile (a stored chat read by another coroutine) may already hold the change.
         if outcome.result is not None:
             if record.result is None:
@@ -624,10 +688,10 @@ class Chat:
     async def _model_turn(self, stream: bool, turn: _Turn) -> AsyncIterator[StreamEvent]:
         if self.model is None:
             raise TarryError("This chat has no model: pass model= to Chat (or to load_chat) to carry it on")
-        async with self._journal.hold_turn(self) as held:
+        async with self._journal.hold_turn() as held:
             if not held:
                 return
-            await self._journal.refresh(self)
+            await self._refresh()
             if self.waiting or not self._needs_model():
                 return
             request = ModelRequest(
@@ -660,12 +724,12 @@ class Chat:
                     traced.set({f"gen_ai.usage.{key}": value for key, value in usage.items()})
             records = self._records_for(reply)
             try:
-                turn.current = await self._journal.append(self, reply, records)
+                turn.current = await self._journal.append(reply, records)
             except ClaimLostError:
                 logger.warning(
                     "Lost the turn of chat %s while the model replied; another process took it over", self.id
                 )
-                await self._journal.refresh(self)
+                await self._refresh()
                 return
             self.messages.append(reply)
             for record in records:
@@ -739,7 +803,7 @@ class Chat:
                     if candidate.id == wanted:
                         return candidate
             if attempt == 0:
-                await self._journal.refresh(self)  # another process may have asked it since we last looked
+                await self._refresh()  # another process may have asked it since we last looked
         raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
 
 
@@ -776,6 +840,14 @@ class _SelectedSource:
                 item.name = self.prefix + item.name
             chosen.append(item)
         return chosen
+
+
+def _tail_start(messages: list[Message]) -> int:
+    """Where the chat's current turn starts: its last assistant message (0 before the model spoke)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "assistant":
+            return index
+    return 0
 
 
 def _span_ids(ids: dict[str, str]) -> dict[str, str]:

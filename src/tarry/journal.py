@@ -3,44 +3,39 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from tarry.approvals import Vote, judge
 from tarry.calls import CallRecord, Claim, Outcome, check_decision
+from tarry.changes import Changes
 from tarry.clock import utcnow
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
 from tarry.tracing import decision_attributes, mark
 
-ChatT = TypeVar("ChatT", contravariant=True)
-"""The chat a journal serves: :class:`tarry.Chat` (named by type, so this module need not import it)."""
 
+class Journal(Protocol):
+    """The small interface one chat object writes through. Each method that writes is one transaction.
 
-class Records(Protocol):
-    """What :class:`MemoryJournal` asks of its chat: the record of a question's call."""
-
-    def record_of(self, question: Question) -> CallRecord | None:
-        """The record of the call that asked ``question``, if the chat holds it."""
-        ...
-
-
-class Journal(Protocol[ChatT]):
-    """The small interface a chat writes through. Each method that writes is one transaction.
-
-    The chat changes its own objects after a write succeeds, so a failed write leaves
-    both the database and the chat as they were.
+    It speaks ids and values, never the chat: the chat asks, the journal records and answers
+    with what changed, and the chat changes its own objects afterwards, so a failed write
+    leaves both the database and the chat as they were. What the journal keeps to do its work
+    (versions read, claims held) is its own.
     """
 
-    async def refresh(self, chat: ChatT) -> None:
-        """Bring the chat up to date with what other processes recorded."""
+    def refresh(self, start: int) -> AbstractAsyncContextManager[Changes | None]:
+        """Yield what other processes recorded since the chat last looked, from message ``start`` on.
+
+        Yields ``None`` when nothing changed. The chat takes the changes in within the block;
+        the journal counts them as held only when the block ends without an error.
+        """
         ...
 
-    async def append(
-        self, chat: ChatT, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False
-    ) -> bool:
+    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> bool:
         """Save a new user or assistant message, with the records of the calls it makes.
 
         With ``claim_turn`` the same transaction also claims the turn, when it is free, for the
@@ -49,100 +44,108 @@ class Journal(Protocol[ChatT]):
         """
         ...
 
-    def hold_call(self, chat: ChatT, record: CallRecord) -> AbstractAsyncContextManager[Claim]:
-        """Claim ``record`` for as long as the block runs (renewing the lease), then release it."""
+    def hold_call(self, call_id: str) -> AbstractAsyncContextManager[Claim]:
+        """Claim the call for as long as the block runs (renewing the lease), then release it."""
         ...
 
-    def hold_turn(self, chat: ChatT) -> AbstractAsyncContextManager[bool]:
+    def hold_turn(self) -> AbstractAsyncContextManager[bool]:
         """Claim the chat around one model request; yields ``False`` when another process holds it."""
         ...
 
-    async def save_call(self, chat: ChatT, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
-        """Save what running a call came to: its result message, or its new pause and question.
+    async def save_call(self, call_id: str, outcome: Outcome, *, first_question: int, claim_turn: bool = False) -> None:
+        """Save what running a call came to: its result message, or its new pause and questions.
 
+        The new questions are numbered from ``first_question`` (how many the call asked before).
         With ``claim_turn`` the same transaction claims the turn, when it is free, for the next
         :meth:`hold_turn` (the chat asks for it when this result closes its last open call).
         """
         ...
 
-    async def release_turn(self, chat: ChatT) -> None:
+    async def release_turn(self) -> None:
         """Give back a turn that :meth:`append` or :meth:`save_call` claimed and no :meth:`hold_turn` used."""
         ...
 
     async def decide(
         self,
-        chat: ChatT,
         question: Question,
         decision: Decision,
         answer: dict[str, Any] | None,
         note: str | None,
         by: Principal | None,
         channel: Channel,
-    ) -> bool:
-        """Record a decision unless another came first (``False``); checks as :func:`check_decision`.
+        *,
+        running: bool,
+        closed: bool,
+    ) -> Question | None:
+        """Record a decision on ``question`` unless another came first; checks as :func:`check_decision`.
 
-        Then applies the question's approval policy (:func:`~tarry.approvals.judge`): raises
-        :class:`~tarry.errors.NotAllowedError`, or only counts an approval (``True``, the
-        question stays open) while more people must approve.
+        ``running`` and ``closed`` say whether the question's call runs right now, or has ended,
+        as far as the chat knows. Then applies the question's approval policy
+        (:func:`~tarry.approvals.judge`): raises :class:`~tarry.errors.NotAllowedError`, or only
+        counts an approval (the question stays open) while more people must approve. Returns the
+        question as the attempt left it (decided, or with one more vote), ``None`` when another
+        decision came first; ``question`` itself is left alone, for the chat to update.
         """
         ...
 
-    async def add_question(self, chat: ChatT, record: CallRecord, question: Question) -> None:
-        """Save a question that the running call of ``record`` asks while it runs (already minted).
+    async def add_question(self, call_id: str, number: int, question: Question) -> None:
+        """Save question ``number`` of a call that asks it while it runs (already minted).
 
         Used by :meth:`tarry.live.LiveCall.ask` (an MCP server's push elicitation); the call
         stays claimed meanwhile, and the question is listed and answered like any other.
         """
         ...
 
-    async def add_chat_question(self, chat: ChatT, question: Question) -> bool:
-        """Save a question of the chat itself (no tool call; already minted), parking the chat on it.
+    async def add_chat_question(self, number: int, question: Question) -> bool:
+        """Save question ``number`` of the chat itself (no tool call; already minted), parking the chat on it.
 
         Returns ``False`` when this journal cannot keep such a question where other processes
         answer it; the chat then raises the :class:`~tarry.questions.AnswerNeeded` it came from.
         """
         ...
 
-    async def wait_for_decision(self, chat: ChatT, question: Question) -> Question:
-        """Wait until a decision on ``question`` is recorded (in any process) or it expires; return it.
+    async def wait_for_decision(self, question: Question) -> Question:
+        """Wait until a decision on ``question`` is recorded (in any process) or it expires.
 
-        Sets ``decision``, ``answer``, ``note`` and ``decided_at`` on ``question`` from the
-        record. A stored journal polls the question's row (or listens for a notification).
+        Returns the question as recorded then (``question`` itself when nothing was decided).
+        A stored journal polls the question's row.
         """
         ...
 
 
 class MemoryJournal:
-    """The journal of one in-memory chat: it keeps nothing, and claims are flags on the records and a lock."""
+    """The journal of one in-memory chat: it keeps nothing but which calls run and a lock on the turn."""
 
     def __init__(self) -> None:
-        self._decided: dict[str, asyncio.Event] = {}
+        self._waiters: dict[str, asyncio.Future[Question]] = {}
+        self._running: set[str] = set()
+        """The ids of the calls held right now."""
         self._turn = asyncio.Lock()
         """Held around a model request of the one chat this journal serves."""
 
-    async def refresh(self, chat: Records) -> None:
+    @asynccontextmanager
+    async def refresh(self, start: int) -> AsyncIterator[Changes | None]:
         """Nothing to read: this process made every change."""
+        yield None
 
-    async def append(
-        self, chat: Records, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False
-    ) -> bool:
+    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> bool:
         """Nothing to write; the chat made every change itself, so it is always current."""
         return True
 
     @asynccontextmanager
-    async def hold_call(self, chat: Records, record: CallRecord) -> AsyncIterator[Claim]:
-        """Mark the record as running for the block, unless it already is."""
-        if record.running:
+    async def hold_call(self, call_id: str) -> AsyncIterator[Claim]:
+        """Hold the call for the block, unless it is held already."""
+        if call_id in self._running:
             yield Claim.BUSY
             return
-        record.running = True
+        self._running.add(call_id)
         try:
             yield Claim.GRANTED
         finally:
-            record.running = False
+            self._running.discard(call_id)
 
     @asynccontextmanager
-    async def hold_turn(self, chat: Records) -> AsyncIterator[bool]:
+    async def hold_turn(self) -> AsyncIterator[bool]:
         """Hold this journal's lock around a model request."""
         if self._turn.locked():
             yield False
@@ -150,61 +153,63 @@ class MemoryJournal:
         async with self._turn:
             yield True
 
-    async def save_call(self, chat: Records, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
+    async def save_call(self, call_id: str, outcome: Outcome, *, first_question: int, claim_turn: bool = False) -> None:
         """Nothing to write; the turn is the chat's own lock, taken by :meth:`hold_turn`."""
 
-    async def release_turn(self, chat: Records) -> None:
+    async def release_turn(self) -> None:
         """Nothing claimed early."""
 
     async def decide(
         self,
-        chat: Records,
         question: Question,
         decision: Decision,
         answer: dict[str, Any] | None,
         note: str | None,
         by: Principal | None,
         channel: Channel,
-    ) -> bool:
-        """Check and record the decision on the question object itself.
+        *,
+        running: bool,
+        closed: bool,
+    ) -> Question | None:
+        """Check the decision against the question as the chat holds it; return a copy that records it.
 
         An in-memory chat has no ``may_decide``: a policy that names ``by`` needs a store.
         """
-        record = chat.record_of(question)
         now = utcnow()
-        running, closed = (record.running, not record.open) if record is not None else (False, False)
         if not check_decision(question, decision, running=running, closed=closed, now=now):
-            return False
+            return None
+        decided = copy.copy(question)
+        decided.votes = list(question.votes)
         if judge(question, decision, by, None) == "count":
             assert by is not None
-            question.votes.append(Vote(by, now))
-            return True
+            decided.votes.append(Vote(by, now))
+            return decided
         if question.policy is not None and by is not None and decision == "accept":
-            question.votes.append(Vote(by, now))
-        question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
-        question.decided_by, question.channel = by, channel
-        mark(f"decision {decision}", decision_attributes(question))
-        if (event := self._decided.get(question.id)) is not None:
-            event.set()
-        return True
+            decided.votes.append(Vote(by, now))
+        decided.decision, decided.answer, decided.note, decided.decided_at = decision, answer, note, now
+        decided.decided_by, decided.channel = by, channel
+        mark(f"decision {decision}", decision_attributes(decided))
+        waiter = self._waiters.get(question.id)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(decided)
+        return decided
 
-    async def add_question(self, chat: Records, record: CallRecord, question: Question) -> None:
+    async def add_question(self, call_id: str, number: int, question: Question) -> None:
         """Nothing to write."""
 
-    async def add_chat_question(self, chat: Records, question: Question) -> bool:
+    async def add_chat_question(self, number: int, question: Question) -> bool:
         """Refuse: only a store keeps a login where the redirect endpoint answers it, so the chat raises."""
         return False
 
-    async def wait_for_decision(self, chat: Records, question: Question) -> Question:
-        """Wait on an event that :meth:`decide` sets, until the question's time to live ends."""
-        event = self._decided.setdefault(question.id, asyncio.Event())
+    async def wait_for_decision(self, question: Question) -> Question:
+        """Wait for :meth:`decide` to record a decision on the question, until its time to live ends."""
+        if question.decision is not None or question.expired(utcnow()):
+            return question
+        waiter = self._waiters[question.id] = asyncio.get_running_loop().create_future()
+        left = None if question.expires_at is None else max((question.expires_at - utcnow()).total_seconds(), 0.0)
         try:
-            while question.decision is None and not question.expired(utcnow()):
-                left = None if question.expires_at is None else (question.expires_at - utcnow()).total_seconds()
-                try:
-                    await asyncio.wait_for(event.wait(), None if left is None else max(left, 0.0))
-                except TimeoutError:
-                    break
+            return await asyncio.wait_for(waiter, left)
+        except TimeoutError:
+            return question
         finally:
-            self._decided.pop(question.id, None)
-        return question
+            self._waiters.pop(question.id, None)

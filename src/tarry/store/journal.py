@@ -1,8 +1,9 @@
 """The journal of a stored chat: every change is one transaction, claims are leases on rows.
 
 Each transaction is a plain function of a SQLAlchemy ``Connection`` run by
-:meth:`Database.run_write` or :meth:`Database.run_read`; it reads and writes rows only, and the
-chat objects are changed afterwards on the event loop.
+:meth:`Database.run_write` or :meth:`Database.run_read`; it reads and writes rows only. What
+it read reaches the chat as a :class:`~tarry.changes.Changes` value, which the chat takes in
+itself afterwards, on the event loop.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-import weakref
-from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Executable, Table, and_, bindparam, case, ins
 from sqlalchemy import Row as ResultRow
 
 from tarry.calls import CallRecord, Claim, Outcome
-from tarry.chat import Chat
+from tarry.changes import CallChange, Changes
 from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsError, StoreUnavailableError
 from tarry.messages import Message
@@ -33,12 +33,13 @@ from tarry.store.deciding import AnswerOf, Settled
 from tarry.store.engine import Database
 from tarry.store.rows import (
     Row,
-    apply_call_row,
     call_from_row,
     message_from_row,
     message_values,
     question_from_row,
     question_values,
+    saved_state,
+    waiting_on,
 )
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
 from tarry.store.tables import chats, messages, questions, tool_calls
@@ -70,9 +71,10 @@ T = TypeVar("T")
 
 @dataclass
 class CallRow:
-    """What the store keeps of one call record: its row's id, the row version read, and whether it holds the claim."""
+    """What the store keeps of one call: its row's id, the tool's name, the row version read, and the claim held."""
 
     id: int
+    name: str
     version: int = -1
     """The row version this process last read (-1, which no row has, before it read the row)."""
     claimed: bool = False
@@ -80,81 +82,94 @@ class CallRow:
 
 
 class StoreJournal:
-    """Writes a chat's changes to the store and reads back what other processes wrote."""
+    """The journal of one stored chat object: writes its changes and reads back what other processes wrote.
 
-    def __init__(self, store: Host) -> None:
+    What the store keeps to do that lives here, typed: the chat version this object holds in
+    full, the turn it holds or claimed early, and the :class:`CallRow` of each call by call id.
+    """
+
+    def __init__(
+        self, store: Host, chat_id: str, *, seen: int | None = None, loaded: tuple[int, Tail] | None = None
+    ) -> None:
         self.store = store
         self.db = store.db
-        self._seen: weakref.WeakKeyDictionary[Chat, int] = weakref.WeakKeyDictionary()
-        """The chat version each chat object is known to hold in full."""
-        self._holding_turn: weakref.WeakSet[Chat] = weakref.WeakSet()
-        self._verified: weakref.WeakSet[Chat] = weakref.WeakSet()
-        """Chats whose version a claim just confirmed, so the next refresh need not ask again."""
-        self._rows: weakref.WeakKeyDictionary[CallRecord, CallRow] = weakref.WeakKeyDictionary()
-        """The row behind each call record this journal saved or read."""
-        self._claimed_early: weakref.WeakKeyDictionary[Chat, int] = weakref.WeakKeyDictionary()
-        """Chats whose turn a write claimed for the next :meth:`hold_turn`, with the version it wrote."""
+        self.chat_id = chat_id
+        self._seen = seen
+        """The chat version the chat object is known to hold in full (``None``: not known)."""
+        self._loaded = loaded
+        """Rows read when the chat was loaded, handed over by the first :meth:`refresh` without a statement."""
+        self._holding_turn = False
+        self._verified = False
+        """A claim just confirmed the chat's version, so the next refresh need not ask again."""
+        self._claimed_early: int | None = None
+        """The version a write wrote when it claimed the turn for the next :meth:`hold_turn`."""
+        self._calls: dict[str, CallRow] = {}
+        """The row behind each call this journal saved or read, by call id."""
 
-    def saw(self, chat: Chat, version: int) -> None:
-        """Note that ``chat`` holds everything up to ``version`` (after creating it)."""
-        self._seen[chat] = version
-
-    def loaded(self, chat: Chat, tail: Tail, version: int) -> None:
-        """Make a freshly built ``chat`` what ``tail`` (all its rows, read at ``version``) holds."""
-        tail.apply(chat, self._rows)
-        self._seen[chat] = version
-
-    def _wrote(self, chat: Chat, version: int) -> bool:
+    def _wrote(self, version: int) -> bool:
         """After this process's own write: still up to date only if no other write came in between."""
-        if self._seen.get(chat) == version - 1:
-            self._seen[chat] = version
+        if self._seen == version - 1:
+            self._seen = version
             return True
         return False
 
-    async def refresh(self, chat: Chat) -> None:
-        """Re-read the current turn (the messages from the last assistant message on, and its calls).
+    @asynccontextmanager
+    async def refresh(self, start: int) -> AsyncIterator[Changes | None]:
+        """Re-read the current turn (the messages from ``start``, the last assistant message, on, and its calls).
 
-        One cheap query when nothing changed since this chat object last looked.
+        One cheap query when nothing changed since the chat last looked. The versions read count
+        as held once the chat took the changes in (the block ended without an error).
         """
-        if chat in self._verified:
-            self._verified.discard(chat)
+        tail: Tail | None
+        if self._loaded is not None:
+            (version, tail), self._loaded = self._loaded, None
+        elif self._verified:
+            self._verified = False
+            yield None
             return
-        start, known = _tail_start(chat), self._seen.get(chat)
+        else:
+            version, tail = await self._read(start)
+        if tail is None:
+            yield None
+            return
+        yield tail.changes(self._calls)
+        for row in tail.calls:
+            self._calls.setdefault(row["call_id"], CallRow(row["id"], row["name"])).version = row["version"]
+        self._seen = version
+
+    async def _read(self, start: int) -> tuple[int, Tail | None]:
+        """The chat's version and, when it is not the one held, its rows from ``start`` on (one snapshot)."""
+        chat_id, known = self.chat_id, self._seen
 
         def look(connection: Connection) -> int:
-            version = connection.scalar(CHAT_VERSION, {"chat_id": chat.id})
+            version = connection.scalar(CHAT_VERSION, {"chat_id": chat_id})
             if version is None:
-                raise ChatNotFoundError(f"Chat {chat.id} is no longer in the database")
+                raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
             return int(version)
 
         def read(connection: Connection) -> tuple[int, Tail | None]:
             version = look(connection)
-            return version, None if version == known else fetch_tail(connection, chat.id, start)
+            return version, None if version == known else fetch_tail(connection, chat_id, start)
 
         if known is not None and not self.db.is_sqlite and await self.db.run_alone(look, write=False) == known:
-            return  # one statement without BEGIN and COMMIT: a third of the round trips
-        version, tail = await self.db.run_read(read)  # the version and the rows, in one snapshot
-        if tail is not None:
-            tail.apply(chat, self._rows)
-            self._seen[chat] = version
+            return known, None  # one statement without BEGIN and COMMIT: a third of the round trips
+        return await self.db.run_read(read)  # the version and the rows, in one snapshot
 
-    async def append(
-        self, chat: Chat, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False
-    ) -> bool:
+    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> bool:
         """Save a user or assistant message and the records of the calls it makes.
 
         Ends the turn claim in the same transaction when the message is the reply it was held for;
         raises :class:`ClaimLostError`, recording nothing, when another process holds the turn by then.
         With ``claim_turn`` (a user message) it claims the turn for the model's reply instead.
-        Returns whether no other process wrote to the chat since this chat object last looked.
+        Returns whether no other process wrote to the chat since the chat object last looked.
         """
         changes: dict[str, Any] = {}
         if message.role == "user":  # a new question of the user ends an earlier cancellation
             changes["cancel_requested_at"] = None
-        held = chat in self._holding_turn and message.role == "assistant"
+        held = self._holding_turn and message.role == "assistant"
         if held:
             changes.update(claimed_by=None, claimed_until=None)
-        owner, lease, chat_id = self.store.owner, self._lease, chat.id
+        owner, lease, chat_id = self.store.owner, self._lease, self.chat_id
 
         def write(connection: Connection) -> tuple[int, list[int], bool]:
             claimed = False
@@ -176,30 +191,29 @@ class StoreJournal:
 
         version, row_ids, claimed = await self.db.run_write(write)
         for record, row_id in zip(records, row_ids, strict=True):
-            self._rows[record] = CallRow(row_id, 0)
+            self._calls[record.call.id] = CallRow(row_id, record.call.name, 0)
         if held:
-            self._holding_turn.discard(chat)
+            self._holding_turn = False
         if claimed:
-            self._claimed_early[chat] = version
-        return self._wrote(chat, version)
+            self._claimed_early = version
+        return self._wrote(version)
 
     @asynccontextmanager
-    async def hold_call(self, chat: Chat, record: CallRecord) -> AsyncIterator[Claim]:
+    async def hold_call(self, call_id: str) -> AsyncIterator[Claim]:
         """Claim the call's row (a lease renewed while the block runs).
 
         The claim holds only if the row is still at the version this process read, so nobody
         acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
         """
-        row = self._rows[record]
+        row = self._calls[call_id]
         row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
         claim = await self.db.run_alone(lambda c: claim_call(c, row_id, version, owner, lease), write=True)
         if claim in (Claim.BUSY, Claim.STALE):
             if claim is Claim.STALE:
-                self._seen.pop(chat, None)
+                self._seen = None
             yield claim
             return
         row.claimed = True
-        record.running = True
         renewal = asyncio.create_task(self._renew(tool_calls, row_id))
         try:
             yield claim
@@ -212,57 +226,52 @@ class StoreJournal:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
-            record.running = False
             claimed, row.claimed = row.claimed, False
             if claimed:
                 await self._release(tool_calls, row_id)
 
     @asynccontextmanager
-    async def hold_turn(self, chat: Chat) -> AsyncIterator[bool]:
+    async def hold_turn(self) -> AsyncIterator[bool]:
         """Claim the chat around one model request; yields ``False`` when another process holds it.
 
         A turn that :meth:`append` or :meth:`save_call` already claimed costs no write here.
         """
-        owner, lease, chat_id = self.store.owner, self._lease, chat.id
-        version = self._claimed_early.pop(chat, None)
+        owner, lease, chat_id = self.store.owner, self._lease, self.chat_id
+        version, self._claimed_early = self._claimed_early, None
         if version is None:
             version = await self.db.run_alone(lambda c: take_turn(c, chat_id, owner, lease), write=True)
         if version is None:
             yield False
             return
-        if version == self._seen.get(chat):
-            self._verified.add(chat)
-        self._holding_turn.add(chat)
-        renewal = asyncio.create_task(self._renew(chats, chat.id))
+        if version == self._seen:
+            self._verified = True
+        self._holding_turn = True
+        renewal = asyncio.create_task(self._renew(chats, chat_id))
         try:
             yield True
         finally:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
-            self._verified.discard(chat)
-            if chat in self._holding_turn:
-                self._holding_turn.discard(chat)
-                await self._release(chats, chat.id)
+            self._verified = False
+            if self._holding_turn:
+                self._holding_turn = False
+                await self._release(chats, chat_id)
 
-    async def release_turn(self, chat: Chat) -> None:
+    async def release_turn(self) -> None:
         """Give back a turn claimed by a write and never held (the chat did not ask the model after all)."""
-        if self._claimed_early.pop(chat, None) is not None:
-            await self._release(chats, chat.id)
+        if self._claimed_early is not None:
+            self._claimed_early = None
+            await self._release(chats, self.chat_id)
 
-    async def save_call(self, chat: Chat, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
+    async def save_call(self, call_id: str, outcome: Outcome, *, first_question: int, claim_turn: bool = False) -> None:
         """Save a call's result, or its new pause and questions; releases the claim in the same transaction.
 
         With ``claim_turn`` it also claims the turn for the next :meth:`hold_turn`, when it is free.
         """
-        row = self._rows[record]
-        row_id, owner, first_question, chat_id = (
-            row.id,
-            self.store.owner,
-            len(record.questions),
-            chat.id,
-        )
-        lease = self._lease
+        row = self._calls[call_id]
+        row_id, owner, chat_id, lease = row.id, self.store.owner, self.chat_id, self._lease
+        what = f"the {row.name} call {call_id}"
 
         def write(connection: Connection) -> tuple[int, int, bool]:
             new_messages = int(outcome.result is not None)
@@ -292,20 +301,20 @@ class StoreJournal:
                 statement = _PAUSE_CALL
             version = connection.scalar(statement, changes)
             if version is None:  # raising rolls the whole transaction back
-                raise ClaimLostError(f"The claim on the {record.call.name} call {record.call.id} was lost")
+                raise ClaimLostError(f"The claim on {what} was lost")
             if outcome.task is not None:  # after the claim check: a retried save that had committed adds nothing
                 insert_questions(connection, chat_id, row_id, first_question, outcome.questions)
                 schedule_check(connection, chat_id, outcome.task)
             return chat_version, version, claimed
 
-        chat_version, version, claimed = await self._write_holding_claim(write, record)
+        chat_version, version, claimed = await self._write_holding_claim(write, what)
         row.claimed, row.version = False, version
         if claimed:
-            self._claimed_early[chat] = chat_version
-        self._wrote(chat, chat_version)
+            self._claimed_early = chat_version
+        self._wrote(chat_version)
 
-    async def _write_holding_claim(self, write: Callable[[Connection], T], record: CallRecord) -> T:
-        """Run ``write`` for a call this process holds, trying again while the database cannot be reached.
+    async def _write_holding_claim(self, write: Callable[[Connection], T], what: str) -> T:
+        """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
 
         The tool has already run, so its result must not be lost to a dropped connection: the
         write is tried again with backoff (the lease is renewed meanwhile, once the database is
@@ -322,83 +331,73 @@ class StoreJournal:
             except StoreUnavailableError:
                 if asyncio.get_running_loop().time() + pause > deadline:
                     logger.error(
-                        "Could not save what the %s call %s came to: the database stayed out of reach. "
+                        "Could not save what %s came to: the database stayed out of reach. "
                         "Its tool ran; once the lease runs out the call is closed as interrupted.",
-                        record.call.name,
-                        record.call.id,
+                        what,
                     )
                     raise
-                logger.warning(
-                    "Lost the database while saving the %s call %s; trying again in %.2f s",
-                    record.call.name,
-                    record.call.id,
-                    pause,
-                )
+                logger.warning("Lost the database while saving %s; trying again in %.2f s", what, pause)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 2.0)
 
     async def decide(
         self,
-        chat: Chat,
         question: Question,
         decision: Decision,
         answer: dict[str, Any] | None,
         note: str | None,
         by: Principal | None,
         channel: Channel,
-    ) -> bool:
-        """Record the decision under the question's row lock, then update the question object.
+        *,
+        running: bool,
+        closed: bool,
+    ) -> Question | None:
+        """Record the decision under the question's row lock (which checks the call as stored, not ``running``).
 
         When the chat held everything recorded before, it still does: the decision changed only
         the question and the versions, so the next :meth:`refresh` need not read the rows again.
         """
         settled = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel)
-        if settled.question is None:
-            return False
-        question.take_decision(settled.question)
-        record = chat.record_of(question)
-        row = None if record is None else self._rows.get(record)
+        decided = settled.question
+        if decided is None:
+            return None
+        row = None if decided.tool_call is None else self._calls.get(decided.tool_call.id)
         if settled.versions is not None and row is not None:
             chat_version, call_version = settled.versions
-            if (
-                call_version is not None
-                and self._seen.get(chat) == chat_version - 1
-                and row.version == call_version - 1
-            ):
-                self._seen[chat], row.version = chat_version, call_version
-        return True
+            if call_version is not None and self._seen == chat_version - 1 and row.version == call_version - 1:
+                self._seen, row.version = chat_version, call_version
+        return decided
 
-    async def add_question(self, chat: Chat, record: CallRecord, question: Question) -> None:
+    async def add_question(self, call_id: str, number: int, question: Question) -> None:
         """Save a question the running call asks while it runs."""
-        row_id, first = self._rows[record].id, len(record.questions)
+        row_id, chat_id = self._calls[call_id].id, self.chat_id
 
         def write(connection: Connection) -> int:
-            version, _ = bump_chat(connection, chat.id)
-            insert_questions(connection, chat.id, row_id, first, [question])
+            version, _ = bump_chat(connection, chat_id)
+            insert_questions(connection, chat_id, row_id, number, [question])
             return version
 
-        self._wrote(chat, await self.db.run_write(write))
+        self._wrote(await self.db.run_write(write))
 
-    async def add_chat_question(self, chat: Chat, question: Question) -> bool:
+    async def add_chat_question(self, number: int, question: Question) -> bool:
         """Save a question of the chat itself (a login), parking the chat on it, in one transaction."""
-        chat_id, number = chat.id, len(chat.chat_questions)
+        chat_id = self.chat_id
 
         def write(connection: Connection) -> int:
             version, _ = bump_chat(connection, chat_id)
             insert_questions(connection, chat_id, None, number, [question])
             return version
 
-        self._wrote(chat, await self.db.run_write(write))
+        self._wrote(await self.db.run_write(write))
         return True
 
-    async def wait_for_decision(self, chat: Chat, question: Question) -> Question:
+    async def wait_for_decision(self, question: Question) -> Question:
         """Poll the question's row until a decision is recorded in any process, or its time runs out."""
         query = select(questions).where(questions.c.id == question.id)
         while question.decision is None and not question.expired(utcnow()):
             row = await self.db.run_alone(lambda connection: connection.execute(query).mappings().one(), write=False)
             if row["decision"] is not None:
-                question.take_decision(question_from_row(row, question.tool_call))
-                break
+                return question_from_row(row, question.tool_call)
             await asyncio.sleep(self.store.poll_interval)
         return question
 
@@ -423,13 +422,6 @@ class StoreJournal:
 
 def _execute(statement: Executable, values: dict[str, Any], connection: Connection) -> None:
     connection.execute(statement, values)
-
-
-def _tail_start(chat: Chat) -> int:
-    for index in range(len(chat.messages) - 1, -1, -1):
-        if chat.messages[index].role == "assistant":
-            return index
-    return 0
 
 
 def bump_chat(
@@ -601,43 +593,34 @@ class Tail:
             for row in self.chat_questions
         )
 
-    def apply(self, chat: Chat, rows: MutableMapping[CallRecord, CallRow]) -> None:
-        """Make the chat's messages from ``start`` on, and the records of their calls, what the rows hold.
+    def changes(self, known: Mapping[str, CallRow]) -> Changes:
+        """What the rows hold, as the values a chat takes in; ``known`` holds the rows of the calls read before.
 
-        ``rows`` holds the journal's :class:`CallRow` of each record; a record whose row changed
-        since it was last read gets its task rebuilt.
+        A call whose row version differs from the one read before (or that was never read)
+        carries its saved state, for the chat to rebuild its task. Raises
+        :class:`~tarry.errors.CorruptStateError` naming what cannot be read.
         """
         tail: list[Message] = []
         by_row_id: dict[int, Message] = {}
         for row in self.messages:
             if row["position"] != self.start + len(tail):
-                raise ValueError(f"Chat {chat.id} has a gap in its messages at position {self.start + len(tail)}")
+                chat_id = row["chat_id"]
+                raise ValueError(f"Chat {chat_id} has a gap in its messages at position {self.start + len(tail)}")
             message = message_from_row(row)
             tail.append(message)
             by_row_id[row["id"]] = message
-        chat.messages[self.start :] = tail
-        known_questions = {question.id: question for question in chat.chat_questions}
-        own: list[Question] = []
-        for row in self.chat_questions:
-            fresh = question_from_row(row, None)
-            held = known_questions.get(fresh.id)
-            if held is not None:
-                held.take_decision(fresh)
-            own.append(held or fresh)
-        chat.chat_questions = own
+        chat_questions = tuple(question_from_row(row, None) for row in self.chat_questions)
+        calls: list[CallChange] = []
         for row in self.calls:
             call = call_from_row(row)
-            record = chat.records.get(call.id)
-            if record is None:
-                record = chat.records[call.id] = CallRecord(call)
-            known = rows.get(record)
-            if known is None:
-                known = rows[record] = CallRow(row["id"])
-            changed = known.version != row["version"]
-            apply_call_row(record, row, self.questions[row["id"]], chat.tools.get(call.name), reload_task=changed)
-            known.version = row["version"]
-            if row["result_message_id"] is not None:
-                record.result = by_row_id[row["result_message_id"]]
+            asked = tuple(question_from_row(question, call) for question in self.questions[row["id"]])
+            read = known.get(call.id)
+            changed = read is None or read.version != row["version"]
+            state = saved_state(row) if changed else None
+            waits = frozenset(waiting_on(row)) if row["state"] is not None else frozenset()
+            result = None if row["result_message_id"] is None else by_row_id[row["result_message_id"]]
+            calls.append(CallChange(call, bool(row["needs_approval"]), asked, changed, state, waits, result))
+        return Changes(self.start, tuple(tail), chat_questions, tuple(calls))
 
 
 def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:

@@ -47,4 +47,4 @@ def find_problems(connection: Connection) -> list[Problem]:
 def _read_call(row: Row) -> None:
     call = call_from_row(row)
     waiting_on(row)
-    load_task(row, call, None)
+    load_task(row, call)

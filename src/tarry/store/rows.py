@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from tarry.approvals import Approval, Vote
-from tarry.calls import CallRecord
+from tarry.changes import rebuild_task
 from tarry.errors import CorruptStateError
 from tarry.messages import Message, ToolCall, Usage
 from tarry.principals import Channel, Principal
@@ -14,7 +14,6 @@ from tarry.questions import Question, fields_from_schema
 from tarry.store.engine import UnreadableJson
 from tarry.store.tables import Json, metadata
 from tarry.tasks import Task
-from tarry.tools import Tool
 
 Row = Mapping[Any, Any]
 """A database row as a mapping of column names to values."""
@@ -203,47 +202,15 @@ def waiting_on(row: Row) -> set[str]:
     return set(ids)
 
 
-def load_task(row: Row, call: ToolCall, tool: Tool | None) -> Task | None:
-    """The paused task a call row holds, rebuilt by its tool (``Task.load`` when the tool is unknown)."""
+def saved_state(row: Row) -> Any:
+    """The paused task's saved state a call row holds (``None``: it never paused); raises :class:`CorruptStateError`."""
     try:
         _check_json(row, ("state",))
     except ValueError as error:
         raise _corrupt_call(row, error) from error
-    state = row["state"]
-    if state is None:
-        return None
-    try:
-        return tool.load_task(state, tool_call=call) if tool is not None else Task.load(state, tool_call=call)
-    except Exception as error:
-        raise CorruptStateError(
-            f"The saved pause state of the {call.name} call {call.id} (chat {row['chat_id']}) "
-            f"cannot be loaded: {error}",
-            chat_id=row["chat_id"],
-            call_id=call.id,
-        ) from error
+    return row["state"]
 
 
-def apply_call_row(
-    record: CallRecord, row: Row, question_rows: list[Row], tool: Tool | None, *, reload_task: bool
-) -> None:
-    """Bring ``record`` in line with its row and question rows, keeping the objects callers already hold.
-
-    ``reload_task`` rebuilds the record's task from the row (its version changed since it was read).
-    """
-    known = {question.id: question for question in record.questions}
-    updated: list[Question] = []
-    for question_row in question_rows:
-        fresh = question_from_row(question_row, record.call)
-        held = known.get(fresh.id)
-        if held is None:
-            updated.append(fresh)
-        else:
-            held.take_decision(fresh)
-            updated.append(held)
-    record.questions = updated
-    record.needs_approval = bool(row["needs_approval"])
-    if reload_task:
-        record.task = load_task(row, record.call, tool)
-    if record.task is not None:
-        waiting = waiting_on(row)
-        record.task.questions = [question for question in updated if question.id in waiting]
+def load_task(row: Row, call: ToolCall) -> Task | None:
+    """The paused task a call row holds, rebuilt by ``Task.load`` (no tool at hand)."""
+    return rebuild_task(row["chat_id"], call, saved_state(row), None)

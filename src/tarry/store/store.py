@@ -91,7 +91,6 @@ class Store:
         """Called with a chat's id right after :meth:`cancel` recorded a cancellation request."""
         self.may_decide = may_decide
         """The application's check of who may decide a question whose approval policy names ``by``."""
-        self.journal = StoreJournal(self)
         self.oauth = OAuthRecords(self)
         """Logins to OAuth-protected MCP servers (tokens, registrations, codes), shared by every process."""
         self._reported: set[Problem] = set()
@@ -160,6 +159,7 @@ class Store:
             tools = tools if tools else agent.tools
             instructions = instructions if instructions is not None else agent.instructions
             agent = agent.name
+        chat_id = str(uuid.uuid4())
         chat = Chat(
             model,
             tools,
@@ -167,7 +167,8 @@ class Store:
             tool_choice=tool_choice,
             settings=settings,
             max_concurrency=max_concurrency,
-            journal=self.journal,
+            id=chat_id,
+            journal=StoreJournal(self, chat_id, seen=0),
         )
         row = {
             "id": chat.id,
@@ -181,7 +182,6 @@ class Store:
             "message_count": 0,
         }
         await self.db.run_alone(lambda connection: connection.execute(_INSERT_CHAT, row), write=True)
-        self.journal.saw(chat, 0)
         return chat
 
     async def load_chat(
@@ -214,12 +214,12 @@ class Store:
             settings=row["settings"],
             max_concurrency=max_concurrency,
             id=chat_id,
-            journal=self.journal,
+            journal=StoreJournal(self, chat_id, loaded=(int(row["version"]), tail)),
         )
         if not tail.waits_on_own_question():  # else the chat waits for a login before its tools can be listed
             with contextlib.suppress(AnswerNeeded):  # complete() parks the chat on it
                 await chat.load_tools()  # an MCP server's tools rebuild their own tasks
-        self.journal.loaded(chat, tail, int(row["version"]))
+        await chat._refresh()  # takes in the rows read above, which its journal holds: no statement
         return chat
 
     async def list_chats(self, *, waiting: bool = False) -> list[ChatSummary]:

@@ -60,6 +60,6 @@ def waiting_tasks(connection: Connection, chat_id: str | None, skipped: list[Cor
 
 
 def _read_paused(row: Row) -> tuple[Row, Task, set[str]]:
-    task = load_task(row, call_from_row(row), None)
+    task = load_task(row, call_from_row(row))
     assert task is not None
     return row, task, waiting_on(row)

@@ -1,0 +1,93 @@
+"""What a journal read of a chat: the values a chat takes in, so no store row reaches the domain."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tarry.calls import CallRecord
+from tarry.errors import CorruptStateError
+from tarry.messages import Message, ToolCall
+from tarry.questions import Question
+from tarry.tasks import Task
+from tarry.tools import Tool
+
+
+@dataclass(frozen=True)
+class CallChange:
+    """One tool call as the journal read it."""
+
+    call: ToolCall
+    needs_approval: bool
+    questions: tuple[Question, ...]
+    """All the call's questions, oldest first."""
+    state_changed: bool
+    """The saved pause state changed since the chat last read it: the chat rebuilds the task from ``state``."""
+    state: Mapping[str, Any] | None
+    """The saved pause state (:meth:`~tarry.Task.to_dict`), or ``None`` when the call never paused."""
+    waiting_on: frozenset[str]
+    """The ids of the questions the call's paused task waits on."""
+    result: Message | None = None
+    """The call's result, one of the :attr:`Changes.messages` (``None`` while the call is open)."""
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a chat holds from message ``start`` on, read by its journal.
+
+    The chat takes its objects over: it keeps the questions and records it already holds
+    (taking their decisions from here) and adopts the rest.
+    """
+
+    start: int
+    messages: tuple[Message, ...]
+    """The messages from position ``start`` on."""
+    chat_questions: tuple[Question, ...] = ()
+    """The chat's own questions (no call), oldest first."""
+    calls: tuple[CallChange, ...] = ()
+    """The calls of those messages, in the order the model made them."""
+
+
+def rebuild_task(chat_id: str, call: ToolCall, state: Mapping[str, Any] | None, tool: Tool | None) -> Task | None:
+    """The paused task ``state`` describes, rebuilt by ``tool`` (``Task.load`` when the tool is unknown).
+
+    Raises :class:`CorruptStateError` naming the chat and the call when the state cannot be loaded.
+    """
+    if state is None:
+        return None
+    try:
+        return tool.load_task(state, tool_call=call) if tool is not None else Task.load(state, tool_call=call)
+    except Exception as error:
+        raise CorruptStateError(
+            f"The saved pause state of the {call.name} call {call.id} (chat {chat_id}) cannot be loaded: {error}",
+            chat_id=chat_id,
+            call_id=call.id,
+        ) from error
+
+
+def keep_held(held: Iterable[Question], fresh: Iterable[Question]) -> list[Question]:
+    """``fresh``, with each question already in ``held`` kept as that object (taking the fresh decision)."""
+    known = {question.id: question for question in held}
+    kept: list[Question] = []
+    for question in fresh:
+        mine = known.get(question.id)
+        if mine is not None:
+            mine.take_decision(question)
+        kept.append(mine or question)
+    return kept
+
+
+def apply_call(record: CallRecord, change: CallChange, task: Task | None) -> None:
+    """Bring ``record`` in line with ``change``; ``task`` is its rebuilt task when the state changed."""
+    questions = keep_held(record.questions, change.questions)
+    for question in questions:
+        question.tool_call = record.call  # the record's own call object, with what the provider attached to it
+    record.questions = questions
+    record.needs_approval = change.needs_approval
+    if change.state_changed:
+        record.task = task
+    if record.task is not None:
+        record.task.questions = [question for question in questions if question.id in change.waiting_on]
+    if change.result is not None:
+        record.result = change.result
