@@ -203,6 +203,9 @@ def answers_section(postgres: str | None, processes: int, each: int) -> list[str
         "the chat's versions, wakes the chat and appends the audit row. The run then checks that every question was",
         "decided and that the decisions the processes were told they recorded add up to the number of questions:",
         "each exactly once. Client CPU is the answering processes' CPU time (user and system) per answer.",
+        "The last row is the floor, measured the same way: the smallest durable, single-use decision (the row",
+        "locked, one UPDATE, the commit) through psycopg alone, no library. tarry's decision writes four rows",
+        "where the floor writes one; no library records decisions faster than the floor on this machine.",
         "",
         "| answers at a time per process | questions | seconds | answers per second | client CPU per answer |",
         "|---|---|---|---|---|",
@@ -215,6 +218,13 @@ def answers_section(postgres: str | None, processes: int, each: int) -> list[str
             f"| {concurrency} | {result['answers']:,} | {result['seconds']:.2f} | **{result['per_second']:,.0f}** "
             f"| {result['cpu_ms']:.2f} ms |"
         )
+    floor = answers_per_second(fresh_postgres(postgres), processes, each, floor=True)
+    GOALS.append((f"(the floor: psycopg alone, {processes} processes, 1 at a time in each)",
+                  f"{floor['per_second']:,.0f}", floor["per_second"] >= 2000))  # fmt: skip
+    lines.append(
+        f"| the floor: psycopg alone, 1 | {floor['answers']:,} | {floor['seconds']:.2f} | "
+        f"**{floor['per_second']:,.0f}** | {floor['cpu_ms']:.2f} ms |"
+    )
     return [*lines, ""]
 
 
