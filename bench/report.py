@@ -210,17 +210,16 @@ def answers_section(postgres: str | None, processes: int, each: int) -> list[str
         "| answers at a time per process | questions | seconds | answers per second | client CPU per answer |",
         "|---|---|---|---|---|",
     ]
+    floor = answers_per_second(fresh_postgres(postgres), processes, each, floor=True)
     for concurrency in (1, 4):
         result = answers_per_second(fresh_postgres(postgres), processes, each, concurrency)
         GOALS.append((f"≥ 2,000 answers per second, {processes} processes, {concurrency} at a time in each",
-                      f"{result['per_second']:,.0f}", result["per_second"] >= 2000))  # fmt: skip
+                      f"{result['per_second']:,.0f} (the floor, psycopg alone: {floor['per_second']:,.0f})",
+                      result["per_second"] >= 2000))  # fmt: skip
         lines.append(
             f"| {concurrency} | {result['answers']:,} | {result['seconds']:.2f} | **{result['per_second']:,.0f}** "
             f"| {result['cpu_ms']:.2f} ms |"
         )
-    floor = answers_per_second(fresh_postgres(postgres), processes, each, floor=True)
-    GOALS.append((f"(the floor: psycopg alone, {processes} processes, 1 at a time in each)",
-                  f"{floor['per_second']:,.0f}", floor["per_second"] >= 2000))  # fmt: skip
     lines.append(
         f"| the floor: psycopg alone, 1 | {floor['answers']:,} | {floor['seconds']:.2f} | "
         f"**{floor['per_second']:,.0f}** | {floor['cpu_ms']:.2f} ms |"
