@@ -475,12 +475,15 @@ async def prepare_answers(url: str, count: int) -> list[str]:
         return [question.id for question in await store.pending_questions()]
 
 
-def answers_per_second(url: str, processes: int, per_process: int, concurrency: int = 1) -> dict[str, float]:
+def answers_per_second(
+    url: str, processes: int, per_process: int, concurrency: int = 1, *, floor: bool = False
+) -> dict[str, float]:
     """``processes`` processes approve their shares of the questions, each ``concurrency`` at a time.
 
     Each process reports how many decisions it recorded and the CPU seconds its answers took.
     Each question is approved by one process; afterwards every question must be decided and the
-    processes' counts of recorded decisions must add up to the number of questions.
+    processes' counts of recorded decisions must add up to the number of questions. With ``floor``
+    the processes use no library: see :func:`floor_part`.
     """
     ids = asyncio.run(prepare_answers(url, processes * per_process))
     with tempfile.TemporaryDirectory() as folder:
@@ -491,7 +494,15 @@ def answers_per_second(url: str, processes: int, per_process: int, concurrency: 
             part.write_text(json.dumps(ids[number::processes]))
             workers.append(
                 subprocess.Popen(
-                    [sys.executable, __file__, "--answer", url, str(part), str(go), str(concurrency)],
+                    [
+                        sys.executable,
+                        __file__,
+                        "--floor" if floor else "--answer",
+                        url,
+                        str(part),
+                        str(go),
+                        str(concurrency),
+                    ],
                     stdout=subprocess.PIPE,
                     text=True,
                     cwd=ROOT,
@@ -543,6 +554,33 @@ async def answer_part(url: str, ids: list[str], part: str, go: str, concurrency:
         recorded = await asyncio.gather(*(lane(ids[number::concurrency]) for number in range(concurrency)))
         cpu = time.process_time() - cpu
     print(sum(recorded), cpu)
+
+
+def floor_part(url: str, ids: list[str], part: str, go: str) -> None:
+    """The floor: the smallest durable, single-use decision, through psycopg alone, one at a time.
+
+    Each is one transaction that locks the question's row, records the decision unless one is
+    recorded, and commits (``synchronous_commit`` as the server has it). tarry's decision writes
+    more (the call's and the chat's versions, the wake, the audit row); no library can record one
+    faster than this on the same server.
+    """
+    import psycopg
+
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    lock = "SELECT decision FROM tarry_questions WHERE id = %s FOR UPDATE"
+    record = "UPDATE tarry_questions SET decision = 'accept', decided_at = now() WHERE id = %s AND decision IS NULL"
+    with psycopg.connect(plain) as connection:
+        connection.execute("SELECT 1")  # connects before the clock starts
+        connection.commit()
+        ready_and_wait(part, go)
+        cpu = time.process_time()
+        recorded = 0
+        for question_id in ids:
+            with connection.transaction():
+                connection.execute(lock, (question_id,))
+                recorded += connection.execute(record, (question_id,)).rowcount
+        cpu = time.process_time() - cpu
+    print(recorded, cpu)
 
 
 SCHEMAS: list[tuple[str, str]] = []
@@ -732,9 +770,14 @@ def listing_only(arguments: list[str]) -> None:
 
 
 def main() -> None:
-    """``--answer …`` is one answering process, ``--listing`` runs only the listing at scale; else bench/report.py."""
+    """``--answer …`` (``--floor …``) is one answering process, ``--listing`` runs only the listing at scale;
+    else bench/report.py."""
     if sys.argv[1:2] == ["--listing"]:
         listing_only(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["--floor"]:
+        url, part, go = sys.argv[2:5]
+        floor_part(url, json.loads(Path(part).read_text()), part, go)
         return
     if sys.argv[1:2] == ["--answer"]:
         url, part, go, *concurrency = sys.argv[2:6]

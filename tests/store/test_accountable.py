@@ -334,3 +334,24 @@ async def test_a_decision_notifies_listeners_on_postgresql(postgres_url: str) ->
                     heard = True
                     break
         assert heard, "no notification named the chat within 10 s"
+
+
+async def test_a_cancellation_notifies_listeners_on_postgresql(postgres_url: str) -> None:
+    import psycopg
+
+    from tarry.store.schedule import WAKE_CHANNEL
+
+    async with Store(postgres_url) as store:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(transfer("Bob", 5)), [TransferMoney()])
+        await chat.ask("Pay Bob 5")
+        plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+        async with await psycopg.AsyncConnection.connect(plain, autocommit=True) as listener:
+            await listener.execute(f"LISTEN {WAKE_CHANNEL}")
+            assert await store.cancel(chat.id)
+            heard = False
+            async for note in listener.notifies(timeout=10):
+                if note.payload == chat.id:
+                    heard = True
+                    break
+        assert heard, "no notification named the chat within 10 s"
