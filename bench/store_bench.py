@@ -583,6 +583,41 @@ def floor_part(url: str, ids: list[str], part: str, go: str) -> None:
     print(recorded, cpu)
 
 
+def commit_cost(url: str, durability: Durability, count: int = 200) -> float:
+    """The p50 milliseconds of the smallest write transaction (one row inserted, committed), through the driver alone.
+
+    The floor under every write transaction any library makes on this machine with these settings:
+    SQLite in WAL mode (``FULL`` syncs the disk at each commit, ``NORMAL`` does not), or PostgreSQL
+    (``synchronous_commit`` on, or off for ``"fast"``).
+    """
+    timings = []
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        connection = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+        connection.execute("CREATE TABLE IF NOT EXISTS commit_cost (number INTEGER)")
+        for number in range(count):
+            started = time.perf_counter()
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("INSERT INTO commit_cost VALUES (?)", (number,))
+            connection.execute("COMMIT")
+            timings.append(time.perf_counter() - started)
+        connection.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as connection:
+            connection.execute(f"SET synchronous_commit = {'on' if durability == 'full' else 'off'}")
+            connection.execute("CREATE TABLE IF NOT EXISTS commit_cost (number INTEGER)")
+            for number in range(count):
+                started = time.perf_counter()
+                connection.execute("INSERT INTO commit_cost VALUES (%s)", (number,))
+                timings.append(time.perf_counter() - started)
+    return statistics.median(timings) * 1000
+
+
 SCHEMAS: list[tuple[str, str]] = []
 """(server URL, schema) of each schema :func:`fresh_postgres` made, for :func:`drop_schemas`."""
 
