@@ -38,7 +38,7 @@ def test_the_report_runs_every_part_with_tiny_counts(tmp_path: Path) -> None:
         assert '| PostgreSQL | tarry, `durability="full"` (the default) |' in text
         assert "| 1 | 10 |" in text and "| 4 | 10 |" in text  # 2 processes × 5 questions, 1 and 4 at a time
         assert "| the floor: psycopg alone, 1 | 10 |" in text
-        assert "| PostgreSQL | yes (`durability=\"full\"`) |" in text
+        assert '| PostgreSQL | yes (`durability="full"`) |' in text
     if importlib.util.find_spec("matplotlib") is not None:
         assert (page.parent / "img" / "latency.png").stat().st_size > 0
         assert (page.parent / "img" / "bytes-per-step.png").stat().st_size > 0

@@ -1,4 +1,4 @@
-"""What a journal read of a chat: the values a chat takes in, so no store row reaches the domain."""
+"""What a journal reads of a chat: the values a chat takes in, so no store row reaches the domain."""
 
 from __future__ import annotations
 

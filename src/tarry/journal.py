@@ -114,7 +114,7 @@ class Journal(Protocol):
 
 
 class MemoryJournal:
-    """The journal of one in-memory chat: it keeps nothing but which calls run and a lock on the turn."""
+    """The journal of one in-memory chat: it keeps only which calls run, the turn's lock and who awaits a decision."""
 
     def __init__(self) -> None:
         self._waiters: dict[str, asyncio.Future[Question]] = {}

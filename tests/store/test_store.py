@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import text, update
+from sqlalchemy import Connection, select, text, update
 
 from tarry import Message, Question, Task, Tool, ToolCall
 from tarry.errors import (
@@ -25,7 +26,7 @@ from tarry.questions import AnswerNeeded
 from tarry.store import Store, StoreUnavailableError
 from tarry.store.engine import database_url
 from tarry.store.schema import HEAD
-from tarry.store.tables import metadata, tool_calls
+from tarry.store.tables import chats, metadata, tool_calls
 from tarry.testing import advance_clock
 from tarry.tools import ask
 from tests.store.tools import PickColour, SlowJob, TransferMoney, all_tools, reactive_model
@@ -447,3 +448,24 @@ async def test_provider_data_round_trips_through_the_store(database_url: str) ->
         reply = await loaded.complete()
     assert reply is not None and reply.content == "Paid."
     assert model.requests[0].messages[1] == stored
+
+
+async def test_a_write_whose_caller_is_cancelled_before_it_commits_rolls_back(store: Store) -> None:
+    chat = await store.create_chat(instructions="before")
+    entered, go_on = threading.Event(), threading.Event()
+
+    def write(connection: Connection) -> None:
+        connection.execute(update(chats).where(chats.c.id == chat.id).values(instructions="after"))
+        entered.set()
+        assert go_on.wait(10), "the test never let the transaction go on"
+
+    writing = asyncio.create_task(store.db.run_write(write))
+    assert await asyncio.to_thread(entered.wait, 10)
+    writing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    go_on.set()  # the thread finishes the work, finds its caller gone, and rolls back
+
+    # A write that locks the same row waits until that transaction has ended, either way:
+    locked = select(chats.c.instructions).where(chats.c.id == chat.id).with_for_update()
+    assert await store.db.run_write(lambda connection: connection.execute(locked).scalar_one()) == "before"

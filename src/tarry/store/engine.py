@@ -13,6 +13,7 @@ at every round trip (measured with bench/store_bench.py's answers per second: 1.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import os
 import sqlite3
@@ -217,20 +218,30 @@ class Database:
             "db.system.name": "sqlite" if self.is_sqlite else "postgresql",
             "tarry.transaction": function_name(work),
         }
+        cancelled = threading.Event()
+        transaction = self._sqlite_transaction if self.is_sqlite else self._postgres_transaction
+        run = partial(transaction, work, cancelled, write=write, alone=alone)
         async with self._translated():
             with span(f"store.{'write' if write else 'read'}", what, client=True):
-                transaction = self._sqlite_transaction if self.is_sqlite else self._postgres_transaction
-                return await asyncio.get_running_loop().run_in_executor(
-                    self._threads, partial(transaction, work, write=write, alone=alone)
-                )
+                try:  # in the caller's context, so a tracer's current span reaches the thread
+                    return await asyncio.get_running_loop().run_in_executor(
+                        self._threads, contextvars.copy_context().run, run
+                    )
+                except asyncio.CancelledError:
+                    cancelled.set()  # the thread goes on; a transaction it has not committed yet rolls back
+                    raise
 
-    def _sqlite_transaction(self, work: Callable[[Connection], T], *, write: bool, alone: bool) -> T:
+    def _sqlite_transaction(
+        self, work: Callable[[Connection], T], cancelled: threading.Event, *, write: bool, alone: bool
+    ) -> T:
         """Run ``work`` in one transaction on the worker thread's own connection (``alone`` costs nothing here)."""
         connection = self._thread_connection().execution_options(tarry_write=write)
         with connection.begin():
-            return work(connection)
+            return _unless_cancelled(work(connection), cancelled)
 
-    def _postgres_transaction(self, work: Callable[[Connection], T], *, write: bool, alone: bool) -> T:
+    def _postgres_transaction(
+        self, work: Callable[[Connection], T], cancelled: threading.Event, *, write: bool, alone: bool
+    ) -> T:
         """Run ``work`` on a pooled connection: in one transaction, or ``alone`` with each statement committing."""
         with self._engine.connect() as connection:
             if alone:
@@ -238,7 +249,7 @@ class Database:
             if not write:
                 connection = connection.execution_options(isolation_level="REPEATABLE READ")
             with connection.begin():
-                return work(connection)
+                return _unless_cancelled(work(connection), cancelled)
 
     def _thread_connection(self) -> Connection:
         """The worker thread's own SQLite connection, kept open between transactions (no pool checkout each time)."""
@@ -279,15 +290,32 @@ class Database:
         if self._closed:
             return
         self._closed = True
-        # A transaction still running in a worker thread ends before its connection is closed:
-        # closing a SQLite connection under a running statement crashes the process.
-        await asyncio.to_thread(self._threads.shutdown, wait=True)
+        try:
+            # A transaction still running in a worker thread ends before its connection is closed:
+            # closing a SQLite connection under a running statement crashes the process.
+            await asyncio.to_thread(self._threads.shutdown, wait=True)
+        except asyncio.CancelledError:
+            # The threads end on their own; PostgreSQL's pool closes the connections they are not using.
+            # SQLite's stay open until the process ends rather than be closed under a running statement.
+            if not self.is_sqlite:
+                self._engine.dispose()
+            raise
         if self.is_sqlite:
             with self._kept_lock:
                 kept, self._kept_connections = self._kept_connections, []
             for connection in kept:
                 connection.close()
         self._engine.dispose()
+
+
+class _Cancelled(Exception):
+    """Rolls back a transaction whose caller was cancelled before it committed."""
+
+
+def _unless_cancelled(result: T, cancelled: threading.Event) -> T:
+    if cancelled.is_set():
+        raise _Cancelled
+    return result
 
 
 _SCHEMA_PHRASES = ("no such table", "no such column", "has no column named")
