@@ -6,11 +6,12 @@ import asyncio
 import json
 import threading
 import time
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Connection, select, text, update
+from sqlalchemy import Connection, event, select, text, update
 
 from tarry import Message, Question, Task, Tool, ToolCall
 from tarry.errors import (
@@ -469,3 +470,33 @@ async def test_a_write_whose_caller_is_cancelled_before_it_commits_rolls_back(st
     # A write that locks the same row waits until that transaction has ended, either way:
     locked = select(chats.c.instructions).where(chats.c.id == chat.id).with_for_update()
     assert await store.db.run_write(lambda connection: connection.execute(locked).scalar_one()) == "before"
+
+
+async def test_a_chat_cancelled_while_it_claims_a_call_leaves_the_call_to_the_next_process(database_url: str) -> None:
+    pay_bob = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
+    async with Store(database_url) as store:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(pay_bob), [TransferMoney()])
+        await chat.ask("Pay Bob 5")
+        [question] = await chat.pending_questions()
+        assert await chat.approve(question)
+        claiming, go_on = threading.Event(), threading.Event()
+
+        def hold_the_claim(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            if statement.lstrip().upper().startswith("UPDATE TARRY_TOOL_CALLS SET CLAIMED_BY"):
+                claiming.set()
+                assert go_on.wait(10), "the test never let the claim go on"
+
+        event.listen(store.db.sync_engine, "after_cursor_execute", hold_the_claim)
+        carrying = asyncio.create_task(chat.complete())
+        assert await asyncio.to_thread(claiming.wait, 10)
+        carrying.cancel()  # while the claim's statement runs in a worker thread
+        go_on.set()
+        with pytest.raises(asyncio.CancelledError):
+            await carrying
+        event.remove(store.db.sync_engine, "after_cursor_execute", hold_the_claim)
+    async with Store(database_url, lease=60) as other:  # the lease a lingering claim would keep for a minute
+        carried = await other.load_chat(chat.id, reactive_model(pay_bob), [TransferMoney()])
+        reply = await carried.complete()
+        assert reply is not None and reply.content == "All done."
+        assert [message.content for message in carried.messages if message.role == "tool"] == ["Sent 5 to Bob"]

@@ -207,7 +207,12 @@ class StoreJournal:
         """
         row = self._calls[call_id]
         row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
-        claim = await self.db.run_alone(lambda c: claim_call(c, row_id, version, owner, lease), write=True)
+        claim = await self._claim(
+            lambda c: claim_call(c, row_id, version, owner, lease),
+            lambda claim: claim in (Claim.GRANTED, Claim.RECLAIMED),
+            tool_calls,
+            row_id,
+        )
         if claim in (Claim.BUSY, Claim.STALE):
             if claim is Claim.STALE:
                 self._seen = None
@@ -239,7 +244,9 @@ class StoreJournal:
         owner, lease, chat_id = self.store.owner, self._lease, self.chat_id
         version, self._claimed_early = self._claimed_early, None
         if version is None:
-            version = await self.db.run_alone(lambda c: take_turn(c, chat_id, owner, lease), write=True)
+            version = await self._claim(
+                lambda c: take_turn(c, chat_id, owner, lease), lambda version: version is not None, chats, chat_id
+            )
         if version is None:
             yield False
             return
@@ -404,6 +411,22 @@ class StoreJournal:
     @property
     def _lease(self) -> timedelta:
         return timedelta(seconds=self.store.lease)
+
+    async def _claim(self, take: Callable[[Connection], T], granted: Callable[[T], bool], table: Table, key: Any) -> T:
+        """Run the claim statement ``take``; a caller cancelled meanwhile gives back what it turns out to have claimed.
+
+        The statement commits by itself in a worker thread, which goes on when the caller is
+        cancelled: without this, a claim granted just then would keep the call (or the turn) from
+        every process, this one too, until its lease ran out.
+        """
+        attempt = asyncio.ensure_future(self.db.run_alone(take, write=True))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                if granted(await attempt):
+                    await self._release(table, key)
+            raise
 
     async def _renew(self, table: Table, key: Any) -> None:
         statement, owner = _RENEW[table.name], self.store.owner
