@@ -24,6 +24,11 @@ class Claim(Enum):
     STALE = "stale"
     """The call changed since this process last read it: read the chat again, then look again."""
 
+    @property
+    def held(self) -> bool:
+        """Whether the call is this process's to run now (granted or reclaimed)."""
+        return self in (Claim.GRANTED, Claim.RECLAIMED)
+
 
 @dataclass(frozen=True)
 class Outcome:

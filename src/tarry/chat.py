@@ -236,7 +236,7 @@ class Chat:
         for record in [record for record in self.records.values() if record.open]:
             async with self._hold(record) as claim:
                 stale = stale or claim is Claim.STALE
-                if claim in (Claim.BUSY, Claim.STALE) or not record.open:
+                if not claim.held or not record.open:
                     continue
                 if record.task is not None:
                     try:
@@ -392,7 +392,7 @@ class Chat:
     async def _hold(self, record: CallRecord) -> AsyncIterator[Claim]:
         """Claim ``record``'s call through the journal for the block, marking the record as running meanwhile."""
         async with self._journal.hold_call(record.call.id) as claim:
-            if claim not in (Claim.GRANTED, Claim.RECLAIMED):
+            if not claim.held:
                 yield claim
                 return
             record.running = True

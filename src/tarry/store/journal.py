@@ -209,11 +209,11 @@ class StoreJournal:
         row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
         claim = await self._claim(
             lambda c: claim_call(c, row_id, version, owner, lease),
-            lambda claim: claim in (Claim.GRANTED, Claim.RECLAIMED),
+            lambda claim: claim.held,
             tool_calls,
             row_id,
         )
-        if claim in (Claim.BUSY, Claim.STALE):
+        if not claim.held:
             if claim is Claim.STALE:
                 self._seen = None
             yield claim
