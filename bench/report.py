@@ -129,6 +129,14 @@ def bytes_section(folder: Path, sizes: list[int], figures: Path | None) -> list[
     return lines
 
 
+def databases(file: Path, postgres: str | None, *, sqlite: str = "SQLite file") -> list[tuple[str, str]]:
+    """(label, URL) of each database a section measures: the SQLite ``file``, and a fresh schema on ``postgres``."""
+    targets = [(sqlite, f"sqlite:///{file}")]
+    if postgres:
+        targets.append(("PostgreSQL", fresh_postgres(postgres)))
+    return targets
+
+
 def transactions_section(folder: Path, postgres: str | None) -> list[str]:
     """Transactions and statements of the latency workload's two halves, for one chat, on each database."""
     lines = [
@@ -143,10 +151,7 @@ def transactions_section(folder: Path, postgres: str | None) -> list[str]:
         "| carry on: transactions | statements | round trips |",
         "|---|---|---|---|---|---|---|",
     ]
-    targets = [("SQLite file", f"sqlite:///{folder / 'counts.db'}")]
-    if postgres:
-        targets.append(("PostgreSQL", fresh_postgres(postgres)))
-    for label, url in targets:
+    for label, url in databases(folder / "counts.db", postgres):
         counts = asyncio.run(round_trip_counts(url))
         cells = []
         for half in (counts["park"], counts["finish"]):
@@ -168,10 +173,7 @@ def commits_section(folder: Path, postgres: str | None) -> list[str]:
         "| database | commits wait for the disk | p50 |",
         "|---|---|---|",
     ]
-    targets = [("SQLite file", f"sqlite:///{folder / 'commits.db'}")]
-    if postgres:
-        targets.append(("PostgreSQL", fresh_postgres(postgres)))
-    for label, url in targets:
+    for label, url in databases(folder / "commits.db", postgres):
         for durability in ("full", "fast"):
             waits = 'yes (`durability="full"`)' if durability == "full" else 'no (`durability="fast"`)'
             lines.append(f"| {label} | {waits} | {commit_cost(url, durability):.2f} ms |")
@@ -190,9 +192,7 @@ def plan_steps(plan: str) -> list[str]:
 
 def listing_section(folder: Path, postgres: str | None, scale: int, waiting: int) -> list[str]:
     """``pending_questions()`` whole and a page at a time, over ``scale`` chats of which ``waiting`` wait."""
-    targets = [("SQLite", f"sqlite:///{folder / 'scale.db'}")]
-    if postgres:
-        targets.append(("PostgreSQL", fresh_postgres(postgres)))
+    targets = databases(folder / "scale.db", postgres, sqlite="SQLite")
     lines = [
         f"## `pending_questions()` at scale, whole and in pages of {PAGE}",
         "",
