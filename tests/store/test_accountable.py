@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -313,45 +314,37 @@ def test_no_code_path_updates_or_deletes_the_audit_trail() -> None:
     assert sorted(uses) == ["audit.py", "tables.py"]  # every write of the trail goes through store/audit.py
 
 
-async def test_a_decision_notifies_listeners_on_postgresql(postgres_url: str) -> None:
+async def wakes_listeners(postgres_url: str, chat_id: str, act: Callable[[], Awaitable[bool]]) -> bool:
+    """Whether a notification naming ``chat_id`` reaches a listener within 10 s of ``act()``, which must succeed."""
     import psycopg
 
     from tarry.store.schedule import WAKE_CHANNEL
 
+    plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    async with await psycopg.AsyncConnection.connect(plain, autocommit=True) as listener:
+        await listener.execute(f"LISTEN {WAKE_CHANNEL}")
+        assert await act()
+        # NOTIFY is database-wide: other tests' chats may be woken meanwhile, so look for this one's
+        async for note in listener.notifies(timeout=10):
+            if note.payload == chat_id:
+                return True
+    return False
+
+
+async def test_a_decision_notifies_listeners_on_postgresql(postgres_url: str) -> None:
     async with Store(postgres_url) as store:
         await store.setup()
         chat = await store.create_chat(reactive_model(transfer("Bob", 5)), [TransferMoney()])
         await chat.ask("Pay Bob 5")
         [question] = await chat.pending_questions()
-        plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
-        async with await psycopg.AsyncConnection.connect(plain, autocommit=True) as listener:
-            await listener.execute(f"LISTEN {WAKE_CHANNEL}")
-            assert await store.approve(question.id, by="ann")
-            # NOTIFY is database-wide: other tests' chats may be woken meanwhile, so look for this one's
-            heard = False
-            async for note in listener.notifies(timeout=10):
-                if note.payload == chat.id:
-                    heard = True
-                    break
+        heard = await wakes_listeners(postgres_url, chat.id, lambda: store.approve(question.id, by="ann"))
         assert heard, "no notification named the chat within 10 s"
 
 
 async def test_a_cancellation_notifies_listeners_on_postgresql(postgres_url: str) -> None:
-    import psycopg
-
-    from tarry.store.schedule import WAKE_CHANNEL
-
     async with Store(postgres_url) as store:
         await store.setup()
         chat = await store.create_chat(reactive_model(transfer("Bob", 5)), [TransferMoney()])
         await chat.ask("Pay Bob 5")
-        plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
-        async with await psycopg.AsyncConnection.connect(plain, autocommit=True) as listener:
-            await listener.execute(f"LISTEN {WAKE_CHANNEL}")
-            assert await store.cancel(chat.id)
-            heard = False
-            async for note in listener.notifies(timeout=10):
-                if note.payload == chat.id:
-                    heard = True
-                    break
+        heard = await wakes_listeners(postgres_url, chat.id, lambda: store.cancel(chat.id))
         assert heard, "no notification named the chat within 10 s"
