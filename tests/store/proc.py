@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sys
 from pathlib import Path
+from typing import cast
 
 from tarry.errors import PendingToolCallsError
 from tarry.store import Store
+from tarry.store.engine import Durability
 from tests.store.tools import all_tools, reactive_model
 
 TRANSFER = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
+DURABILITY = cast(Durability, os.environ.get("TARRY_TEST_DURABILITY", "full"))
+"""The store's durability in these processes: "fast" runs SQLite's uncontended transactions on the event loop."""
 
 
 async def decide(url: str, ids_file: str, seed: str, start_file: str) -> None:
@@ -21,7 +26,7 @@ async def decide(url: str, ids_file: str, seed: str, start_file: str) -> None:
     chance = random.Random(int(seed))
     chance.shuffle(ids)
     won = {}
-    async with Store(url) as store:
+    async with Store(url, durability=DURABILITY) as store:
         await store.pending_questions()  # open the pool before the start signal
         while not Path(start_file).exists():
             await asyncio.sleep(0.01)
@@ -37,7 +42,7 @@ async def decide(url: str, ids_file: str, seed: str, start_file: str) -> None:
 
 async def carry(url: str, *chat_ids: str) -> None:
     """Load each chat and complete it."""
-    async with Store(url, lease=2) as store:
+    async with Store(url, lease=2, durability=DURABILITY) as store:
         for chat_id in chat_ids:
             chat = await store.load_chat(chat_id, reactive_model(TRANSFER), all_tools())
             await chat.complete()
@@ -53,7 +58,7 @@ async def run(url: str, chat_id: str, lease: str, calls: str, text: str = "") ->
 
 async def race(url: str, chat_id: str, start_file: str, calls: str, text: str = "") -> None:
     """Wait for the start signal, then ask ``text`` or complete the chat (several of these run at once)."""
-    async with Store(url) as store:
+    async with Store(url, durability=DURABILITY) as store:
         chat = await store.load_chat(chat_id, reactive_model(json.loads(calls)), all_tools())
         while not Path(start_file).exists():
             await asyncio.sleep(0.005)

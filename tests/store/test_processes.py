@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TRANSFER = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
 
 
-def start(*args: str, markers: Path) -> subprocess.Popen[str]:
+def start(*args: str, markers: Path, durability: str = "full") -> subprocess.Popen[str]:
     env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": str(ROOT)}
+    env["TARRY_TEST_DURABILITY"] = durability
     return subprocess.Popen(
         [sys.executable, "-m", "tests.store.proc", *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -48,8 +49,9 @@ def marker_lines(markers: Path, kind: str) -> list[str]:
     return [line.split(" ", 1)[1] for line in markers.read_text().splitlines() if line.startswith(kind + " ")]
 
 
+@pytest.mark.parametrize("durability", ["full", "fast"])
 async def test_eight_processes_racing_on_100_approvals_record_one_decision_each(
-    database_url: str, tmp_path: Path
+    database_url: str, tmp_path: Path, durability: str
 ) -> None:
     markers = tmp_path / "markers"
     async with Store(database_url) as store:
@@ -68,7 +70,8 @@ async def test_eight_processes_racing_on_100_approvals_record_one_decision_each(
     ids_file.write_text(json.dumps([question.id for question in questions]))
 
     deciders = [
-        start("decide", database_url, str(ids_file), str(seed), str(start_file), markers=markers) for seed in range(8)
+        start("decide", database_url, str(ids_file), str(seed), str(start_file), markers=markers, durability=durability)
+        for seed in range(8)
     ]
     time.sleep(0.5)  # let the processes import and connect; correctness does not depend on it
     start_file.touch()
@@ -82,7 +85,9 @@ async def test_eight_processes_racing_on_100_approvals_record_one_decision_each(
         for question in questions:
             assert (await store.question(question.id)).decision == decided[question.id]
 
-    carriers = [start("carry", database_url, *chat_ids[part::4], markers=markers) for part in range(4)]
+    carriers = [
+        start("carry", database_url, *chat_ids[part::4], markers=markers, durability=durability) for part in range(4)
+    ]
     for process in carriers:
         finish(process)
     ran = Counter(marker_lines(markers, "transfer"))
@@ -129,7 +134,8 @@ async def test_a_process_killed_while_a_tool_runs(database_url: str, tmp_path: P
         assert len(runs) == 1, "a non-idempotent tool ran twice"
 
 
-async def test_two_processes_completing_one_chat_at_once(database_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("durability", ["full", "fast"])
+async def test_two_processes_completing_one_chat_at_once(database_url: str, tmp_path: Path, durability: str) -> None:
     markers, go = tmp_path / "markers", tmp_path / "go"
     calls = [
         {"name": "slow_job", "arguments": {"job": "a"}},
@@ -141,7 +147,10 @@ async def test_two_processes_completing_one_chat_at_once(database_url: str, tmp_
     for round_number in range(3):
         texts = ["Go", ""] if round_number == 0 else ["", ""]
         racers = [
-            start("race", database_url, chat.id, str(go), json.dumps(calls), text, markers=markers) for text in texts
+            start(
+                "race", database_url, chat.id, str(go), json.dumps(calls), text, markers=markers, durability=durability
+            )
+            for text in texts
         ]
         time.sleep(0.3)
         go.touch()

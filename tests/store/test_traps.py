@@ -126,6 +126,12 @@ def test_postgresql_commits_synchronously_unless_told_to_be_fast(
         store.create_chat_sync()  # the schema is still found: the URL's own options are kept
 
 
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite:///file:chats?mode=memory&uri=true"])
+def test_an_in_memory_sqlite_database_is_refused_with_what_to_use_instead(url: str) -> None:
+    with pytest.raises(ValueError, match="tarry needs a SQLite file.*use a file in a temporary folder"):
+        Store(url)
+
+
 def test_durability_names_its_choices() -> None:
     with pytest.raises(ValueError, match="durability must be 'full' or 'fast'"):
         Store("sqlite:///x.db", durability="paranoid")  # type: ignore[arg-type]

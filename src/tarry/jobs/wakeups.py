@@ -38,7 +38,7 @@ class Wakeups:
         """Start listening (PostgreSQL) or watching the file (SQLite)."""
         if not self.store.db.is_sqlite:
             self._task = asyncio.create_task(self._listen())
-        elif self.store.db.url.database not in (None, "", ":memory:"):
+        else:
             self._watching = threading.Event()
             loop = asyncio.get_running_loop()
             watcher = threading.Thread(

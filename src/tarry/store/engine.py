@@ -28,6 +28,7 @@ from typing import Any, Literal, TypeVar
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.pool import NullPool
 
 from tarry.errors import (
     StoreCorruptError,
@@ -135,15 +136,24 @@ class Database:
         self._sqlite_folder: str | None = None
         self._closed = False
         if self.is_sqlite:
-            self._engine = create_engine(
-                url, connect_args={"timeout": 30, "check_same_thread": False}, json_deserializer=_load_json
+            if url.database in (None, "", ":memory:") or "mode=memory" in str(url.database):
+                raise ValueError(
+                    f"tarry needs a SQLite file, got the in-memory database {url.database or ''!r}: it lives in one "
+                    "connection, and tarry's threads each keep their own (for a throwaway store, use a file in a "
+                    "temporary folder)"
+                )
+            self._engine = create_engine(  # no pool: each thread keeps its own connection open (_kept_connection)
+                url,
+                connect_args={"timeout": 30, "check_same_thread": False},
+                json_deserializer=_load_json,
+                poolclass=NullPool,
             )
             _configure_sqlite(self._engine, durability)
-            self._kept = threading.local()
             self._kept_lock = threading.Lock()
-            self._kept_connections: list[Connection] = []
+            self._kept: dict[tuple[threading.Thread, bool], Connection] = {}
+            """Each thread's open connection, for waiting on locks (worker threads) or not (on the event loop)."""
             self._threads = ThreadPoolExecutor(max_workers=SQLITE_THREADS, thread_name_prefix="tarry-sqlite")
-            if url.database not in (None, "", ":memory:") and url.query.get("uri") != "true":
+            if url.query.get("uri") != "true":
                 self._sqlite_folder = str(Path(str(url.database)).absolute().parent)
         else:
             connect_args: dict[str, Any] = {"connect_timeout": 5}
@@ -218,11 +228,18 @@ class Database:
             "db.system.name": "sqlite" if self.is_sqlite else "postgresql",
             "tarry.transaction": function_name(work),
         }
-        cancelled = threading.Event()
-        transaction = self._sqlite_transaction if self.is_sqlite else self._postgres_transaction
-        run = partial(transaction, work, cancelled, write=write, alone=alone)
         async with self._translated():
             with span(f"store.{'write' if write else 'read'}", what, client=True):
+                if self.is_sqlite and (not write or self.durability == "fast"):
+                    try:
+                        return self._sqlite_inline(work, write=write)
+                    except DBAPIError as error:
+                        if not _sqlite_busy(error.orig):
+                            raise
+                        # Another process holds the lock: wait for it on a worker thread instead.
+                cancelled = threading.Event()
+                transaction = self._sqlite_transaction if self.is_sqlite else self._postgres_transaction
+                run = partial(transaction, work, cancelled, write=write, alone=alone)
                 try:  # in the caller's context, so a tracer's current span reaches the thread
                     return await asyncio.get_running_loop().run_in_executor(
                         self._threads, contextvars.copy_context().run, run
@@ -230,6 +247,18 @@ class Database:
                 except asyncio.CancelledError:
                     cancelled.set()  # the thread goes on; a transaction it has not committed yet rolls back
                     raise
+
+    def _sqlite_inline(self, work: Callable[[Connection], T], *, write: bool) -> T:
+        """Run ``work`` in one transaction right here, on the event loop, unless it would have to wait.
+
+        A SQLite transaction that waits neither for another process's lock nor for the disk
+        (a read, or a write whose commit does not sync) takes less time than handing it to a
+        worker thread and back. Its connection does not wait for locks: a busy database raises
+        at once, before anything was written, and the caller runs the transaction on a worker thread.
+        """
+        connection = self._kept_connection(waits=False).execution_options(tarry_write=write)
+        with connection.begin():
+            return work(connection)
 
     def _sqlite_transaction(
         self, work: Callable[[Connection], T], cancelled: threading.Event, *, write: bool, alone: bool
@@ -253,13 +282,28 @@ class Database:
 
     def _thread_connection(self) -> Connection:
         """The worker thread's own SQLite connection, kept open between transactions (no pool checkout each time)."""
-        connection: Connection | None = getattr(self._kept, "connection", None)
-        if connection is None or connection.invalidated or connection.closed:
-            if connection is not None:
-                connection.close()
-            connection = self._kept.connection = self._engine.connect()
-            with self._kept_lock:
-                self._kept_connections.append(connection)
+        return self._kept_connection(waits=True)
+
+    def _kept_connection(self, *, waits: bool) -> Connection:
+        """The calling thread's own SQLite connection that ``waits`` for locks or not, opened if it has none yet.
+
+        Opening one closes those of threads that have ended (a sync caller's, say), which nothing can be using.
+        """
+        thread = threading.current_thread()
+        connection = self._kept.get((thread, waits))
+        if connection is not None and not connection.invalidated and not connection.closed:
+            return connection
+        connection = self._engine.connect()
+        if not waits:
+            driver = connection.connection.driver_connection
+            assert driver is not None  # a connection just opened
+            driver.execute("PRAGMA busy_timeout=0")
+        with self._kept_lock:
+            ended = [key for key in self._kept if not key[0].is_alive() or key == (thread, waits)]
+            gone = [self._kept.pop(key) for key in ended]
+            self._kept[thread, waits] = connection
+        for old in gone:
+            old.close()
         return connection
 
     @asynccontextmanager
@@ -302,7 +346,7 @@ class Database:
             raise
         if self.is_sqlite:
             with self._kept_lock:
-                kept, self._kept_connections = self._kept_connections, []
+                kept, self._kept = list(self._kept.values()), {}
             for connection in kept:
                 connection.close()
         self._engine.dispose()
@@ -377,6 +421,12 @@ def store_error(orig: BaseException | None, where: str, *, invalidated: bool = F
             "transaction opens a new connection; if it fails too, check that the server is running."
         )
     return None
+
+
+def _sqlite_busy(orig: BaseException | None) -> bool:
+    """Whether SQLite refused because another connection holds a lock (``SQLITE_BUSY`` or ``SQLITE_LOCKED``)."""
+    code = getattr(orig, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _reason(orig: BaseException | None) -> str | None:
