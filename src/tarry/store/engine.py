@@ -136,7 +136,7 @@ class Database:
         self._sqlite_folder: str | None = None
         self._closed = False
         if self.is_sqlite:
-            if url.database in (None, "", ":memory:") or "mode=memory" in str(url.database):
+            if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
                 raise ValueError(
                     f"tarry needs a SQLite file, got the in-memory database {url.database or ''!r}: it lives in one "
                     "connection, and tarry's threads each keep their own (for a throwaway store, use a file in a "
