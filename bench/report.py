@@ -142,8 +142,9 @@ def transactions_section(folder: Path, postgres: str | None) -> list[str]:
     lines = [
         "## Transactions per round trip",
         "",
-        "The latency workload's two halves for one chat, counted at the engine: transactions (each one hop to a",
-        "worker thread on SQLite) and SQL statements (reads included, BEGIN/COMMIT not). On PostgreSQL a",
+        "The latency workload's two halves for one chat, counted at the engine: transactions (on SQLite with the",
+        'default durability="full", each write one hop to a worker thread; reads, and with "fast" writes too, run',
+        "on the event loop) and SQL statements (reads included, BEGIN/COMMIT not). On PostgreSQL a",
         "statement that stands alone (a claim, a release, the check that a chat is unchanged) runs without a",
         "transaction around it; round trips there are the statements plus each transaction's BEGIN and COMMIT.",
         "",

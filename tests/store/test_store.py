@@ -500,3 +500,29 @@ async def test_a_chat_cancelled_while_it_claims_a_call_leaves_the_call_to_the_ne
         reply = await carried.complete()
         assert reply is not None and reply.content == "All done."
         assert [message.content for message in carried.messages if message.role == "tool"] == ["Sent 5 to Bob"]
+
+
+async def test_a_chat_s_messages_and_version_read_from_the_database_alone(store: Store) -> None:
+    pay_bob = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
+    chat = await store.create_chat(reactive_model(pay_bob), [TransferMoney()])
+    created = await store.chat_version(chat.id)
+    await chat.ask("Pay Bob 5")
+    asked = await store.chat_version(chat.id)
+    assert asked > created
+    assert [(message.role, message.content) for message in await store.messages(chat.id)] == [
+        ("user", "Pay Bob 5"),
+        ("assistant", ""),
+    ]
+    [question] = await store.pending_questions(chat.id)
+    assert await store.approve(question.id)
+    decided = await store.chat_version(chat.id)
+    assert decided > asked, "a decision is news to a page showing the chat"
+    assert await store.chat_version(chat.id) == decided, "reading changes nothing"
+    await chat.complete()
+    assert [message.content for message in await store.messages(chat.id)][2:] == ["Sent 5 to Bob", "All done."]
+    assert await store.chat_version(chat.id) > decided
+    for unknown in ("no-such-chat", "nul\x00"):
+        with pytest.raises(ChatNotFoundError, match="No chat has the id"):
+            await store.messages(unknown)
+        with pytest.raises(ChatNotFoundError, match="No chat has the id"):
+            await store.chat_version(unknown)

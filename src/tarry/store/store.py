@@ -20,19 +20,19 @@ from tarry.approvals import MayDecide
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, CorruptStateError, UnknownQuestionError
-from tarry.messages import Model, ToolChoice
+from tarry.messages import Message, Model, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import AnswerNeeded, Decision, Question
 from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
 from tarry.store.deciding import AnswerOf, Settled, decide_question
 from tarry.store.engine import Database, Durability, database_url
-from tarry.store.journal import StoreJournal, Tail, fetch_tail
+from tarry.store.journal import CHAT_VERSION, StoreJournal, Tail, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
 from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor, pending_query, position_of
 from tarry.store.problems import Problem, find_problems
-from tarry.store.rows import Row, call_from_row, question_from_row, read_each
+from tarry.store.rows import Row, call_from_row, message_from_row, question_from_row, read_each
 from tarry.store.schedule import wake
 from tarry.store.tables import chats, questions, tool_calls
 from tarry.store.waiting import WaitingTask, waiting_tasks
@@ -232,6 +232,35 @@ class Store:
         if not found:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
         return found[0]
+
+    async def messages(self, chat_id: str) -> list[Message]:
+        """A stored chat's messages in order, read from the database alone (no model, no tools).
+
+        Raises :class:`ChatNotFoundError` for an unknown id.
+        """
+
+        def read(connection: Connection) -> list[Message] | None:
+            if connection.scalar(CHAT_VERSION, {"chat_id": chat_id}) is None:
+                return None
+            return [message_from_row(row) for row in fetch_tail(connection, chat_id, 0).messages]
+
+        found = None if "\x00" in chat_id else await self.db.run_read(read)
+        if found is None:
+            raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
+        return found
+
+    async def chat_version(self, chat_id: str) -> int:
+        """A number that grows whenever anything about the chat is recorded: a message, a call, a question, a decision.
+
+        One indexed read, for noticing a change cheaply (a page that refreshes itself, say).
+        Raises :class:`ChatNotFoundError` for an unknown id.
+        """
+        found = None
+        if "\x00" not in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
+            found = await self.db.run_alone(lambda c: c.scalar(CHAT_VERSION, {"chat_id": chat_id}), write=False)
+        if found is None:
+            raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
+        return int(found)
 
     # Questions and tasks, from the database alone
 
@@ -454,6 +483,8 @@ class Store:
     approve_sync = sync_twin(approve)
     decline_sync = sync_twin(decline)
     history_sync = sync_twin(history)
+    messages_sync = sync_twin(messages)
+    chat_version_sync = sync_twin(chat_version)
     cancel_sync = sync_twin(cancel)
 
     async def _run_hooks(self, question: Question) -> None:

@@ -6,15 +6,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, select
-
 from tarry.messages import Message, ToolCall
 from tarry.questions import Question
-from tarry.store import Store
 from tarry.store.audit import DecisionEvent
-from tarry.store.journal import fetch_tail
-from tarry.store.rows import message_from_row
-from tarry.store.tables import chats
 from tarry.store.waiting import WaitingTask
 from tarry.web.views import pretty_json, visible
 
@@ -45,27 +39,6 @@ class Turn:
     def role(self) -> str:
         """``user`` or ``assistant``."""
         return self.message.role
-
-
-async def transcript(store: Store, chat_id: str) -> list[Message] | None:
-    """The chat's messages in order, read from the database alone; ``None`` for an unknown chat."""
-
-    def read(connection: Connection) -> list[Message] | None:
-        if connection.scalar(select(chats.c.id).where(chats.c.id == chat_id)) is None:
-            return None
-        return [message_from_row(row) for row in fetch_tail(connection, chat_id, 0).messages]
-
-    if "\x00" in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
-        return None
-    return await store.db.run_read(read)
-
-
-async def chat_version(store: Store, chat_id: str) -> int | None:
-    """A number that changes whenever the chat's messages or calls change (``None``: no such chat)."""
-    if "\x00" in chat_id:
-        return None
-    query = select(chats.c.version).where(chats.c.id == chat_id)
-    return await store.db.run_read(lambda connection: connection.scalar(query))
 
 
 def _result_text(message: Message) -> str:

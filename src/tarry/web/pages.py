@@ -17,11 +17,12 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.templating import Jinja2Templates
 
 from tarry.clock import utcnow
+from tarry.errors import ChatNotFoundError
 from tarry.questions import Question
 from tarry.store.paging import QuestionPage
 from tarry.web import views
 from tarry.web.access import CSRF_FIELD, Access, ChatRef, Forbidden, NotLoggedIn
-from tarry.web.conversation import chat_version, transcript, turns
+from tarry.web.conversation import turns
 from tarry.web.decisions import Action, Decider
 from tarry.web.events import changes
 from tarry.web.views import FIELD_PREFIX, SHOWN_PREFIX
@@ -204,13 +205,20 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
     async def chat_context(request: Request, chat_id: str) -> dict[str, Any]:
         if not await access.allowed(request, ChatRef(chat_id)):
             raise Refused(403, "forbidden")
-        messages = await transcript(store, chat_id)
-        if messages is None:
-            raise Refused(404, "no-chat")
+        try:
+            messages = await store.messages(chat_id)
+        except ChatNotFoundError:
+            raise Refused(404, "no-chat") from None
         questions = await access.shown(request, await store.pending_questions(chat_id))
         tasks = await access.shown(request, await store.waiting_tasks(chat_id))
         events = await access.shown(request, await store.history(chat_id))
         return {"chat_id": chat_id, "turns": turns(messages, questions, tasks, events)}
+
+    async def version(chat_id: str) -> int | None:
+        try:
+            return await store.chat_version(chat_id)
+        except ChatNotFoundError:
+            return None
 
     async def fingerprint(request: Request, chat: str | None, cursor: str | None) -> str:
         questions = await access.shown(request, await questions_page(chat, cursor))
@@ -218,7 +226,7 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
         state = [
             [question.id for question in questions],
             [(task.chat_id, task.since.isoformat(), task.version) for task in tasks],
-            await chat_version(store, chat) if chat and await access.allowed(request, ChatRef(chat)) else None,
+            await version(chat) if chat and await access.allowed(request, ChatRef(chat)) else None,
         ]
         return hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
 
