@@ -135,6 +135,9 @@ class Database:
         self.is_sqlite = url.get_backend_name() == "sqlite"
         self._sqlite_folder: str | None = None
         self._closed = False
+        self._kept_lock = threading.Lock()
+        self._kept: dict[tuple[threading.Thread, bool], Connection] = {}
+        """Each thread's open connection; on SQLite, for waiting on locks (worker threads) or not (the event loop)."""
         if self.is_sqlite:
             if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
                 raise ValueError(
@@ -149,9 +152,6 @@ class Database:
                 poolclass=NullPool,
             )
             _configure_sqlite(self._engine, durability)
-            self._kept_lock = threading.Lock()
-            self._kept: dict[tuple[threading.Thread, bool], Connection] = {}
-            """Each thread's open connection, for waiting on locks (worker threads) or not (on the event loop)."""
             self._threads = ThreadPoolExecutor(max_workers=SQLITE_THREADS, thread_name_prefix="tarry-sqlite")
             if url.query.get("uri") != "true":
                 self._sqlite_folder = str(Path(str(url.database)).absolute().parent)
@@ -264,28 +264,28 @@ class Database:
         self, work: Callable[[Connection], T], cancelled: threading.Event, *, write: bool, alone: bool
     ) -> T:
         """Run ``work`` in one transaction on the worker thread's own connection (``alone`` costs nothing here)."""
-        connection = self._thread_connection().execution_options(tarry_write=write)
+        connection = self._kept_connection(waits=True).execution_options(tarry_write=write)
         with connection.begin():
             return _unless_cancelled(work(connection), cancelled)
 
     def _postgres_transaction(
         self, work: Callable[[Connection], T], cancelled: threading.Event, *, write: bool, alone: bool
     ) -> T:
-        """Run ``work`` on a pooled connection: in one transaction, or ``alone`` with each statement committing."""
-        with self._engine.connect() as connection:
-            if alone:
-                return work(connection.execution_options(isolation_level="AUTOCOMMIT"))
-            if not write:
-                connection = connection.execution_options(isolation_level="REPEATABLE READ")
-            with connection.begin():
-                return _unless_cancelled(work(connection), cancelled)
-
-    def _thread_connection(self) -> Connection:
-        """The worker thread's own SQLite connection, kept open between transactions (no pool checkout each time)."""
-        return self._kept_connection(waits=True)
+        """Run ``work`` on the worker thread's connection: in one transaction, or ``alone`` with each statement
+        committing."""
+        connection = self._kept_connection(waits=True)
+        if alone:
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+            with connection.begin():  # sends nothing: it ends the transaction object SQLAlchemy begins anyway
+                return work(connection)
+        connection.execution_options(isolation_level="READ COMMITTED" if write else "REPEATABLE READ")
+        with connection.begin():
+            return _unless_cancelled(work(connection), cancelled)
 
     def _kept_connection(self, *, waits: bool) -> Connection:
-        """The calling thread's own SQLite connection that ``waits`` for locks or not, opened if it has none yet.
+        """The calling thread's own connection, kept open between transactions (no pool checkout each time).
+
+        On SQLite, one that ``waits`` for locks or one that does not, opened if the thread has none yet.
 
         Opening one closes those of threads that have ended (a sync caller's, say), which nothing can be using.
         """
@@ -330,25 +330,25 @@ class Database:
         self._sqlite_folder = None
 
     async def dispose(self) -> None:
-        """Close every connection and stop the worker threads; no transaction starts from now on."""
+        """Close every connection and stop the worker threads; no transaction starts from now on.
+
+        Cancelled meanwhile, it still closes them, in a thread of its own, once the workers are done.
+        """
         if self._closed:
             return
         self._closed = True
-        try:
-            # A transaction still running in a worker thread ends before its connection is closed:
-            # closing a SQLite connection under a running statement crashes the process.
-            await asyncio.to_thread(self._threads.shutdown, wait=True)
-        except asyncio.CancelledError:
-            # The threads end on their own; PostgreSQL's pool closes the connections they are not using.
-            # SQLite's stay open until the process ends rather than be closed under a running statement.
-            if not self.is_sqlite:
-                self._engine.dispose()
-            raise
-        if self.is_sqlite:
-            with self._kept_lock:
-                kept, self._kept = list(self._kept.values()), {}
-            for connection in kept:
-                connection.close()
+        closing = threading.Thread(target=self._close_when_idle, name="tarry-close", daemon=True)
+        closing.start()
+        await asyncio.to_thread(closing.join)
+
+    def _close_when_idle(self) -> None:
+        # A transaction still running in a worker thread ends before its connection is closed:
+        # closing a SQLite connection under a running statement crashes the process.
+        self._threads.shutdown(wait=True)
+        with self._kept_lock:
+            kept, self._kept = list(self._kept.values()), {}
+        for connection in kept:
+            connection.close()
         self._engine.dispose()
 
 
