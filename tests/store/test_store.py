@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -526,3 +527,40 @@ async def test_a_chat_s_messages_and_version_read_from_the_database_alone(store:
             await store.messages(unknown)
         with pytest.raises(ChatNotFoundError, match="No chat has the id"):
             await store.chat_version(unknown)
+
+
+async def test_a_store_closed_while_a_transaction_runs_still_closes_its_connections_when_cancelled(
+    postgres_url: str,
+) -> None:
+    name = f"tarry-test-{uuid.uuid4().hex[:8]}"
+    store = Store(f"{postgres_url}&application_name={name}")
+    await store.setup()
+    entered, go_on = threading.Event(), threading.Event()
+
+    def work(connection: Connection) -> None:
+        entered.set()
+        assert go_on.wait(10), "the test never let the transaction go on"
+
+    running = asyncio.create_task(store.db.run_read(work))
+    assert await asyncio.to_thread(entered.wait, 10)
+    closing = asyncio.create_task(store.close())
+    deadline = time.monotonic() + 10
+    while not any(thread.name == "tarry-close" for thread in threading.enumerate()):
+        assert time.monotonic() < deadline, "close() never started closing"
+        await asyncio.sleep(0.01)
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    assert await connections_named(postgres_url, name) >= 1, "the running transaction's connection stays open"
+    go_on.set()
+    await running
+    while await connections_named(postgres_url, name):
+        assert time.monotonic() < deadline + 10, "the store's connections stayed open"
+        await asyncio.sleep(0.05)
+
+
+async def connections_named(url: str, application: str) -> int:
+    """How many connections to the server ``url`` names have the application name ``application``."""
+    async with Store(url) as other:
+        query = text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name")
+        return int(await other.db.run_read(lambda connection: connection.scalar(query, {"name": application})))

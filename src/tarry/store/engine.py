@@ -136,8 +136,11 @@ class Database:
         self._sqlite_folder: str | None = None
         self._closed = False
         self._kept_lock = threading.Lock()
-        self._kept: dict[tuple[threading.Thread, bool], Connection] = {}
-        """Each thread's open connection; on SQLite, for waiting on locks (worker threads) or not (the event loop)."""
+        self._kept: dict[tuple[threading.Thread, bool], tuple[int, Connection]] = {}
+        self._generation = 0
+        """Each thread's open connection, and the generation it was opened in; on SQLite, for waiting on locks
+        (worker threads) or not (the event loop). A broken connection starts a new generation: the server
+        may have ended the others too, so each thread opens a new one."""
         if self.is_sqlite:
             if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
                 raise ValueError(
@@ -289,21 +292,22 @@ class Database:
 
         Opening one closes those of threads that have ended (a sync caller's, say), which nothing can be using.
         """
-        thread = threading.current_thread()
-        connection = self._kept.get((thread, waits))
-        if connection is not None and not connection.invalidated and not connection.closed:
-            return connection
+        thread, generation = threading.current_thread(), self._generation
+        kept = self._kept.get((thread, waits))
+        if kept is not None and kept[0] == generation and not kept[1].invalidated and not kept[1].closed:
+            return kept[1]
+        with self._kept_lock:  # the old one goes back first: PostgreSQL's pool has a connection per worker thread
+            ended = [key for key in self._kept if not key[0].is_alive() or key == (thread, waits)]
+            gone = [self._kept.pop(key)[1] for key in ended]
+        for old in gone:
+            old.close()
         connection = self._engine.connect()
         if not waits:
             driver = connection.connection.driver_connection
             assert driver is not None  # a connection just opened
             driver.execute("PRAGMA busy_timeout=0")
         with self._kept_lock:
-            ended = [key for key in self._kept if not key[0].is_alive() or key == (thread, waits)]
-            gone = [self._kept.pop(key) for key in ended]
-            self._kept[thread, waits] = connection
-        for old in gone:
-            old.close()
+            self._kept[thread, waits] = generation, connection
         return connection
 
     @asynccontextmanager
@@ -314,6 +318,8 @@ class Database:
         try:
             yield
         except DBAPIError as error:
+            if error.connection_invalidated:
+                self._generation += 1
             translated = store_error(error.orig, self.where, invalidated=error.connection_invalidated)
             if translated is None:
                 raise
@@ -346,7 +352,7 @@ class Database:
         # closing a SQLite connection under a running statement crashes the process.
         self._threads.shutdown(wait=True)
         with self._kept_lock:
-            kept, self._kept = list(self._kept.values()), {}
+            kept, self._kept = [connection for _, connection in self._kept.values()], {}
         for connection in kept:
             connection.close()
         self._engine.dispose()
