@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from tarry import Question, Tool
+from tarry.approvals import Approval
+from tarry.principals import Principal
 from tarry.store import Store
 from tarry.store.engine import Durability
 from tarry.testing import ScriptedModel
@@ -107,3 +110,42 @@ async def test_a_write_waits_for_another_process_lock_on_a_worker_thread_while_t
     async with Store(f"sqlite:///{path}") as again:
         loaded = await again.load_chat(chat.id)
         assert [message.content for message in loaded.messages] == ["Hi", "Hello"]
+
+
+async def test_the_wal_stays_small_when_every_write_runs_on_the_loop(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    async with Store(f"sqlite:///{path}", durability="fast") as store:
+        await store.setup()
+        begins = Begins(store)
+        for _ in range(3000):  # about 40 MB of WAL if nothing checkpointed it
+            await store.create_chat(instructions="x" * 10_000)
+        assert begins.on_loop("BEGIN IMMEDIATE") == {True}
+        assert Path(f"{path}-wal").stat().st_size < 8_000_000, "the WAL was never checkpointed"
+
+
+class Refund(Tool):
+    """Refunds a customer; finance approves."""
+
+    requires_approval = Approval(by="finance")
+
+    def execute(self, amount: int, to: str) -> str:
+        return f"Refunded {amount} to {to}"
+
+
+def only_ann(principal: Principal, question: Question) -> bool:
+    """An approval policy that notes where it ran."""
+    only_ann.threads.append(threading.get_ident())  # type: ignore[attr-defined]
+    return principal.id == "ann"
+
+
+async def test_an_approval_policy_never_runs_on_the_event_loop(tmp_path: Path) -> None:
+    only_ann.threads = []  # type: ignore[attr-defined]
+    async with Store(f"sqlite:///{tmp_path / 'chats.db'}", durability="fast", may_decide=only_ann) as store:
+        await store.setup()
+        chat = await store.create_chat(
+            reactive_model([{"name": "refund", "arguments": PAY[0]["arguments"]}]), [Refund()]
+        )
+        await chat.ask("Refund Bob 5")
+        [question] = await store.pending_questions(chat.id)
+        assert await store.approve(question.id, by="ann")
+    assert only_ann.threads and threading.get_ident() not in only_ann.threads  # type: ignore[attr-defined]

@@ -543,9 +543,10 @@ async def test_a_store_closed_while_a_transaction_runs_still_closes_its_connecti
 
     running = asyncio.create_task(store.db.run_read(work))
     assert await asyncio.to_thread(entered.wait, 10)
+    before = set(threading.enumerate())
     closing = asyncio.create_task(store.close())
     deadline = time.monotonic() + 10
-    while not any(thread.name == "tarry-close" for thread in threading.enumerate()):
+    while not any(thread.name == "tarry-close" for thread in set(threading.enumerate()) - before):
         assert time.monotonic() < deadline, "close() never started closing"
         await asyncio.sleep(0.01)
     closing.cancel()
@@ -564,3 +565,16 @@ async def connections_named(url: str, application: str) -> int:
     async with Store(url) as other:
         query = text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name")
         return int(await other.db.run_read(lambda connection: connection.scalar(query, {"name": application})))
+
+
+async def test_postgresql_reads_see_one_snapshot_and_writes_run_at_the_server_s_default(postgres_url: str) -> None:
+    show = text("SHOW transaction_isolation")
+    async with Store(postgres_url) as store:
+        await store.setup()
+        for _ in range(3):  # on each worker thread's kept connection, in turns
+            assert await store.db.run_read(lambda connection: connection.scalar(show)) == "repeatable read"
+            assert await store.db.run_write(lambda connection: connection.scalar(show)) == "read committed"
+            in_transaction = await store.db.run_alone(
+                lambda connection: connection.scalar(text("SELECT now() = statement_timestamp()")), write=False
+            )
+            assert in_transaction is True, "a statement alone runs outside any transaction"

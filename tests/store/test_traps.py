@@ -126,9 +126,17 @@ def test_postgresql_commits_synchronously_unless_told_to_be_fast(
         store.create_chat_sync()  # the schema is still found: the URL's own options are kept
 
 
-@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite:///file:chats?mode=memory&uri=true"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite://",
+        "sqlite:///:memory:",
+        "sqlite:///file:chats?mode=memory&uri=true",
+        "sqlite:///file::memory:?uri=true",
+    ],
+)
 def test_an_in_memory_sqlite_database_is_refused_with_what_to_use_instead(url: str) -> None:
-    with pytest.raises(ValueError, match="tarry needs a SQLite file.*use a file in a temporary folder"):
+    with pytest.raises(ValueError, match=r"tarry needs a SQLite file.*use a file in a temporary folder"):
         Store(url)
 
 

@@ -13,13 +13,15 @@ at every round trip (measured with bench/store_bench.py's answers per second: 1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
+import logging
 import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -43,6 +45,7 @@ from tarry.store.schema import migrate, require_usable
 from tarry.tracing import function_name, span
 
 T = TypeVar("T")
+logger = logging.getLogger("tarry.store")
 DEFAULT_URL = "sqlite:///tarry.db"
 _DRIVERS = {
     "sqlite": "sqlite+pysqlite",
@@ -57,7 +60,9 @@ Durability = Literal["full", "fast"]
 SQLITE_THREADS = 4
 """Worker threads per SQLite store; writers queue on the database's lock, not on the event loop."""
 POSTGRES_THREADS = 10
-"""Worker threads per PostgreSQL store, one per pooled connection."""
+"""Worker threads per PostgreSQL store, each keeping a connection of the pool (which has a few more to spare)."""
+CHECKPOINT_EVERY = 100
+"""SQLite writes on the event loop between two checkpoints of the WAL on a worker thread (a few pages each)."""
 
 
 class UnreadableJson:
@@ -135,6 +140,8 @@ class Database:
         self.is_sqlite = url.get_backend_name() == "sqlite"
         self._sqlite_folder: str | None = None
         self._closed = False
+        self._inline_writes = 0
+        self._checkpoint_under_way: Future[None] | None = None
         self._kept_lock = threading.Lock()
         self._kept: dict[tuple[threading.Thread, bool], tuple[int, Connection]] = {}
         self._generation = 0
@@ -142,7 +149,8 @@ class Database:
         (worker threads) or not (the event loop). A broken connection starts a new generation: the server
         may have ended the others too, so each thread opens a new one."""
         if self.is_sqlite:
-            if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
+            name = str(url.database or "").removeprefix("file:")
+            if name in ("", ":memory:") or name.startswith(":memory:") or url.query.get("mode") == "memory":
                 raise ValueError(
                     f"tarry needs a SQLite file, got the in-memory database {url.database or ''!r}: it lives in one "
                     "connection, and tarry's threads each keep their own (for a throwaway store, use a file in a "
@@ -167,11 +175,15 @@ class Database:
             self._engine = create_engine(
                 url,
                 pool_size=POSTGRES_THREADS,
-                max_overflow=0,
+                max_overflow=2,  # for whoever connects through sync_engine: the worker threads keep the rest
                 connect_args=connect_args,
                 json_deserializer=_load_json,
             )
             self._threads = ThreadPoolExecutor(max_workers=POSTGRES_THREADS, thread_name_prefix="tarry-postgres")
+            from psycopg import IsolationLevel
+
+            self._snapshot_level = IsolationLevel.REPEATABLE_READ
+            """What a read runs at, to see one snapshot (writes run at the server's default)."""
         self._schema_checked = False
 
     @property
@@ -184,15 +196,17 @@ class Database:
         """The SQLAlchemy ``Engine`` underneath, for listening to its events (counting statements, say)."""
         return self._engine
 
-    async def run_write(self, work: Callable[[Connection], T]) -> T:
+    async def run_write(self, work: Callable[[Connection], T], *, may_block: bool = False) -> T:
         """Run ``work`` in one write transaction (``BEGIN IMMEDIATE`` on SQLite); commit, and return its result.
 
         An exception raised by ``work`` rolls the whole transaction back. The first transaction
         of a database checks its schema first (:meth:`check_schema`); a database error becomes
-        a :class:`~tarry.errors.StoreError` that says what to do.
+        a :class:`~tarry.errors.StoreError` that says what to do. ``may_block``: ``work`` calls the
+        application's code (a ``may_decide`` policy), which may block or use a sync verb, so it runs
+        on a worker thread whatever the durability.
         """
         await self.check_schema()
-        return await self._run(work, write=True)
+        return await self._run(work, write=True, may_block=may_block)
 
     async def run_read(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one read transaction that sees one snapshot (``REPEATABLE READ`` on PostgreSQL)."""
@@ -224,7 +238,9 @@ class Database:
         await self._run(partial(migrate, where=self.where, postgres=not self.is_sqlite), write=True)
         self._schema_checked = True
 
-    async def _run(self, work: Callable[[Connection], T], *, write: bool, alone: bool = False) -> T:
+    async def _run(
+        self, work: Callable[[Connection], T], *, write: bool, alone: bool = False, may_block: bool = False
+    ) -> T:
         if self._closed:
             raise TarryError(f"The store of {self.where} is closed")
         what = {
@@ -233,13 +249,13 @@ class Database:
         }
         async with self._translated():
             with span(f"store.{'write' if write else 'read'}", what, client=True):
-                if self.is_sqlite and (not write or self.durability == "fast"):
-                    try:
-                        return self._sqlite_inline(work, write=write)
-                    except DBAPIError as error:
-                        if not _sqlite_busy(error.orig):
-                            raise
-                        # Another process holds the lock: wait for it on a worker thread instead.
+                if self.is_sqlite and not may_block and (not write or self.durability == "fast"):
+                    if write:
+                        await self._checkpointed()
+                    result = self._sqlite_inline(work, write=write)
+                    if not isinstance(result, _Busy):
+                        return result
+                    # Another process holds the lock: wait for it on a worker thread instead.
                 cancelled = threading.Event()
                 transaction = self._sqlite_transaction if self.is_sqlite else self._postgres_transaction
                 run = partial(transaction, work, cancelled, write=write, alone=alone)
@@ -251,17 +267,45 @@ class Database:
                     cancelled.set()  # the thread goes on; a transaction it has not committed yet rolls back
                     raise
 
-    def _sqlite_inline(self, work: Callable[[Connection], T], *, write: bool) -> T:
+    def _sqlite_inline(self, work: Callable[[Connection], T], *, write: bool) -> T | _Busy:
         """Run ``work`` in one transaction right here, on the event loop, unless it would have to wait.
 
         A SQLite transaction that waits neither for another process's lock nor for the disk
         (a read, or a write whose commit does not sync) takes less time than handing it to a
-        worker thread and back. Its connection does not wait for locks: a busy database raises
-        at once, before anything was written, and the caller runs the transaction on a worker thread.
+        worker thread and back. Its connection does not wait for locks: a busy database gives
+        :class:`_Busy` at once, before anything was written, and the caller runs the transaction
+        on a worker thread. Nor does it checkpoint the WAL, which syncs the database file: every
+        :data:`CHECKPOINT_EVERY` writes here, a worker thread does.
         """
         connection = self._kept_connection(waits=False).execution_options(tarry_write=write)
-        with connection.begin():
-            return work(connection)
+        try:
+            with connection.begin():
+                result = work(connection)
+        except DBAPIError as error:
+            if _sqlite_busy(error.orig):
+                return _Busy()
+            raise
+        if write:
+            self._inline_writes += 1
+            if self._inline_writes % CHECKPOINT_EVERY == 0:
+                with contextlib.suppress(RuntimeError):  # the store is closing: no thread takes new work
+                    self._checkpoint_under_way = self._threads.submit(self._checkpoint)
+        return result
+
+    async def _checkpointed(self) -> None:
+        """Let a checkpoint under way end before the next write on the loop: that write then restarts the WAL
+        from its beginning, which it cannot while frames are left to copy."""
+        checkpoint, self._checkpoint_under_way = self._checkpoint_under_way, None
+        if checkpoint is not None:
+            await asyncio.wrap_future(checkpoint)
+
+    def _checkpoint(self) -> None:
+        try:
+            driver = self._kept_connection(waits=True).connection.driver_connection
+            assert driver is not None  # an open connection
+            driver.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except Exception:  # the next one tries again; meanwhile the WAL grows a little
+            logger.warning("Checkpointing the SQLite WAL of %s failed", self.where, exc_info=True)
 
     def _sqlite_transaction(
         self, work: Callable[[Connection], T], cancelled: threading.Event, *, write: bool, alone: bool
@@ -277,13 +321,14 @@ class Database:
         """Run ``work`` on the worker thread's connection: in one transaction, or ``alone`` with each statement
         committing."""
         connection = self._kept_connection(waits=True)
-        if alone:
-            connection.execution_options(isolation_level="AUTOCOMMIT")
-            with connection.begin():  # sends nothing: it ends the transaction object SQLAlchemy begins anyway
-                return work(connection)
-        connection.execution_options(isolation_level="READ COMMITTED" if write else "REPEATABLE READ")
-        with connection.begin():
-            return _unless_cancelled(work(connection), cancelled)
+        # Set on the driver's connection: SQLAlchemy's isolation_level option would keep a note on a connection
+        # that never goes back to the pool at every transaction.
+        driver = connection.connection.driver_connection
+        assert driver is not None  # an open connection
+        driver.autocommit = alone
+        driver.isolation_level = None if write or alone else self._snapshot_level
+        with connection.begin():  # alone, this sends nothing: it ends the transaction object SQLAlchemy begins
+            return work(connection) if alone else _unless_cancelled(work(connection), cancelled)
 
     def _kept_connection(self, *, waits: bool) -> Connection:
         """The calling thread's own connection, kept open between transactions (no pool checkout each time).
@@ -302,10 +347,11 @@ class Database:
         for old in gone:
             old.close()
         connection = self._engine.connect()
-        if not waits:
+        if not waits:  # nor for the disk: its commits leave checkpoints (which sync the file) to a worker thread
             driver = connection.connection.driver_connection
             assert driver is not None  # a connection just opened
             driver.execute("PRAGMA busy_timeout=0")
+            driver.execute("PRAGMA wal_autocheckpoint=0")
         with self._kept_lock:
             self._kept[thread, waits] = generation, connection
         return connection
@@ -356,6 +402,10 @@ class Database:
         for connection in kept:
             connection.close()
         self._engine.dispose()
+
+
+class _Busy:
+    """What :meth:`Database._sqlite_inline` gives when another process held the lock it would have waited for."""
 
 
 class _Cancelled(Exception):

@@ -423,7 +423,7 @@ class Store:
             may_decide=self.may_decide,
             postgres=not self.db.is_sqlite,
         )
-        settled = await self.db.run_write(work)
+        settled = await self.db.run_write(work, may_block=self.may_decide is not None)
         if settled.refusal is not None:
             raise settled.refusal
         question = settled.question
