@@ -35,6 +35,7 @@ from store_bench import (
     listing_at_scale,
     machine_load,
     round_trip_counts,
+    statement_cost,
     writes_per_step,
 )
 
@@ -159,6 +160,25 @@ def transactions_section(folder: Path, postgres: str | None) -> list[str]:
             trips = half["statements"] + 2 * half["transactions"] if label == "PostgreSQL" else "–"
             cells.append(f"{half['transactions']} | {half['statements']} | {trips}")
         lines.append(f"| {label} | {' | '.join(cells)} |")
+    return [*lines, ""]
+
+
+def statements_section(folder: Path, postgres: str | None) -> list[str]:
+    """What one statement costs here through SQLAlchemy Core, beside the driver alone."""
+    lines = [
+        "## What one statement costs on this machine",
+        "",
+        "One keyed one-row read (the check that a chat is unchanged), on a connection kept open and outside any",
+        "transaction, p50 of 2,000: through SQLAlchemy Core, as tarry sends every statement, and through the",
+        "driver's cursor alone. The difference is SQLAlchemy's work in Python for each statement (compiling from",
+        "its cache, binding parameters, events, the result object); on PostgreSQL both include the round trip.",
+        "",
+        "| database | through SQLAlchemy Core | the driver alone | SQLAlchemy's share |",
+        "|---|---|---|---|",
+    ]
+    for label, url in databases(folder / "statements.db", postgres):
+        core, alone = statement_cost(url)
+        lines.append(f"| {label} | {core:.0f} µs | {alone:.0f} µs | {core - alone:.0f} µs |")
     return [*lines, ""]
 
 
@@ -311,6 +331,7 @@ def main() -> None:
                 *latency_lines,
                 *transactions_section(folder, arguments.postgres),
                 *commits_section(folder, arguments.postgres),
+                *statements_section(folder, arguments.postgres),
                 *bytes_section(folder, sizes, figures),
                 *listing_section(folder, arguments.postgres, scale, waiting),
                 *answers_section(arguments.postgres, *answers),

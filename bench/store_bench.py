@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from datetime import UTC, datetime
 from functools import partial
@@ -31,7 +31,7 @@ from sqlalchemy import Connection, event, func, insert, select, text
 
 from tarry import Message, Tool
 from tarry.store import Store
-from tarry.store.engine import Durability
+from tarry.store.engine import Durability, database_url
 from tarry.store.tables import chats, messages, questions, tool_calls
 from tarry.testing import ScriptedModel
 
@@ -616,6 +616,48 @@ def commit_cost(url: str, durability: Durability, count: int = 200) -> float:
                 connection.execute("INSERT INTO commit_cost VALUES (%s)", (number,))
                 timings.append(time.perf_counter() - started)
     return statistics.median(timings) * 1000
+
+
+async def one_chat(url: str) -> str:
+    """Set the database at ``url`` up and create one chat in it; returns its id."""
+    async with Store(url) as store:
+        await store.setup()
+        return (await store.create_chat()).id
+
+
+def statement_cost(url: str, count: int = 2000) -> tuple[float, float]:
+    """The p50 microseconds of one keyed one-row read, through SQLAlchemy Core and through the driver alone.
+
+    The read is the check that a chat is unchanged (``SELECT version FROM tarry_chats WHERE id = ...``) on
+    a connection kept open, outside any transaction, as tarry sends it; the difference between the two
+    is what SQLAlchemy adds to each statement.
+    """
+    from sqlalchemy import create_engine
+
+    chat_id = asyncio.run(one_chat(url))
+    query = select(chats.c.version).where(chats.c.id == chat_id)
+    raw_sql = "SELECT version FROM tarry_chats WHERE id = " + ("?" if url.startswith("sqlite") else "%s")
+
+    def p50(run: Callable[[], object]) -> float:
+        for _ in range(200):
+            run()
+        timings = []
+        for _ in range(count):
+            started = time.perf_counter()
+            run()
+            timings.append(time.perf_counter() - started)
+        return statistics.median(timings) * 1_000_000
+
+    engine = create_engine(database_url(url))
+    with engine.connect() as connection:
+        core = connection.execution_options(isolation_level="AUTOCOMMIT")
+        through_sqlalchemy = p50(lambda: core.scalar(query))
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        cursor = driver.cursor()
+        alone = p50(lambda: cursor.execute(raw_sql, (chat_id,)).fetchone())
+    engine.dispose()
+    return through_sqlalchemy, alone
 
 
 SCHEMAS: list[tuple[str, str]] = []

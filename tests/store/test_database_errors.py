@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,7 +27,7 @@ from tarry.errors import (
     StoreUnavailableError,
 )
 from tarry.store import Store
-from tarry.store.engine import database_url
+from tarry.store.engine import POSTGRES_THREADS, database_url
 from tarry.store.schema import HEAD, MIGRATIONS, known_revisions
 from tests.store.conftest import POSTGRES_URL, _postgres_schema_url
 from tests.store.test_store import park
@@ -214,6 +216,9 @@ async def test_a_connection_the_server_ended_is_a_clear_error_and_the_next_call_
     async with Store(postgres_url) as store:
         await store.setup()
         chat_id = await park(store, [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}])
+        # Every worker thread opens its connection, so the next transaction finds one the server ended:
+        everyone = threading.Barrier(POSTGRES_THREADS, timeout=10)
+        await asyncio.gather(*(store.db.run_read(lambda _: everyone.wait()) for _ in range(POSTGRES_THREADS)))
         end_connections(postgres_url)
         with pytest.raises(
             StoreUnavailableError, match=r"The connection to the database at .* broke \(.*\)\. Try again"
