@@ -144,10 +144,10 @@ class Database:
         self._checkpoint_under_way: Future[None] | None = None
         self._kept_lock = threading.Lock()
         self._kept: dict[tuple[threading.Thread, bool], tuple[int, Connection]] = {}
+        """Each thread's open connection and the generation it was opened in; on SQLite, one for waiting on
+        locks (worker threads) or one for not (the event loop)."""
         self._generation = 0
-        """Each thread's open connection, and the generation it was opened in; on SQLite, for waiting on locks
-        (worker threads) or not (the event loop). A broken connection starts a new generation: the server
-        may have ended the others too, so each thread opens a new one."""
+        """Bumped by a broken connection: the server may have ended the others too, so each thread opens anew."""
         if self.is_sqlite:
             name = str(url.database or "").removeprefix("file:")
             if name in ("", ":memory:") or name.startswith(":memory:") or url.query.get("mode") == "memory":
