@@ -80,7 +80,7 @@ class Counter:
         event.listen(store.db.sync_engine, "begin", self._began)
 
     def _began(self, conn: Any) -> None:
-        if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":  # a statement alone is none
+        if getattr(conn.connection.driver_connection, "autocommit", None) is not True:  # statements alone are none
             self.transactions += 1
 
     def _seen(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:

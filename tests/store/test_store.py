@@ -578,3 +578,32 @@ async def test_postgresql_reads_see_one_snapshot_and_writes_run_at_the_server_s_
                 lambda connection: connection.scalar(text("SELECT now() = statement_timestamp()")), write=False
             )
             assert in_transaction is True, "a statement alone runs outside any transaction"
+
+
+async def test_on_postgresql_the_model_s_reply_with_its_calls_and_questions_is_one_statement(postgres_url: str) -> None:
+    calls = [
+        {"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}},
+        {"name": "pick_colour", "arguments": {"wall": "north"}},
+        {"name": "transfer_money", "arguments": {"to": "Bob", "amount": 2}},
+    ]
+    async with Store(postgres_url) as store:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(calls), all_tools())
+        sent: list[str] = []
+
+        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            sent.append(statement)
+
+        event.listen(store.db.sync_engine, "before_cursor_execute", note)
+        await chat.ask("Pay Ann and Bob, and paint the north wall")
+        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+    replies = [statement for statement in sent if statement.startswith("WITH bumped")]
+    assert len(replies) == 1, "the reply, its three calls and their two approvals were not one statement"
+    assert not [statement for statement in sent if statement.startswith("INSERT INTO tarry_tool_calls")]
+    async with Store(postgres_url) as other:
+        loaded = await other.load_chat(chat.id, reactive_model(calls), all_tools())
+        assert [record.call.arguments for record in loaded.records.values()] == [call["arguments"] for call in calls]
+        waiting = await other.pending_questions(chat.id)
+        approvals = [question.tool_call for question in waiting if question.kind == "approval"]
+        assert [call.arguments["to"] for call in approvals if call is not None] == ["Ann", "Bob"]
+        assert [record.needs_approval for record in loaded.records.values()] == [True, False, True]

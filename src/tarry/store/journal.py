@@ -19,7 +19,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, Executable, Table, and_, bindparam, case, insert, or_, select, update
+from sqlalchemy import Connection, Executable, Table, and_, bindparam, case, insert, literal, or_, select, true, update
 from sqlalchemy import Row as ResultRow
 
 from tarry.calls import CallRecord, Claim, Outcome
@@ -189,7 +189,16 @@ class StoreJournal:
             )
             return version, [insert_call(connection, chat_id, position, record) for record in records], claimed
 
-        version, row_ids, claimed = await self.db.run_write(write)
+        one_statement = (
+            held
+            and not self.db.is_sqlite
+            and not any(question.expires_at for record in records for question in record.questions)
+        )
+        if one_statement:  # no BEGIN, no COMMIT, one round trip
+            reply = partial(save_reply, chat_id=chat_id, holder=owner, message=message, records=records)
+            (version, row_ids), claimed = await self.db.run_alone(reply, write=True), False
+        else:
+            version, row_ids, claimed = await self.db.run_write(write)
         for record, row_id in zip(records, row_ids, strict=True):
             self._calls[record.call.id] = CallRow(row_id, record.call.name, 0)
         if held:
@@ -527,6 +536,89 @@ def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Execut
         )
         .returning(chats.c.version, chats.c.message_count, *claimed)
     )
+
+
+def save_reply(
+    connection: Connection, *, chat_id: str, holder: str, message: Message, records: Sequence[CallRecord]
+) -> tuple[int, list[int]]:
+    """PostgreSQL: save the model's reply, its calls and their questions, and end ``holder``'s turn, in one statement.
+
+    Raises :class:`ClaimLostError`, writing nothing, when ``holder`` no longer holds the turn.
+    Returns the chat's new version and the calls' row ids.
+    """
+    reply = message_values(message)
+    values: dict[str, Any] = {"reply_chat_id": chat_id, "holder": holder, "at": utcnow()}
+    values.update({f"m_{column}": value for column, value in reply.items()})
+    shape: list[int] = []
+    call_columns: tuple[str, ...] = ()
+    asked_columns: tuple[str, ...] = ()
+    for number, record in enumerate(records):
+        call, needs_approval = record.call, record.needs_approval
+        given = {
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": dict(call.arguments),
+            "needs_approval": needs_approval,
+        }
+        values.update({f"c{number}_{column}": value for column, value in given.items()})
+        call_columns = tuple(given)
+        for index, question in enumerate(record.questions):
+            asked = question_values(question)
+            values.update({f"q{number}_{index}_{column}": value for column, value in asked.items()})
+            asked_columns = tuple(asked)
+        shape.append(len(record.questions))
+    statement = _reply_statement(tuple(reply), call_columns, tuple(shape), asked_columns)
+    row = connection.execute(statement, values).one_or_none()
+    if row is None:
+        raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
+    return int(row[0]), [int(row_id) for row_id in row[1:]]
+
+
+@functools.lru_cache(maxsize=64)  # one per shape of reply: how many calls, asking how many questions
+def _reply_statement(
+    message_columns: tuple[str, ...],
+    call_columns: tuple[str, ...],
+    questions_per_call: tuple[int, ...],
+    question_columns: tuple[str, ...],
+) -> Executable:
+    """The statement of :func:`save_reply` for calls asking ``questions_per_call`` questions each, built once.
+
+    Data-modifying CTEs, each inserting from the row the one before returned: when the version
+    bump finds the turn lost, it returns no row, so nothing is inserted and nothing comes back.
+    (Parameter names differ from the columns': an UPDATE would set a column its name matches.)
+    """
+    bumped = (
+        update(chats)
+        .where(chats.c.id == bindparam("reply_chat_id"), chats.c.claimed_by == bindparam("holder"))
+        .values(version=chats.c.version + 1, message_count=chats.c.message_count + 1)
+        .values(claimed_by=None, claimed_until=None)
+        .returning(chats.c.version, (chats.c.message_count - 1).label("position"))
+        .cte("bumped")
+    )
+    chat_id, at = bindparam("reply_chat_id", type_=chats.c.id.type), bindparam("at", type_=messages.c.created_at.type)
+    at_position = {"chat_id": chat_id, "created_at": at}
+    message = _insert_from(messages, bumped, "m_", message_columns, position=bumped.c.position, **at_position)
+    calls, asked = [], []
+    for number, count in enumerate(questions_per_call):
+        fixed = {"message_position": bumped.c.position, "version": literal(0), **at_position}
+        call = _insert_from(tool_calls, bumped, f"c{number}_", call_columns, **fixed)
+        calls.append(call.returning(tool_calls.c.id).cte(f"call_{number}"))
+        for index in range(count):
+            fixed = {"chat_id": chat_id, "tool_call_id": calls[-1].c.id, "number": literal(index)}
+            question = _insert_from(questions, calls[-1], f"q{number}_{index}_", question_columns, **fixed)
+            asked.append(question.cte(f"q_{number}_{index}"))
+    joined: Any = bumped
+    for call_cte in calls:
+        joined = joined.join(call_cte, true())
+    found = select(bumped.c.version, *(call_cte.c.id for call_cte in calls)).select_from(joined)
+    return found.add_cte(message.cte("message"), *asked)
+
+
+def _insert_from(table: Table, source: Any, prefix: str, columns: tuple[str, ...], **fixed: Any) -> Any:
+    """An INSERT into ``table`` of one row per row of ``source``: the ``fixed`` values, and for each of
+    ``columns`` the parameter named ``prefix`` + the column's name."""
+    given = [bindparam(prefix + column, type_=table.c[column].type) for column in columns]
+    return insert(table).from_select([*fixed, *columns], select(*fixed.values(), *given).select_from(source))
 
 
 def take_turn(connection: Connection, chat_id: str, owner: str, lease: timedelta) -> int | None:
