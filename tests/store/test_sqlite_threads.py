@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from tarry import Question, Tool
-from tarry.approvals import Approval
+from tarry import Question
 from tarry.principals import Principal
 from tarry.store import Store
 from tarry.store.engine import Durability
 from tarry.testing import ScriptedModel
+from tests.store.approvers import Payout, may_decide
 from tests.store.tools import TransferMoney, reactive_model
 
 PAY = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
@@ -123,29 +123,19 @@ async def test_the_wal_stays_small_when_every_write_runs_on_the_loop(tmp_path: P
         assert Path(f"{path}-wal").stat().st_size < 8_000_000, "the WAL was never checkpointed"
 
 
-class Refund(Tool):
-    """Refunds a customer; finance approves."""
-
-    requires_approval = Approval(by="finance")
-
-    def execute(self, amount: int, to: str) -> str:
-        return f"Refunded {amount} to {to}"
-
-
-def only_ann(principal: Principal, question: Question) -> bool:
-    """An approval policy that notes where it ran."""
-    only_ann.threads.append(threading.get_ident())  # type: ignore[attr-defined]
-    return principal.id == "ann"
-
-
 async def test_an_approval_policy_never_runs_on_the_event_loop(tmp_path: Path) -> None:
-    only_ann.threads = []  # type: ignore[attr-defined]
-    async with Store(f"sqlite:///{tmp_path / 'chats.db'}", durability="fast", may_decide=only_ann) as store:
+    ran_on: list[int] = []
+
+    def finance_decides(principal: Principal, question: Question) -> bool:
+        ran_on.append(threading.get_ident())
+        return may_decide(principal, question)
+
+    async with Store(f"sqlite:///{tmp_path / 'chats.db'}", durability="fast", may_decide=finance_decides) as store:
         await store.setup()
         chat = await store.create_chat(
-            reactive_model([{"name": "refund", "arguments": PAY[0]["arguments"]}]), [Refund()]
+            reactive_model([{"name": "payout", "arguments": PAY[0]["arguments"]}]), [Payout()]
         )
-        await chat.ask("Refund Bob 5")
+        await chat.ask("Pay Bob 5 out")
         [question] = await store.pending_questions(chat.id)
         assert await store.approve(question.id, by="ann")
-    assert only_ann.threads and threading.get_ident() not in only_ann.threads  # type: ignore[attr-defined]
+    assert ran_on and threading.get_ident() not in ran_on

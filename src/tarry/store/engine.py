@@ -301,9 +301,7 @@ class Database:
 
     def _checkpoint(self) -> None:
         try:
-            driver = self._kept_connection(waits=True).connection.driver_connection
-            assert driver is not None  # an open connection
-            driver.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            _driver(self._kept_connection(waits=True)).execute("PRAGMA wal_checkpoint(PASSIVE)")
         except Exception:  # the next one tries again; meanwhile the WAL grows a little
             logger.warning("Checkpointing the SQLite WAL of %s failed", self.where, exc_info=True)
 
@@ -323,8 +321,7 @@ class Database:
         connection = self._kept_connection(waits=True)
         # Set on the driver's connection: SQLAlchemy's isolation_level option would keep a note on a connection
         # that never goes back to the pool at every transaction.
-        driver = connection.connection.driver_connection
-        assert driver is not None  # an open connection
+        driver = _driver(connection)
         driver.autocommit = alone
         driver.isolation_level = None if write or alone else self._snapshot_level
         with connection.begin():  # alone, this sends nothing: it ends the transaction object SQLAlchemy begins
@@ -348,8 +345,7 @@ class Database:
             old.close()
         connection = self._engine.connect()
         if not waits:  # nor for the disk: its commits leave checkpoints (which sync the file) to a worker thread
-            driver = connection.connection.driver_connection
-            assert driver is not None  # a connection just opened
+            driver = _driver(connection)
             driver.execute("PRAGMA busy_timeout=0")
             driver.execute("PRAGMA wal_autocheckpoint=0")
         with self._kept_lock:
@@ -402,6 +398,13 @@ class Database:
         for connection in kept:
             connection.close()
         self._engine.dispose()
+
+
+def _driver(connection: Connection) -> Any:
+    """The driver's own connection under an open SQLAlchemy ``connection`` (sqlite3's or psycopg's)."""
+    driver = connection.connection.driver_connection
+    assert driver is not None  # an open connection always has one
+    return driver
 
 
 class _Busy:

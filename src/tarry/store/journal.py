@@ -34,6 +34,7 @@ from tarry.store.engine import Database
 from tarry.store.rows import (
     Row,
     call_from_row,
+    call_values,
     message_from_row,
     message_values,
     question_from_row,
@@ -553,13 +554,7 @@ def save_reply(
     call_columns: tuple[str, ...] = ()
     asked_columns: tuple[str, ...] = ()
     for number, record in enumerate(records):
-        call, needs_approval = record.call, record.needs_approval
-        given = {
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": dict(call.arguments),
-            "needs_approval": needs_approval,
-        }
+        given = call_values(record)
         values.update({f"c{number}_{column}": value for column, value in given.items()})
         call_columns = tuple(given)
         for index, question in enumerate(record.questions):
@@ -644,14 +639,10 @@ def claim_call(connection: Connection, row_id: int, version: int, owner: str, le
 
 def insert_call(connection: Connection, chat_id: str, position: int, record: CallRecord) -> int:
     """Insert a new call's row and its approval question; returns the row's id."""
-    call = record.call
     values = {
         "chat_id": chat_id,
         "message_position": position,
-        "call_id": call.id,
-        "name": call.name,
-        "arguments": dict(call.arguments),
-        "needs_approval": record.needs_approval,
+        **call_values(record),
         "version": 0,
         "created_at": utcnow(),
     }

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from tarry.approvals import Approval, Vote
+from tarry.calls import CallRecord
 from tarry.changes import rebuild_task
 from tarry.errors import CorruptStateError
 from tarry.messages import Message, ToolCall, Usage
@@ -71,6 +72,17 @@ def message_values(message: Message) -> dict[str, Any]:
         "tool_call_id": message.tool_call_id,
         "usage": None if usage is None else {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
         "provider_data": None if message.provider_data is None else dict(message.provider_data),
+    }
+
+
+def call_values(record: CallRecord) -> dict[str, Any]:
+    """The columns of a new call's row that come from its record (without chat, position, version and time)."""
+    call = record.call
+    return {
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": dict(call.arguments),
+        "needs_approval": record.needs_approval,
     }
 
 
