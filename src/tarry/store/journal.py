@@ -19,7 +19,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, Executable, Table, and_, bindparam, case, insert, literal, or_, select, true, update
+from sqlalchemy import Connection, Executable, Table, and_, bindparam, insert, or_, select, update
 from sqlalchemy import Row as ResultRow
 
 from tarry.calls import CallRecord, Claim, Outcome
@@ -31,6 +31,7 @@ from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
 from tarry.store.deciding import AnswerOf, Settled
 from tarry.store.engine import Database
+from tarry.store.one_statement import HELD_OPEN_CALL, TURN_FREE, claiming_turn, save_reply, save_result
 from tarry.store.rows import (
     Row,
     call_from_row,
@@ -324,14 +325,21 @@ class StoreJournal:
                 schedule_check(connection, chat_id, outcome.task)
             return chat_version, version, claimed
 
-        chat_version, version, claimed = await self._write_holding_claim(write, what)
+        if outcome.result is not None and not self.db.is_sqlite:  # no BEGIN, no COMMIT, one round trip
+            save = partial(save_result, chat_id=chat_id, row_id=row_id, owner=owner, result=outcome.result, what=what)
+            save = partial(save, claim_turn=lease if claim_turn else None)
+            chat_version, version, claimed = await self._write_holding_claim(save, what, alone=True)
+        else:
+            chat_version, version, claimed = await self._write_holding_claim(write, what)
         row.claimed, row.version = False, version
         if claimed:
             self._claimed_early = chat_version
         self._wrote(chat_version)
 
-    async def _write_holding_claim(self, write: Callable[[Connection], T], what: str) -> T:
+    async def _write_holding_claim(self, write: Callable[[Connection], T], what: str, *, alone: bool = False) -> T:
         """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
+
+        ``alone``: ``write`` is one statement, sent without a transaction around it (PostgreSQL).
 
         The tool has already run, so its result must not be lost to a dropped connection: the
         write is tried again with backoff (the lease is renewed meanwhile, once the database is
@@ -344,7 +352,7 @@ class StoreJournal:
         pause = 0.05
         while True:
             try:
-                return await self.db.run_write(write)
+                return await (self.db.run_alone(write, write=True) if alone else self.db.run_write(write))
             except StoreUnavailableError:
                 if asyncio.get_running_loop().time() + pause > deadline:
                     logger.error(
@@ -372,7 +380,7 @@ class StoreJournal:
         """Record the decision under the question's row lock (which checks the call as stored, not ``running``).
 
         When the chat held everything recorded before, it still does: the decision changed only
-        the question and the versions, so the next :meth:`refresh` need not read the rows again.
+        the question and the versions, so the next :meth:`refresh` need not ask the database.
         """
         settled = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel)
         decided = settled.question
@@ -383,6 +391,7 @@ class StoreJournal:
             chat_version, call_version = settled.versions
             if call_version is not None and self._seen == chat_version - 1 and row.version == call_version - 1:
                 self._seen, row.version = chat_version, call_version
+                self._verified = True  # the decision confirmed the chat's version: the next refresh asks nothing
         return decided
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:
@@ -511,21 +520,10 @@ def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Execut
     """The chat's version bump that also sets ``columns`` (from ``new_<column>`` parameters), built once.
 
     ``held``: only while the ``holder`` parameter holds the turn. ``claim``: also claim the turn for
-    ``owner`` until ``until`` when no claim holds at ``now`` (:data:`_TURN_FREE`), and return whether it did.
+    ``owner`` until ``until`` when no claim holds at ``now`` (:data:`TURN_FREE`), and return whether it did.
     """
     held_by = (chats.c.claimed_by == bindparam("holder"),) if held else ()
-    claiming: dict[str, Any] = {}
-    claimed: tuple[Any, ...] = ()
-    if claim:
-        until = bindparam("until", type_=chats.c.claimed_until.type)
-        claiming = {
-            "claimed_by": case(
-                (_TURN_FREE, bindparam("owner", type_=chats.c.claimed_by.type)), else_=chats.c.claimed_by
-            ),
-            "claimed_until": case((_TURN_FREE, until), else_=chats.c.claimed_until),
-        }
-        # RETURNING sees the new row: the claim is this statement's if it holds this statement's own deadline
-        claimed = (and_(chats.c.claimed_by == bindparam("owner"), chats.c.claimed_until == until).label("claimed"),)
+    claiming, claimed = claiming_turn() if claim else ({}, None)
     return (
         update(chats)
         .where(chats.c.id == bindparam("chat_id"), *held_by)
@@ -535,85 +533,8 @@ def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Execut
             **claiming,
             **{column: bindparam(f"new_{column}") for column in columns},
         )
-        .returning(chats.c.version, chats.c.message_count, *claimed)
+        .returning(chats.c.version, chats.c.message_count, *([] if claimed is None else [claimed]))
     )
-
-
-def save_reply(
-    connection: Connection, *, chat_id: str, holder: str, message: Message, records: Sequence[CallRecord]
-) -> tuple[int, list[int]]:
-    """PostgreSQL: save the model's reply, its calls and their questions, and end ``holder``'s turn, in one statement.
-
-    Raises :class:`ClaimLostError`, writing nothing, when ``holder`` no longer holds the turn.
-    Returns the chat's new version and the calls' row ids.
-    """
-    reply = message_values(message)
-    values: dict[str, Any] = {"reply_chat_id": chat_id, "holder": holder, "at": utcnow()}
-    values.update({f"m_{column}": value for column, value in reply.items()})
-    shape: list[int] = []
-    call_columns: tuple[str, ...] = ()
-    asked_columns: tuple[str, ...] = ()
-    for number, record in enumerate(records):
-        given = call_values(record)
-        values.update({f"c{number}_{column}": value for column, value in given.items()})
-        call_columns = tuple(given)
-        for index, question in enumerate(record.questions):
-            asked = question_values(question)
-            values.update({f"q{number}_{index}_{column}": value for column, value in asked.items()})
-            asked_columns = tuple(asked)
-        shape.append(len(record.questions))
-    statement = _reply_statement(tuple(reply), call_columns, tuple(shape), asked_columns)
-    row = connection.execute(statement, values).one_or_none()
-    if row is None:
-        raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
-    return int(row[0]), [int(row_id) for row_id in row[1:]]
-
-
-@functools.lru_cache(maxsize=64)  # one per shape of reply: how many calls, asking how many questions
-def _reply_statement(
-    message_columns: tuple[str, ...],
-    call_columns: tuple[str, ...],
-    questions_per_call: tuple[int, ...],
-    question_columns: tuple[str, ...],
-) -> Executable:
-    """The statement of :func:`save_reply` for calls asking ``questions_per_call`` questions each, built once.
-
-    Data-modifying CTEs, each inserting from the row the one before returned: when the version
-    bump finds the turn lost, it returns no row, so nothing is inserted and nothing comes back.
-    (Parameter names differ from the columns': an UPDATE would set a column its name matches.)
-    """
-    bumped = (
-        update(chats)
-        .where(chats.c.id == bindparam("reply_chat_id"), chats.c.claimed_by == bindparam("holder"))
-        .values(version=chats.c.version + 1, message_count=chats.c.message_count + 1)
-        .values(claimed_by=None, claimed_until=None)
-        .returning(chats.c.version, (chats.c.message_count - 1).label("position"))
-        .cte("bumped")
-    )
-    chat_id, at = bindparam("reply_chat_id", type_=chats.c.id.type), bindparam("at", type_=messages.c.created_at.type)
-    at_position = {"chat_id": chat_id, "created_at": at}
-    message = _insert_from(messages, bumped, "m_", message_columns, position=bumped.c.position, **at_position)
-    calls, asked = [], []
-    for number, count in enumerate(questions_per_call):
-        fixed = {"message_position": bumped.c.position, "version": literal(0), **at_position}
-        call = _insert_from(tool_calls, bumped, f"c{number}_", call_columns, **fixed)
-        calls.append(call.returning(tool_calls.c.id).cte(f"call_{number}"))
-        for index in range(count):
-            fixed = {"chat_id": chat_id, "tool_call_id": calls[-1].c.id, "number": literal(index)}
-            question = _insert_from(questions, calls[-1], f"q{number}_{index}_", question_columns, **fixed)
-            asked.append(question.cte(f"q_{number}_{index}"))
-    joined: Any = bumped
-    for call_cte in calls:
-        joined = joined.join(call_cte, true())
-    found = select(bumped.c.version, *(call_cte.c.id for call_cte in calls)).select_from(joined)
-    return found.add_cte(message.cte("message"), *asked)
-
-
-def _insert_from(table: Table, source: Any, prefix: str, columns: tuple[str, ...], **fixed: Any) -> Any:
-    """An INSERT into ``table`` of one row per row of ``source``: the ``fixed`` values, and for each of
-    ``columns`` the parameter named ``prefix`` + the column's name."""
-    given = [bindparam(prefix + column, type_=table.c[column].type) for column in columns]
-    return insert(table).from_select([*fixed, *columns], select(*fixed.values(), *given).select_from(source))
 
 
 def take_turn(connection: Connection, chat_id: str, owner: str, lease: timedelta) -> int | None:
@@ -746,11 +667,9 @@ def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:
 
 # The statements of every step, built once: building one costs more than running it on SQLite.
 CHAT_VERSION = select(chats.c.version).where(chats.c.id == bindparam("chat_id"))
-_TURN_FREE = or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < bindparam("now"))
-"""No claim on the chat's turn holds at ``now``."""
 _TAKE_TURN = (
     update(chats)
-    .where(chats.c.id == bindparam("chat_id"), _TURN_FREE)
+    .where(chats.c.id == bindparam("chat_id"), TURN_FREE)
     .values(claimed_by=bindparam("owner"), claimed_until=bindparam("until"))
     .returning(chats.c.version)
 )
@@ -763,14 +682,9 @@ _INSERT_MESSAGE = insert(messages)
 _INSERT_MESSAGE_RETURNING_ID = insert(messages).returning(messages.c.id)
 _INSERT_CALL = insert(tool_calls).returning(tool_calls.c.id)
 _INSERT_QUESTION = insert(questions)
-_HELD_OPEN_CALL = (
-    tool_calls.c.id == bindparam("row_id"),
-    tool_calls.c.claimed_by == bindparam("owner"),
-    tool_calls.c.result_message_id.is_(None),
-)
 _SAVE_HELD_CALL = (
     update(tool_calls)
-    .where(*_HELD_OPEN_CALL)
+    .where(*HELD_OPEN_CALL)
     .values(claimed_by=None, claimed_until=None, version=tool_calls.c.version + 1)  # released, and changed
     .returning(tool_calls.c.version)
 )

@@ -1,0 +1,206 @@
+"""PostgreSQL: a step's writes as one statement of data-modifying CTEs, sent without ``BEGIN`` and ``COMMIT``.
+
+Each part reads the rows the part before it returned, so when a check fails (the turn or the call is
+no longer held) nothing is written and nothing comes back. SQLite gets the same writes as separate
+statements in one transaction, where a statement costs no round trip.
+
+Parameter names differ from the columns' names: SQLAlchemy would make an UPDATE set a column whose
+name a parameter matches.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Executable,
+    Table,
+    and_,
+    bindparam,
+    case,
+    exists,
+    insert,
+    literal,
+    or_,
+    select,
+    true,
+    update,
+)
+
+from tarry.calls import CallRecord
+from tarry.clock import utcnow
+from tarry.errors import ClaimLostError
+from tarry.messages import Message
+from tarry.store.rows import call_values, message_values, question_values
+from tarry.store.tables import chats, messages, questions, tool_calls
+
+TURN_FREE = or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < bindparam("now"))
+"""No claim on the chat's turn holds at ``now``."""
+HELD_OPEN_CALL = (
+    tool_calls.c.id == bindparam("row_id"),
+    tool_calls.c.claimed_by == bindparam("owner"),
+    tool_calls.c.result_message_id.is_(None),
+)
+"""The call row ``row_id`` is open and ``owner`` holds its claim."""
+
+
+def claiming_turn() -> tuple[dict[str, Any], Any]:
+    """The values that claim the chat's turn for ``owner`` until ``until`` when it is free at ``now``, and
+    the ``claimed`` column to return, true when they did (the new row holds this statement's own deadline)."""
+    until = bindparam("until", type_=chats.c.claimed_until.type)
+    owner = bindparam("owner", type_=chats.c.claimed_by.type)
+    values = {
+        "claimed_by": case((TURN_FREE, owner), else_=chats.c.claimed_by),
+        "claimed_until": case((TURN_FREE, until), else_=chats.c.claimed_until),
+    }
+    return values, and_(chats.c.claimed_by == owner, chats.c.claimed_until == until).label("claimed")
+
+
+def save_reply(
+    connection: Connection, *, chat_id: str, holder: str, message: Message, records: Sequence[CallRecord]
+) -> tuple[int, list[int]]:
+    """Save the model's reply, its calls and their questions, and end ``holder``'s turn, in one statement.
+
+    Raises :class:`ClaimLostError`, writing nothing, when ``holder`` no longer holds the turn.
+    Returns the chat's new version and the calls' row ids.
+    """
+    reply = message_values(message)
+    values: dict[str, Any] = {"reply_chat_id": chat_id, "holder": holder, "at": utcnow()}
+    values.update({f"m_{column}": value for column, value in reply.items()})
+    shape: list[int] = []
+    call_columns: tuple[str, ...] = ()
+    asked_columns: tuple[str, ...] = ()
+    for number, record in enumerate(records):
+        given = call_values(record)
+        values.update({f"c{number}_{column}": value for column, value in given.items()})
+        call_columns = tuple(given)
+        for index, question in enumerate(record.questions):
+            asked = question_values(question)
+            values.update({f"q{number}_{index}_{column}": value for column, value in asked.items()})
+            asked_columns = tuple(asked)
+        shape.append(len(record.questions))
+    statement = _reply_statement(tuple(reply), call_columns, tuple(shape), asked_columns)
+    row = connection.execute(statement, values).one_or_none()
+    if row is None:
+        raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
+    return int(row[0]), [int(row_id) for row_id in row[1:]]
+
+
+@functools.lru_cache(maxsize=64)  # one per shape of reply: how many calls, asking how many questions
+def _reply_statement(
+    message_columns: tuple[str, ...],
+    call_columns: tuple[str, ...],
+    questions_per_call: tuple[int, ...],
+    question_columns: tuple[str, ...],
+) -> Executable:
+    """The statement of :func:`save_reply` for calls asking ``questions_per_call`` questions each, built once.
+
+    When the version bump finds the turn lost, it returns no row, so nothing is inserted.
+    """
+    bumped = (
+        update(chats)
+        .where(chats.c.id == bindparam("reply_chat_id"), chats.c.claimed_by == bindparam("holder"))
+        .values(version=chats.c.version + 1, message_count=chats.c.message_count + 1)
+        .values(claimed_by=None, claimed_until=None)
+        .returning(chats.c.version, (chats.c.message_count - 1).label("position"))
+        .cte("bumped")
+    )
+    chat_id = bindparam("reply_chat_id", type_=chats.c.id.type)
+    at_position = {"chat_id": chat_id, "created_at": bindparam("at", type_=messages.c.created_at.type)}
+    message = _insert_from(messages, bumped, "m_", message_columns, position=bumped.c.position, **at_position)
+    calls, asked = [], []
+    for number, count in enumerate(questions_per_call):
+        fixed = {"message_position": bumped.c.position, "version": literal(0), **at_position}
+        call = _insert_from(tool_calls, bumped, f"c{number}_", call_columns, **fixed)
+        calls.append(call.returning(tool_calls.c.id).cte(f"call_{number}"))
+        for index in range(count):
+            fixed = {"chat_id": chat_id, "tool_call_id": calls[-1].c.id, "number": literal(index)}
+            question = _insert_from(questions, calls[-1], f"q{number}_{index}_", question_columns, **fixed)
+            asked.append(question.cte(f"q_{number}_{index}"))
+    joined: Any = bumped
+    for call_cte in calls:
+        joined = joined.join(call_cte, true())
+    found = select(bumped.c.version, *(call_cte.c.id for call_cte in calls)).select_from(joined)
+    return found.add_cte(message.cte("message"), *asked)
+
+
+def save_result(
+    connection: Connection,
+    *,
+    chat_id: str,
+    row_id: int,
+    owner: str,
+    result: Message,
+    claim_turn: timedelta | None,
+    what: str,
+) -> tuple[int, int, bool]:
+    """Save the result of a call ``owner`` holds (``what`` names it), close and release the call, in one statement.
+
+    The result message takes the chat's next position. With ``claim_turn`` (a lease) the statement
+    also claims the chat's turn for ``owner`` when it is free, as ``bump_chat_claiming`` would.
+    Raises :class:`ClaimLostError`, writing nothing, when ``owner`` no longer holds the open call.
+    Returns the chat's new version, the call's new version, and whether the turn was claimed.
+    """
+    now = utcnow()
+    values: dict[str, Any] = {"result_chat_id": chat_id, "row_id": row_id, "owner": owner, "at": now}
+    values.update({f"m_{column}": value for column, value in message_values(result).items()})
+    if claim_turn is not None:
+        values.update(now=now, until=now + claim_turn)
+    statement = _result_statement(tuple(values), claim_turn is not None)
+    row = connection.execute(statement, values).one_or_none()
+    if row is None:
+        raise ClaimLostError(f"The claim on {what} was lost")
+    return int(row.chat_version), int(row.call_version), bool(row.claimed)
+
+
+@functools.lru_cache(maxsize=8)
+def _result_statement(names: tuple[str, ...], claim: bool) -> Executable:
+    """The statement of :func:`save_result` for parameters ``names`` (the message's columns are those after
+    ``m_``), built once.
+
+    It locks the held call first, as a decision does (the call's row, then the chat's), bumps the chat
+    only if it found the call, inserts the message only if it bumped the chat, and closes the call with
+    the message's id only if it inserted one.
+    """
+    held = select(tool_calls.c.id).where(*HELD_OPEN_CALL).with_for_update().cte("held")
+    claiming, claimed = claiming_turn() if claim else ({}, literal(False).label("claimed"))
+    bumped = (
+        update(chats)
+        .where(chats.c.id == bindparam("result_chat_id"), exists(held.select()))
+        .values(version=chats.c.version + 1, message_count=chats.c.message_count + 1, **claiming)
+        .returning(chats.c.version, (chats.c.message_count - 1).label("position"), claimed)
+        .cte("bumped")
+    )
+    columns = tuple(name.removeprefix("m_") for name in names if name.startswith("m_"))
+    fixed = {
+        "chat_id": bindparam("result_chat_id", type_=chats.c.id.type),
+        "position": bumped.c.position,
+        "created_at": bindparam("at", type_=messages.c.created_at.type),
+    }
+    message = _insert_from(messages, bumped, "m_", columns, **fixed).returning(messages.c.id).cte("message")
+    closed = (
+        update(tool_calls)
+        .where(tool_calls.c.id == bindparam("row_id"), exists(message.select()))
+        .values(
+            claimed_by=None,
+            claimed_until=None,
+            version=tool_calls.c.version + 1,
+            result_message_id=select(message.c.id).scalar_subquery(),
+        )
+        .returning(tool_calls.c.version)
+        .cte("closed")
+    )
+    return select(
+        bumped.c.version.label("chat_version"), closed.c.version.label("call_version"), bumped.c.claimed
+    ).select_from(bumped.join(closed, true()))
+
+
+def _insert_from(table: Table, source: Any, prefix: str, columns: tuple[str, ...], **fixed: Any) -> Any:
+    """An INSERT into ``table`` of one row per row of ``source``: the ``fixed`` values, and for each of
+    ``columns`` the parameter named ``prefix`` + the column's name."""
+    given = [bindparam(prefix + column, type_=table.c[column].type) for column in columns]
+    return insert(table).from_select([*fixed, *columns], select(*fixed.values(), *given).select_from(source))
