@@ -30,7 +30,7 @@ from tarry.store.engine import database_url
 from tarry.store.schema import HEAD
 from tarry.store.tables import chats, metadata, tool_calls
 from tarry.testing import advance_clock
-from tarry.tools import ask
+from tarry.tools import ask, tool
 from tests.store.tools import PickColour, SlowJob, TransferMoney, all_tools, reactive_model
 
 PAY_AND_PAINT = [
@@ -578,6 +578,69 @@ async def test_postgresql_reads_see_one_snapshot_and_writes_run_at_the_server_s_
                 lambda connection: connection.scalar(text("SELECT now() = statement_timestamp()")), write=False
             )
             assert in_transaction is True, "a statement alone runs outside any transaction"
+
+
+async def test_on_postgresql_a_call_s_result_and_the_call_s_close_are_one_statement(postgres_url: str) -> None:
+    calls = [{"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}}]
+    async with Store(postgres_url) as store:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(calls), all_tools())
+        await chat.ask("Pay Ann")
+        (question,) = await chat.pending_questions()
+        await chat.approve(question)
+        sent: list[str] = []
+
+        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            sent.append(statement)
+
+        event.listen(store.db.sync_engine, "before_cursor_execute", note)
+        await chat.complete()
+        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+    assert len([statement for statement in sent if statement.startswith("WITH held")]) == 1
+    assert not [statement for statement in sent if statement.startswith(("INSERT", "UPDATE tarry_chats"))]
+    assert not [statement for statement in sent if statement.startswith("SELECT tarry_chats.version")], (
+        "the decision confirmed the chat's version: carrying on asked for it again"
+    )
+    async with Store(postgres_url) as other:
+        loaded = await other.load_chat(chat.id, reactive_model(calls), all_tools())
+        assert [message.content for message in loaded.messages[2:]] == ["Sent 1 to Ann", "All done."]
+        assert [message.role for message in await other.messages(chat.id)] == ["user", "assistant", "tool", "assistant"]
+        assert await other.chat_version(chat.id) == await chat_version_from_rows(other, chat.id)
+
+
+async def chat_version_from_rows(store: Store, chat_id: str) -> int:
+    query = select(chats.c.version).where(chats.c.id == chat_id)
+    return int(await store.db.run_read(lambda connection: connection.scalar(query)))
+
+
+async def test_a_result_saved_after_another_process_took_the_call_over_writes_nothing(database_url: str) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pays, slowly."""
+        entered.set()
+        release.wait(10)
+        return "paid"
+
+    script = [{"name": "pay", "arguments": {"amount": 5}}]
+    async with Store(database_url, lease=60) as first:
+        await first.setup()
+        chat = await first.create_chat(reactive_model(script), [pay])
+        asking = asyncio.create_task(chat.ask("Pay"))
+        assert await asyncio.to_thread(entered.wait, 10)
+        advance_clock(61)  # the first process's lease runs out while its tool runs
+        async with Store(database_url, lease=60) as second:
+            again = await second.load_chat(chat.id, reactive_model(script), [pay])
+            await again.complete()  # closes the call as interrupted, and the model replies
+            stored = await second.messages(chat.id)
+            version = await second.chat_version(chat.id)
+        release.set()
+        await asking  # its result finds the call closed: nothing of it is written
+        assert await first.messages(chat.id) == stored
+        assert await first.chat_version(chat.id) == version
+    assert "paid" not in [message.content for message in stored]
+    assert [message.role for message in stored] == ["user", "assistant", "tool", "assistant"]
 
 
 async def test_on_postgresql_the_model_s_reply_with_its_calls_and_questions_is_one_statement(postgres_url: str) -> None:
