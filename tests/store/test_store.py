@@ -7,12 +7,13 @@ import json
 import threading
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Connection, event, select, text, update
+from sqlalchemy import Connection, event, make_url, select, text, update
 
 from tarry import Message, Question, Task, Tool, ToolCall
 from tarry.errors import (
@@ -27,6 +28,7 @@ from tarry.messages import ModelRequest
 from tarry.questions import AnswerNeeded
 from tarry.store import Store, StoreUnavailableError
 from tarry.store.engine import database_url
+from tarry.store.journal import fetch_chat, fetch_tail
 from tarry.store.schema import HEAD
 from tarry.store.tables import chats, metadata, tool_calls
 from tarry.testing import advance_clock
@@ -641,6 +643,54 @@ async def test_a_result_saved_after_another_process_took_the_call_over_writes_no
         assert await first.chat_version(chat.id) == version
     assert "paid" not in [message.content for message in stored]
     assert [message.role for message in stored] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_on_postgresql_a_chat_loads_in_one_statement_with_the_values_each_table_s_read_gives(
+    postgres_url: str,
+) -> None:
+    class QuickApproval(TransferMoney):
+        name = "transfer_money"
+        approval_ttl = 60
+
+    calls = [
+        {"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}},
+        {"name": "pick_colour", "arguments": {"wall": "north"}},
+        {"name": "slow_job", "arguments": {"job": "backup"}},
+    ]
+    elsewhere = make_url(postgres_url)  # the server sends times in another zone: they still load as UTC
+    options = f"{elsewhere.query['options']} -ctimezone=Asia/Kolkata"
+    elsewhere_url = elsewhere.update_query_dict({"options": options}).render_as_string(hide_password=False)
+    async with Store(elsewhere_url) as store:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(calls), [QuickApproval(), PickColour(), SlowJob()])
+        await chat.ask("Pay Ann, paint the north wall, back up")
+        approval, colour = await chat.pending_questions()
+        await chat.answer(colour, {"colour": "red"}, note="Bright")
+        sent: list[str] = []
+
+        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            sent.append(statement)
+
+        event.listen(store.db.sync_engine, "before_cursor_execute", note)
+        loaded = await store.load_chat(chat.id, reactive_model(calls), [QuickApproval(), PickColour(), SlowJob()])
+        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+        assert len(sent) == 1, "the chat and its rows were not read in one statement"
+        assert [message.content for message in loaded.messages] == [message.content for message in chat.messages]
+        (waiting,) = await loaded.pending_questions()
+        assert waiting.id == approval.id and waiting.expires_at == approval.expires_at
+        assert waiting.expires_at is not None and waiting.expires_at.utcoffset() == timedelta(0)
+
+        def both(connection: Connection) -> tuple[Any, Any]:
+            return fetch_chat(connection, chat.id, 0), fetch_tail(connection, chat.id, 0)
+
+        (chat_row, at_once), one_by_one = await store.db.run_read(both)
+        table_rows = await store.db.run_read(lambda c: c.execute(select(chats)).mappings().one())
+    assert chat_row == dict(table_rows)
+    assert at_once.messages == [dict(row) for row in one_by_one.messages]
+    assert at_once.calls == [dict(row) for row in one_by_one.calls]
+    assert at_once.questions == {key: [dict(row) for row in rows] for key, rows in one_by_one.questions.items()}
+    assert [row["decision"] for rows in at_once.questions.values() for row in rows] == [None, "accept"]
+    assert [row["state"] is not None for row in at_once.calls] == [False, True, True]
 
 
 async def test_on_postgresql_the_model_s_reply_with_its_calls_and_questions_is_one_statement(postgres_url: str) -> None:

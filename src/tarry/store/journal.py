@@ -15,11 +15,11 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, Executable, Table, and_, bindparam, insert, or_, select, update
+from sqlalchemy import Connection, Executable, Table, and_, bindparam, insert, or_, select, text, update
 from sqlalchemy import Row as ResultRow
 
 from tarry.calls import CallRecord, Claim, Outcome
@@ -44,7 +44,7 @@ from tarry.store.rows import (
     waiting_on,
 )
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
-from tarry.store.tables import chats, messages, questions, tool_calls
+from tarry.store.tables import UTCDateTime, chats, messages, questions, tool_calls
 from tarry.tasks import Task
 
 
@@ -153,9 +153,14 @@ class StoreJournal:
             version = look(connection)
             return version, None if version == known else fetch_tail(connection, chat_id, start)
 
-        if known is not None and not self.db.is_sqlite and await self.db.run_alone(look, write=False) == known:
-            return known, None  # one statement without BEGIN and COMMIT: a third of the round trips
-        return await self.db.run_read(read)  # the version and the rows, in one snapshot
+        if self.db.is_sqlite:
+            return await self.db.run_read(read)  # the version and the rows, in one snapshot
+        if known is not None and await self.db.run_alone(look, write=False) == known:
+            return known, None  # one statement without BEGIN and COMMIT
+        row, tail = await self.db.run_alone(partial(fetch_chat, chat_id=chat_id, start=start), write=False)
+        if row is None:
+            raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
+        return int(row["version"]), tail
 
     async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> bool:
         """Save a user or assistant message and the records of the calls it makes.
@@ -665,6 +670,40 @@ def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:
     return Tail(start, message_rows, call_rows, grouped, own)
 
 
+def fetch_chat(connection: Connection, chat_id: str, start: int) -> tuple[Row | None, Tail]:
+    """The chat's row (``None`` for an unknown id) and its rows from message ``start`` on, in one snapshot.
+
+    On PostgreSQL one statement reads them all, without ``BEGIN`` and ``COMMIT`` (a statement sees one
+    snapshot): each table's rows come back as JSON, read into the values the tables' own reads give.
+    Elsewhere it is one statement per table, in the caller's read transaction.
+    """
+    if connection.dialect.name == "sqlite":
+        chat_row = connection.execute(_CHAT_ROW, {"chat_id": chat_id}).mappings().one_or_none()
+        return chat_row, fetch_tail(connection, chat_id, start)
+    found = connection.execute(_CHAT_AT_ONCE, {"chat_id": chat_id, "start": start}).one()
+    call_rows = _from_json(tool_calls, found.calls)
+    grouped: dict[int, list[Row]] = {row["id"]: [] for row in call_rows}
+    own: list[Row] = []
+    for row in _from_json(questions, found.questions):
+        (own if row["tool_call_id"] is None else grouped[row["tool_call_id"]]).append(row)
+    chat = None if found.chat is None else _from_json(chats, [found.chat])[0]
+    return chat, Tail(start, _from_json(messages, found.messages), call_rows, grouped, own)
+
+
+def _from_json(table: Table, rows: list[list[Any]] | None) -> list[Row]:
+    """Rows PostgreSQL sent as JSON arrays (in the table's column order), as mappings of the values the table's
+    own reads give: its times read back into aware datetimes."""
+    names, times = table.c.keys(), _TIMES[table.name]
+    read: list[Row] = []
+    for values in rows or ():
+        row = dict(zip(names, values, strict=True))
+        for column in times:
+            if row[column] is not None:
+                row[column] = datetime.fromisoformat(row[column]).astimezone(UTC)
+        read.append(row)
+    return read
+
+
 # The statements of every step, built once: building one costs more than running it on SQLite.
 CHAT_VERSION = select(chats.c.version).where(chats.c.id == bindparam("chat_id"))
 _TAKE_TURN = (
@@ -736,3 +775,28 @@ _TAIL_QUESTIONS = (  # the calls' questions and the chat's own (few: one per log
     )
     .order_by(questions.c.number)
 )
+_CHAT_ROW = select(chats).where(chats.c.id == bindparam("chat_id"))
+_CALLS_FROM = "SELECT t.id FROM tarry_tool_calls AS t WHERE t.chat_id = :chat_id AND t.message_position >= :start"
+
+
+def _as_array(table: Table, alias: str) -> str:
+    """SQL for a row of ``table`` (as ``alias``) as a JSON array of its columns, named one by one: a missing
+    column is an error (which the store names), not a missing key."""
+    columns = ", ".join(f'{alias}."{column.name}"' for column in table.c)
+    return f"json_build_array({columns})"
+
+
+_CHAT_AT_ONCE = text(
+    f"SELECT (SELECT {_as_array(chats, 'c')} FROM tarry_chats AS c WHERE c.id = :chat_id) AS chat, "
+    f"(SELECT json_agg({_as_array(messages, 'm')} ORDER BY m.position) FROM tarry_messages AS m"
+    " WHERE m.chat_id = :chat_id AND m.position >= :start) AS messages, "
+    f"(SELECT json_agg({_as_array(tool_calls, 't')} ORDER BY t.id) FROM tarry_tool_calls AS t"
+    " WHERE t.chat_id = :chat_id AND t.message_position >= :start) AS calls, "
+    f"(SELECT json_agg({_as_array(questions, 'q')} ORDER BY q.number) FROM tarry_questions AS q"
+    f" WHERE q.chat_id = :chat_id AND (q.tool_call_id IS NULL OR q.tool_call_id IN ({_CALLS_FROM}))) AS questions"
+)
+"""PostgreSQL: the chat's row and every row :func:`fetch_tail` reads, as JSON arrays, in one statement."""
+_TIMES = {
+    table.name: tuple(column.name for column in table.c if isinstance(column.type, UTCDateTime))
+    for table in (chats, messages, tool_calls, questions)
+}

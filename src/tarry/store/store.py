@@ -13,7 +13,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, select, update
 
 from tarry.agents import Agent
 from tarry.approvals import MayDecide
@@ -27,7 +27,7 @@ from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
 from tarry.store.deciding import AnswerOf, Settled, decide_question
 from tarry.store.engine import Database, Durability, database_url
-from tarry.store.journal import CHAT_VERSION, StoreJournal, Tail, fetch_tail
+from tarry.store.journal import CHAT_VERSION, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
 from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor, pending_query, position_of
@@ -199,12 +199,10 @@ class Store:
         knows it; without ``instructions`` the recorded ones are.
         """
 
-        def read(connection: Connection) -> tuple[Row | None, Tail | None]:
-            row = connection.execute(_CHAT_ROW, {"chat_id": chat_id}).mappings().one_or_none()
-            return row, None if row is None else fetch_tail(connection, chat_id, 0)
-
-        row, tail = await self.db.run_read(read)  # the chat and all its rows, in one snapshot
-        if row is None or tail is None:
+        read = partial(fetch_chat, chat_id=chat_id, start=0)
+        # the chat and all its rows, in one snapshot (one statement alone on PostgreSQL)
+        row, tail = await (self.db.run_read(read) if self.db.is_sqlite else self.db.run_alone(read, write=False))
+        if row is None:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
         chat = Chat(
             model if model is not None else _recorded_model(row["model"]),
@@ -503,7 +501,6 @@ async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], 
 
 
 _INSERT_CHAT = chats.insert()
-_CHAT_ROW = select(chats).where(chats.c.id == bindparam("chat_id"))
 _QUESTION_WITH_CALL = select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments).outerjoin(
     tool_calls, questions.c.tool_call_id == tool_calls.c.id
 )
