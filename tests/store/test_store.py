@@ -10,6 +10,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -589,13 +590,17 @@ async def test_on_postgresql_a_call_s_result_and_the_call_s_close_are_one_statem
         chat = await store.create_chat(reactive_model(calls), all_tools())
         await chat.ask("Pay Ann")
         (question,) = await chat.pending_questions()
-        await chat.approve(question)
         sent: list[str] = []
 
         def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
             sent.append(statement)
 
         event.listen(store.db.sync_engine, "before_cursor_execute", note)
+        await chat.approve(question)
+        assert [statement.split()[:2] for statement in sent] == [["WITH", "decided"]], (
+            "a chat's own decision reads nothing first: the statement checks the question as it writes"
+        )
+        del sent[:]
         await chat.complete()
         event.remove(store.db.sync_engine, "before_cursor_execute", note)
     assert len([statement for statement in sent if statement.startswith("WITH held")]) == 1
@@ -691,6 +696,61 @@ async def test_on_postgresql_a_chat_loads_in_one_statement_with_the_values_each_
     assert at_once.questions == {key: [dict(row) for row in rows] for key, rows in one_by_one.questions.items()}
     assert [row["decision"] for rows in at_once.questions.values() for row in rows] == [None, "accept"]
     assert [row["state"] is not None for row in at_once.calls] == [False, True, True]
+
+
+async def test_on_postgresql_an_answer_and_a_user_message_take_no_transaction(postgres_url: str) -> None:
+    async with Store(postgres_url) as store:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(PAY_AND_PAINT[:1]), all_tools())
+        sent: list[str] = []
+        began: list[bool] = []
+
+        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            sent.append(statement.split(None, 2)[0] + " " + statement.split(None, 2)[1])
+
+        def begin(conn: Any) -> None:
+            began.append(conn.connection.driver_connection.autocommit)
+
+        event.listen(store.db.sync_engine, "before_cursor_execute", note)
+        event.listen(store.db.sync_engine, "begin", begin)
+        await chat.ask("Pay Bob")
+        assert sent == ["WITH asking", "WITH bumped"], "the user's message and the model's reply are one each"
+        assert began == [True, True]
+        (approval,) = await store.pending_questions(chat.id)
+        del sent[:], began[:]
+        assert await store.approve(approval.id, by="ann") is True
+        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+        event.remove(store.db.sync_engine, "begin", begin)
+        assert sent == ["SELECT tarry_questions.id,", "WITH decided"], "an answer is a read and one statement"
+        assert began == [True], "each statement of the answer commits by itself"
+        assert [event.outcome for event in await store.history(chat.id)] == ["decided"]
+        assert (await store.question(approval.id)).decided_by is not None
+
+
+async def test_on_postgresql_an_answer_that_finds_another_decision_holding_the_row_is_recorded_as_lost(
+    postgres_url: str,
+) -> None:
+    async with Store(postgres_url) as store:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(PAY_AND_PAINT[:1]), all_tools())
+        await chat.ask("Pay Bob")
+        (approval,) = await store.pending_questions(chat.id)
+        plain = make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(plain) as other:  # another process's decision, not committed yet
+            other.execute("UPDATE tarry_questions SET decision = 'decline' WHERE id = %s", (approval.id,))
+            answering = asyncio.create_task(store.approve(approval.id))
+            waits = (
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH decided%%'"
+            )
+            deadline = time.monotonic() + 10
+            with psycopg.connect(plain, autocommit=True) as watcher:
+                while watcher.execute(waits).fetchone() != (1,):
+                    assert time.monotonic() < deadline, "the answer never waited for the other decision's lock"
+                    await asyncio.sleep(0.01)
+            other.commit()
+        assert await answering is False, "the answer was recorded over another decision"
+        assert (await store.question(approval.id)).decision == "decline"
+        assert [event.outcome for event in await store.history(chat.id)] == ["lost"]
 
 
 async def test_on_postgresql_the_model_s_reply_with_its_calls_and_questions_is_one_statement(postgres_url: str) -> None:

@@ -7,12 +7,14 @@ the checks, the row lock and what a decision changes live in one place, like ``c
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Executable, bindparam, func, select, update
+from sqlalchemy import Connection, Executable, bindparam, exists, func, insert, or_, select, update
 
 from tarry.approvals import MayDecide, Vote, judge
 from tarry.calls import check_decision
@@ -23,12 +25,12 @@ from tarry.questions import Decision, Question
 from tarry.store.audit import INSERT_EVENT, INSERT_EVENT_BOUND, AttemptOutcome, attempt_values, record_attempt
 from tarry.store.rows import call_from_row, decider_values, question_from_row
 from tarry.store.schedule import WAKE, WAKE_NOTIFY
-from tarry.store.tables import questions, tool_calls
+from tarry.store.tables import decision_events, questions, tool_calls
 
 AnswerOf = Callable[[Question], dict[str, Any] | None]
 """Checks an answer against the question as stored and returns the values to record (raises when invalid)."""
 
-_LOCKED_QUESTION = (
+_QUESTION = (
     select(
         questions,
         tool_calls.c.call_id,
@@ -40,8 +42,8 @@ _LOCKED_QUESTION = (
     )
     .outerjoin(tool_calls, questions.c.tool_call_id == tool_calls.c.id)  # a chat's own question has no call
     .where(questions.c.id == bindparam("question_id"))
-    .with_for_update(of=questions)
 )
+_LOCKED_QUESTION = _QUESTION.with_for_update(of=questions)
 
 
 @dataclass
@@ -115,29 +117,113 @@ def decide_question(
         assert question.policy is not None
         attempt("counted", answer=answer, detail=f"{len(question.votes)} of {question.policy.count} approvals")
         return Settled(question)
-    values = {  # no key is a column's name: see WAKE
-        "decided_question": question.id,
-        "call_row": row["tool_call_id"],
-        "woken_chat": row["chat_id"],
-        "moment": now,
-        "new_decision": decision,
-        "new_answer": answer,
-        "new_note": note,
-        "new_votes": votes,
-        **{f"new_{key}": value for key, value in decider_values(by, channel).items()},
-    }
-    event = attempt_values(question, decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note)
+    values = _decision_values(question, row["tool_call_id"], decision, answer, note, by, channel, now, votes)
     if postgres:  # one statement: the decision, the call's version, the wake and the trail's row
-        values.update({f"event_{key}": value for key, value in event.items()})
         done = connection.execute(_DECIDE_AT_ONCE, values).one()
         decided, call_version, chat_version = done.decided, done.call_version, done.chat_version
     else:
         decided = connection.execute(_DECIDE, values).rowcount
         call_version = connection.scalar(_BUMP_CALL, values)
         chat_version = connection.scalar(WAKE, values)
-        connection.execute(INSERT_EVENT, event)
+        connection.execute(
+            INSERT_EVENT, {key.removeprefix("event_"): values[key] for key in values if key[:6] == "event_"}
+        )
     if decided != 1:  # the row lock makes this unreachable; kept so a decision can never be written twice
         raise RuntimeError(f"Question {question.id} was decided while this process held its row lock")
+    return _settled(question, decision, answer, note, by, channel, now, call_version, chat_version)
+
+
+def decide_if_open(
+    connection: Connection,
+    question_id: str,
+    decision: Decision,
+    answer_of: AnswerOf,
+    note: str | None,
+    by: Principal | None,
+    channel: Channel,
+    known: Question | None = None,
+) -> Settled | None:
+    """PostgreSQL, the common case, without a transaction: read the question, then record the decision in one
+    statement that writes only if the question is still open (each statement commits by itself).
+
+    The common case is a question without an approval policy, open, with time left, whose call has
+    not ended (and, to decline it, is not running). The statement checks all of that again as it
+    writes (the question's row on its newest version, should another decision hold its lock), so two
+    processes cannot both record one. With ``known`` (the question as a chat object holds it) there
+    is no read: the statement's checks are the ones that count. Returns ``None``, having written
+    nothing, for any other case or when the question changed in between: :func:`decide_question`
+    then decides under the row lock and puts on the trail why the attempt came to nothing. Raises as
+    :func:`decide_question` does for an unknown id or an invalid answer, writing nothing.
+    """
+    now = utcnow()
+    if known is None:
+        row = connection.execute(_QUESTION, {"question_id": question_id}).mappings().one_or_none()
+        if row is None:
+            raise UnknownQuestionError(f"No question has the id {question_id!r}")
+        question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+        running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
+        closed = row["result_message_id"] is not None
+    else:
+        question, running, closed = copy.copy(known), False, False
+    answer = answer_of(question)  # an invalid answer raises here and nothing is written
+    try:
+        if question.policy is not None or not check_decision(
+            question, decision, running=running, closed=closed, now=now
+        ):
+            return None
+    except (QuestionExpiredError, ToolCallRunningError):
+        return None
+    values = _decision_values(question, None, decision, answer, note, by, channel, now, None)
+    refuses_running = decision == "decline" and not question.extra.get("awaited")
+    done = connection.execute(_DECIDE_IF_OPEN[refuses_running], values).one()
+    if done.decided != 1:
+        return None
+    return _settled(question, decision, answer, note, by, channel, now, done.call_version, done.chat_version)
+
+
+def _decision_values(
+    question: Question,
+    call_row: int | None,
+    decision: Decision,
+    answer: dict[str, Any] | None,
+    note: str | None,
+    by: Principal | None,
+    channel: Channel,
+    now: datetime,
+    votes: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """The parameters of a decision's statements (``call_row``: the id of the question's call's row); the
+    trail's row's as ``event_<column>``.
+
+    No key is a column's name: see :data:`~tarry.store.schedule.WAKE`.
+    """
+    event = attempt_values(question, decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note)
+    return {
+        "decided_question": question.id,
+        "call_row": call_row,
+        "woken_chat": question.chat_id,
+        "moment": now,
+        "new_decision": decision,
+        "new_answer": answer,
+        "new_note": note,
+        "new_votes": votes,
+        **{f"new_{key}": value for key, value in decider_values(by, channel).items()},
+        **{f"event_{key}": value for key, value in event.items()},
+    }
+
+
+def _settled(
+    question: Question,
+    decision: Decision,
+    answer: dict[str, Any] | None,
+    note: str | None,
+    by: Principal | None,
+    channel: Channel,
+    now: datetime,
+    call_version: int | None,
+    chat_version: int,
+) -> Settled:
+    """The question as a recorded decision left it, and the versions the decision wrote."""
     question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
     question.decided_by, question.channel = by, channel
     return Settled(question, versions=(int(chat_version), None if call_version is None else int(call_version)))
@@ -182,6 +268,45 @@ def _decide_at_once() -> Executable:
 
 
 _DECIDE_AT_ONCE = _decide_at_once()
+
+
+def _decide_if_open(refuses_running: bool) -> Executable:
+    """:data:`_DECIDE_AT_ONCE` that decides only a question still open, with time left, whose call has not
+    ended (and, with ``refuses_running``, is not running); every other part writes only if it did."""
+    moment = bindparam("moment", type_=questions.c.decided_at.type)
+    call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
+    blocked = [call.where(tool_calls.c.result_message_id.is_not(None))]
+    if refuses_running:
+        blocked.append(call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > moment))
+    decided = (
+        _DECIDE.where(
+            or_(questions.c.expires_at.is_(None), questions.c.expires_at > moment),
+            *(~exists(query) for query in blocked),
+        )
+        .returning(questions.c.id, questions.c.tool_call_id)
+        .cte("decided")
+    )
+    bumped = (
+        update(tool_calls)
+        .where(tool_calls.c.id == select(decided.c.tool_call_id).scalar_subquery())
+        .values(version=tool_calls.c.version + 1)
+        .returning(tool_calls.c.version)
+        .cte("bumped")
+    )
+    woken = WAKE_NOTIFY.where(exists(decided.select())).cte("woken")
+    columns = [column for column in decision_events.c if column.name != "id"]
+    logged = insert(decision_events).from_select(
+        [column.name for column in columns],
+        select(*(bindparam(f"event_{column.name}", type_=column.type) for column in columns)).select_from(decided),
+    )
+    return select(
+        select(func.count()).select_from(decided).scalar_subquery().label("decided"),
+        select(bumped.c.version).scalar_subquery().label("call_version"),
+        select(woken.c.version).scalar_subquery().label("chat_version"),
+    ).add_cte(logged.cte("logged"))
+
+
+_DECIDE_IF_OPEN = {refuses_running: _decide_if_open(refuses_running) for refuses_running in (False, True)}
 
 
 def _why_lost(question: Question) -> str:

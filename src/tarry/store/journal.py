@@ -31,7 +31,14 @@ from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
 from tarry.store.deciding import AnswerOf, Settled
 from tarry.store.engine import Database
-from tarry.store.one_statement import HELD_OPEN_CALL, TURN_FREE, claiming_turn, save_reply, save_result
+from tarry.store.one_statement import (
+    HELD_OPEN_CALL,
+    TURN_FREE,
+    claiming_turn,
+    save_reply,
+    save_result,
+    save_user_message,
+)
 from tarry.store.rows import (
     Row,
     call_from_row,
@@ -64,6 +71,7 @@ class Host(Protocol):
         note: str | None,
         by: str | Principal | None,
         channel: Channel,
+        known: Question | None = None,
     ) -> Settled: ...
 
 
@@ -177,6 +185,18 @@ class StoreJournal:
         if held:
             changes.update(claimed_by=None, claimed_until=None)
         owner, lease, chat_id = self.store.owner, self._lease, self.chat_id
+        if message.role == "user" and self._seen is not None and not self.db.is_sqlite:
+            save = partial(save_user_message, chat_id=chat_id, seen=self._seen, message=message, owner=owner)
+            saved = await self._claim(
+                partial(save, claim_turn=lease if claim_turn else None),
+                lambda saved: saved is not None and saved[1],
+                chats,
+                chat_id,
+            )
+            if saved is not None:  # no BEGIN, no COMMIT, one round trip
+                if saved[1]:
+                    self._claimed_early = saved[0]
+                return self._wrote(saved[0])
 
         def write(connection: Connection) -> tuple[int, list[int], bool]:
             claimed = False
@@ -387,7 +407,7 @@ class StoreJournal:
         When the chat held everything recorded before, it still does: the decision changed only
         the question and the versions, so the next :meth:`refresh` need not ask the database.
         """
-        settled = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel)
+        settled = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel, question)
         decided = settled.question
         if decided is None:
             return None

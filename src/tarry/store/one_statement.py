@@ -128,6 +128,56 @@ def _reply_statement(
     return found.add_cte(message.cte("message"), *asked)
 
 
+def save_user_message(
+    connection: Connection, *, chat_id: str, seen: int, message: Message, owner: str, claim_turn: timedelta | None
+) -> tuple[int, bool] | None:
+    """Save the user's message if the chat is still at version ``seen``, in one statement.
+
+    At that version the chat object holds every row, so it knows no call is open: no other write
+    came in between to add one. With ``claim_turn`` (a lease) the statement also claims the turn
+    for ``owner`` when it is free. Returns the chat's new version and whether the turn was claimed;
+    ``None``, writing nothing, when the chat is at another version (or gone): the caller then takes
+    the way of a transaction, which looks for open calls in the database.
+    """
+    now = utcnow()
+    values: dict[str, Any] = {"user_chat_id": chat_id, "seen": seen, "at": now}
+    values.update({f"m_{column}": value for column, value in message_values(message).items()})
+    if claim_turn is not None:
+        values.update(owner=owner, now=now, until=now + claim_turn)
+    row = connection.execute(_user_message_statement(tuple(values), claim_turn is not None), values).one_or_none()
+    return None if row is None else (int(row.version), bool(row.claimed))
+
+
+@functools.lru_cache(maxsize=8)
+def _user_message_statement(names: tuple[str, ...], claim: bool) -> Executable:
+    """The statement of :func:`save_user_message` for parameters ``names``, built once.
+
+    The version bump compares the chat's version (PostgreSQL checks it again on the newest row when
+    it waited for another writer's lock), and a new question of the user ends an earlier cancellation.
+    """
+    claiming, claimed = claiming_turn() if claim else ({}, literal(False).label("claimed"))
+    bumped = (
+        update(chats)
+        .where(chats.c.id == bindparam("user_chat_id"), chats.c.version == bindparam("seen"))
+        .values(version=chats.c.version + 1, message_count=chats.c.message_count + 1, **claiming)
+        .values(cancel_requested_at=None)
+        .returning(chats.c.version, (chats.c.message_count - 1).label("position"), claimed)
+        .cte("asking")
+    )
+    fixed = {
+        "chat_id": bindparam("user_chat_id", type_=chats.c.id.type),
+        "position": bumped.c.position,
+        "created_at": bindparam("at", type_=messages.c.created_at.type),
+    }
+    message = _insert_from(messages, bumped, "m_", _message_columns(names), **fixed)
+    return select(bumped.c.version, bumped.c.claimed).add_cte(message.cte("message"))
+
+
+def _message_columns(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The message's columns among parameter ``names`` (those named ``m_`` + the column)."""
+    return tuple(name.removeprefix("m_") for name in names if name.startswith("m_"))
+
+
 def save_result(
     connection: Connection,
     *,
@@ -175,7 +225,7 @@ def _result_statement(names: tuple[str, ...], claim: bool) -> Executable:
         .returning(chats.c.version, (chats.c.message_count - 1).label("position"), claimed)
         .cte("bumped")
     )
-    columns = tuple(name.removeprefix("m_") for name in names if name.startswith("m_"))
+    columns = _message_columns(names)
     fixed = {
         "chat_id": bindparam("result_chat_id", type_=chats.c.id.type),
         "position": bumped.c.position,

@@ -25,7 +25,7 @@ from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import AnswerNeeded, Decision, Question
 from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
-from tarry.store.deciding import AnswerOf, Settled, decide_question
+from tarry.store.deciding import AnswerOf, Settled, decide_if_open, decide_question
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import CHAT_VERSION, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
@@ -403,25 +403,25 @@ class Store:
         note: str | None,
         by: str | Principal | None,
         channel: Channel,
+        known: Question | None = None,
     ) -> Settled:
         """Record a decision (:func:`~tarry.store.deciding.decide_question`), log it and run the decision hooks.
+
+        ``known``: the question as a chat object holds it, which spares PostgreSQL's common case its read.
 
         Returns what the attempt came to: the question as it left it (decided, or one more
         approval counted; ``None`` when another decision came first) and the versions it wrote;
         raises the refusal the trail recorded.
         """
-        work = partial(
-            decide_question,
-            question_id=_question_id(question_id),
-            decision=decision,
-            answer_of=answer_of,
-            note=note,
-            by=principal_of(by),
-            channel=check_channel(channel),
-            may_decide=self.may_decide,
-            postgres=not self.db.is_sqlite,
-        )
-        settled = await self.db.run_write(work, may_block=self.may_decide is not None)
+        asked, deciding, where = _question_id(question_id), principal_of(by), check_channel(channel)
+        settled = None
+        if not self.db.is_sqlite:  # the common case in two statements, without BEGIN and COMMIT
+            at_once = partial(decide_if_open, question_id=asked, decision=decision, answer_of=answer_of, note=note)
+            settled = await self.db.run_alone(partial(at_once, by=deciding, channel=where, known=known), write=True)
+        if settled is None:
+            work = partial(decide_question, question_id=asked, decision=decision, answer_of=answer_of, note=note)
+            work = partial(work, by=deciding, channel=where, may_decide=self.may_decide, postgres=not self.db.is_sqlite)
+            settled = await self.db.run_write(work, may_block=self.may_decide is not None)
         if settled.refusal is not None:
             raise settled.refusal
         question = settled.question
