@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, bindparam, insert, select
+from sqlalchemy import Connection, Insert, bindparam, insert, select
 
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, QuestionKind
@@ -137,6 +137,13 @@ INSERT_EVENT_BOUND = INSERT_EVENT.values(
      if column.name != "id"}
 )  # fmt: skip
 """:data:`INSERT_EVENT` taking its values from parameters named ``event_<column>``, to run inside a larger statement."""
+
+
+def insert_event_from(source: Any) -> Insert:
+    """:data:`INSERT_EVENT_BOUND` writing one row for each row ``source`` (a CTE) returns: none when it returns none."""
+    columns = [column for column in decision_events.c if column.name != "id"]
+    bound = select(*(bindparam(f"event_{column.name}", type_=column.type) for column in columns))
+    return insert(decision_events).from_select([column.name for column in columns], bound.select_from(source))
 
 
 def read_history(

@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Executable, bindparam, exists, func, insert, or_, select, update
+from sqlalchemy import Connection, Executable, bindparam, exists, func, or_, select, update
 
 from tarry.approvals import MayDecide, Vote, judge
 from tarry.calls import check_decision
@@ -22,10 +22,17 @@ from tarry.clock import utcnow
 from tarry.errors import NotAllowedError, QuestionExpiredError, TarryError, ToolCallRunningError, UnknownQuestionError
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
-from tarry.store.audit import INSERT_EVENT, INSERT_EVENT_BOUND, AttemptOutcome, attempt_values, record_attempt
+from tarry.store.audit import (
+    INSERT_EVENT,
+    INSERT_EVENT_BOUND,
+    AttemptOutcome,
+    attempt_values,
+    insert_event_from,
+    record_attempt,
+)
 from tarry.store.rows import call_from_row, decider_values, question_from_row
 from tarry.store.schedule import WAKE, WAKE_NOTIFY
-from tarry.store.tables import decision_events, questions, tool_calls
+from tarry.store.tables import questions, tool_calls
 
 AnswerOf = Callable[[Question], dict[str, Any] | None]
 """Checks an answer against the question as stored and returns the values to record (raises when invalid)."""
@@ -294,11 +301,7 @@ def _decide_if_open(refuses_running: bool) -> Executable:
         .cte("bumped")
     )
     woken = WAKE_NOTIFY.where(exists(decided.select())).cte("woken")
-    columns = [column for column in decision_events.c if column.name != "id"]
-    logged = insert(decision_events).from_select(
-        [column.name for column in columns],
-        select(*(bindparam(f"event_{column.name}", type_=column.type) for column in columns)).select_from(decided),
-    )
+    logged = insert_event_from(decided)
     return select(
         select(func.count()).select_from(decided).scalar_subquery().label("decided"),
         select(bumped.c.version).scalar_subquery().label("call_version"),
