@@ -559,26 +559,22 @@ async def answer_part(url: str, ids: list[str], part: str, go: str, concurrency:
 def floor_part(url: str, ids: list[str], part: str, go: str) -> None:
     """The floor: the smallest durable, single-use decision, through psycopg alone, one at a time.
 
-    Each is one transaction that locks the question's row, records the decision unless one is
-    recorded, and commits (``synchronous_commit`` as the server has it). tarry's decision writes
-    more (the call's and the chat's versions, the wake, the audit row); no library can record one
-    faster than this on the same server.
+    Each is one statement that records the decision unless one is recorded, committing by itself
+    (``synchronous_commit`` as the server has it): one round trip. tarry's decision does more (it
+    reads the question to check the answer; it bumps the call's and the chat's versions, wakes the
+    chat and appends the audit row); no library can record one faster than this on the same server.
     """
     import psycopg
 
     plain = url.replace("postgresql+psycopg://", "postgresql://")
-    lock = "SELECT decision FROM tarry_questions WHERE id = %s FOR UPDATE"
     record = "UPDATE tarry_questions SET decision = 'accept', decided_at = now() WHERE id = %s AND decision IS NULL"
-    with psycopg.connect(plain) as connection:
+    with psycopg.connect(plain, autocommit=True) as connection:
         connection.execute("SELECT 1")  # connects before the clock starts
-        connection.commit()
         ready_and_wait(part, go)
         cpu = time.process_time()
         recorded = 0
         for question_id in ids:
-            with connection.transaction():
-                connection.execute(lock, (question_id,))
-                recorded += connection.execute(record, (question_id,)).rowcount
+            recorded += connection.execute(record, (question_id,)).rowcount
         cpu = time.process_time() - cpu
     print(recorded, cpu)
 
