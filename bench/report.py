@@ -145,9 +145,9 @@ def transactions_section(folder: Path, postgres: str | None) -> list[str]:
         "",
         "The latency workload's two halves for one chat, counted at the engine: transactions (on SQLite with the",
         'default durability="full", each write one hop to a worker thread; reads, and with "fast" writes too, run',
-        "on the event loop) and SQL statements (reads included, BEGIN/COMMIT not). On PostgreSQL a",
-        "statement that stands alone (a claim, a release, the check that a chat is unchanged) runs without a",
-        "transaction around it; round trips there are the statements plus each transaction's BEGIN and COMMIT.",
+        "on the event loop) and SQL statements (reads included, BEGIN/COMMIT not). On PostgreSQL each step",
+        "of this workload is one statement that stands alone, without a transaction around it (the store's page",
+        "says how); round trips there are the statements plus each transaction's BEGIN and COMMIT.",
         "",
         "| database | run to the pause: transactions | statements | round trips "
         "| carry on: transactions | statements | round trips |",
