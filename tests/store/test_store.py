@@ -605,9 +605,6 @@ async def test_on_postgresql_a_call_s_result_and_the_call_s_close_are_one_statem
         event.remove(store.db.sync_engine, "before_cursor_execute", note)
     assert len([statement for statement in sent if statement.startswith("WITH held")]) == 1
     assert not [statement for statement in sent if statement.startswith(("INSERT", "UPDATE tarry_chats"))]
-    assert not [statement for statement in sent if statement.startswith("SELECT tarry_chats.version")], (
-        "the decision confirmed the chat's version: carrying on asked for it again"
-    )
     async with Store(postgres_url) as other:
         loaded = await other.load_chat(chat.id, reactive_model(calls), all_tools())
         assert [message.content for message in loaded.messages[2:]] == ["Sent 1 to Ann", "All done."]
@@ -727,6 +724,16 @@ async def test_on_postgresql_an_answer_and_a_user_message_take_no_transaction(po
         assert (await store.question(approval.id)).decided_by is not None
 
 
+async def waiting_for_a_lock(url: str, statement: str) -> None:
+    """Returns once a statement starting with ``statement`` waits for a row lock on the server ``url`` names."""
+    waits = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND starts_with(query, %s)"
+    deadline = time.monotonic() + 10
+    with psycopg.connect(url, autocommit=True) as watcher:
+        while watcher.execute(waits, (statement,)).fetchone() != (1,):
+            assert time.monotonic() < deadline, f"no {statement} statement waited for a lock"
+            await asyncio.sleep(0.01)
+
+
 async def test_on_postgresql_an_answer_that_finds_another_decision_holding_the_row_is_recorded_as_lost(
     postgres_url: str,
 ) -> None:
@@ -739,18 +746,33 @@ async def test_on_postgresql_an_answer_that_finds_another_decision_holding_the_r
         with psycopg.connect(plain) as other:  # another process's decision, not committed yet
             other.execute("UPDATE tarry_questions SET decision = 'decline' WHERE id = %s", (approval.id,))
             answering = asyncio.create_task(store.approve(approval.id))
-            waits = (
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH decided%%'"
-            )
-            deadline = time.monotonic() + 10
-            with psycopg.connect(plain, autocommit=True) as watcher:
-                while watcher.execute(waits).fetchone() != (1,):
-                    assert time.monotonic() < deadline, "the answer never waited for the other decision's lock"
-                    await asyncio.sleep(0.01)
+            await waiting_for_a_lock(plain, "WITH decided")
             other.commit()
         assert await answering is False, "the answer was recorded over another decision"
         assert (await store.question(approval.id)).decision == "decline"
         assert [event.outcome for event in await store.history(chat.id)] == ["lost"]
+
+
+async def test_on_postgresql_an_answer_cancelled_while_its_statement_runs_is_still_announced(postgres_url: str) -> None:
+    async with Store(postgres_url) as store:
+        await store.setup()
+        announced: list[str] = []
+        store.decision_hooks.append(lambda question: announced.append(question.id))
+        chat = await store.create_chat(reactive_model(PAY_AND_PAINT[:1]), all_tools())
+        await chat.ask("Pay Bob")
+        (approval,) = await store.pending_questions(chat.id)
+        plain = make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(plain) as other:  # holds the chat's row: the decision's wake waits for it
+            other.execute("UPDATE tarry_chats SET version = version WHERE id = %s", (chat.id,))
+            answering = asyncio.create_task(store.approve(approval.id))
+            await waiting_for_a_lock(plain, "WITH decided")
+            answering.cancel()
+            other.rollback()
+        with pytest.raises(asyncio.CancelledError):
+            await answering
+        assert (await store.question(approval.id)).decision == "accept", "the statement committed all the same"
+        assert announced == [approval.id], "a decision the database recorded was not announced"
+        assert [event.outcome for event in await store.history(chat.id)] == ["decided"]
 
 
 async def test_on_postgresql_the_model_s_reply_with_its_calls_and_questions_is_one_statement(postgres_url: str) -> None:

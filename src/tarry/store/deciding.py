@@ -278,8 +278,9 @@ _DECIDE_AT_ONCE = _decide_at_once()
 
 
 def _decide_if_open(refuses_running: bool) -> Executable:
-    """:data:`_DECIDE_AT_ONCE` that decides only a question still open, with time left, whose call has not
-    ended (and, with ``refuses_running``, is not running); every other part writes only if it did."""
+    """:data:`_DECIDE_AT_ONCE` that decides only a question still open, without an approval policy, with time
+    left, whose call has not ended (and, with ``refuses_running``, is not running); every other part writes
+    only if it did."""
     moment = bindparam("moment", type_=questions.c.decided_at.type)
     call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
     blocked = [call.where(tool_calls.c.result_message_id.is_not(None))]
@@ -287,6 +288,7 @@ def _decide_if_open(refuses_running: bool) -> Executable:
         blocked.append(call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > moment))
     decided = (
         _DECIDE.where(
+            questions.c.policy.is_(None),
             or_(questions.c.expires_at.is_(None), questions.c.expires_at > moment),
             *(~exists(query) for query in blocked),
         )

@@ -317,6 +317,13 @@ class StoreJournal:
         what = f"the {row.name} call {call_id}"
 
         def write(connection: Connection) -> tuple[int, int, bool]:
+            changes: dict[str, Any] = {"row_id": row_id, "owner": owner}
+            if outcome.task is not None:  # the call's row first, then the chat's: the order a decision locks them in
+                changes["new_state"] = outcome.task.to_dict()
+                changes["new_waiting_on"] = [question.id for question in outcome.task.questions] or None
+                version = connection.scalar(_PAUSE_CALL, changes)
+                if version is None:  # raising rolls the whole transaction back
+                    raise ClaimLostError(f"The claim on {what} was lost")
             new_messages = int(outcome.result is not None)
             if claim_turn:
                 chat_version, position, claimed = bump_chat_claiming(
@@ -325,8 +332,7 @@ class StoreJournal:
             else:
                 claimed = False
                 chat_version, position = bump_chat(connection, chat_id, new_messages=new_messages)
-            changes: dict[str, Any] = {"row_id": row_id, "owner": owner}
-            if outcome.result is not None:
+            if outcome.result is not None:  # on SQLite, which locks the whole database, the order makes no odds
                 changes["new_result_message_id"] = connection.scalar(
                     _INSERT_MESSAGE_RETURNING_ID,
                     {
@@ -336,16 +342,11 @@ class StoreJournal:
                         **message_values(outcome.result),
                     },
                 )
-                statement = _CLOSE_CALL
-            else:
+                version = connection.scalar(_CLOSE_CALL, changes)
+                if version is None:
+                    raise ClaimLostError(f"The claim on {what} was lost")
+            else:  # after the claim check: a retried save that had committed adds nothing
                 assert outcome.task is not None
-                changes["new_state"] = outcome.task.to_dict()
-                changes["new_waiting_on"] = [question.id for question in outcome.task.questions] or None
-                statement = _PAUSE_CALL
-            version = connection.scalar(statement, changes)
-            if version is None:  # raising rolls the whole transaction back
-                raise ClaimLostError(f"The claim on {what} was lost")
-            if outcome.task is not None:  # after the claim check: a retried save that had committed adds nothing
                 insert_questions(connection, chat_id, row_id, first_question, outcome.questions)
                 schedule_check(connection, chat_id, outcome.task)
             return chat_version, version, claimed
@@ -405,7 +406,7 @@ class StoreJournal:
         """Record the decision under the question's row lock (which checks the call as stored, not ``running``).
 
         When the chat held everything recorded before, it still does: the decision changed only
-        the question and the versions, so the next :meth:`refresh` need not ask the database.
+        the question and the versions, so the next :meth:`refresh` need not read the rows again.
         """
         settled = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel, question)
         decided = settled.question
@@ -416,7 +417,6 @@ class StoreJournal:
             chat_version, call_version = settled.versions
             if call_version is not None and self._seen == chat_version - 1 and row.version == call_version - 1:
                 self._seen, row.version = chat_version, call_version
-                self._verified = True  # the decision confirmed the chat's version: the next refresh asks nothing
         return decided
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import logging
@@ -417,11 +418,25 @@ class Store:
         settled = None
         if not self.db.is_sqlite:  # the common case in two statements, without BEGIN and COMMIT
             at_once = partial(decide_if_open, question_id=asked, decision=decision, answer_of=answer_of, note=note)
-            settled = await self.db.run_alone(partial(at_once, by=deciding, channel=where, known=known), write=True)
+            attempt = asyncio.ensure_future(
+                self.db.run_alone(partial(at_once, by=deciding, channel=where, known=known), write=True)
+            )
+            try:
+                settled = await asyncio.shield(attempt)
+            except asyncio.CancelledError:  # its statement commits all the same: a decision it recorded is announced
+                with contextlib.suppress(Exception):
+                    recorded = await attempt
+                    if recorded is not None:
+                        await self._announce(recorded, decision)
+                raise
         if settled is None:
             work = partial(decide_question, question_id=asked, decision=decision, answer_of=answer_of, note=note)
             work = partial(work, by=deciding, channel=where, may_decide=self.may_decide, postgres=not self.db.is_sqlite)
             settled = await self.db.run_write(work, may_block=self.may_decide is not None)
+        return await self._announce(settled, decision)
+
+    async def _announce(self, settled: Settled, decision: Decision) -> Settled:
+        """Raise the refusal the trail recorded, or log what the attempt came to and run the decision hooks."""
         if settled.refusal is not None:
             raise settled.refusal
         question = settled.question
