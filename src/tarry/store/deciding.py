@@ -53,6 +53,18 @@ _QUESTION = (
 _LOCKED_QUESTION = _QUESTION.with_for_update(of=questions)
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt to decide a question: the decision, the check of its answer, a note, who decides, through what."""
+
+    question_id: str
+    decision: Decision
+    answer_of: AnswerOf
+    note: str | None
+    by: Principal | None
+    channel: Channel
+
+
 @dataclass
 class Settled:
     """What an attempt to decide came to, once its transaction committed.
@@ -70,16 +82,7 @@ class Settled:
 
 
 def decide_question(
-    connection: Connection,
-    question_id: str,
-    decision: Decision,
-    answer_of: AnswerOf,
-    note: str | None,
-    by: Principal | None,
-    channel: Channel,
-    may_decide: MayDecide | None,
-    *,
-    postgres: bool,
+    connection: Connection, attempt: Attempt, may_decide: MayDecide | None, *, postgres: bool
 ) -> Settled:
     """Record a decision under the row lock, in DESIGN's order of checks, and append the attempt to the trail.
 
@@ -92,18 +95,21 @@ def decide_question(
     refusals are returned to raise after the commit. A recorded decision bumps the call's
     version (a process that read the call must read it again) and wakes the chat.
     """
-    row = connection.execute(_LOCKED_QUESTION, {"question_id": question_id}).mappings().one_or_none()
+    decision, by = attempt.decision, attempt.by
+    row = connection.execute(_LOCKED_QUESTION, {"question_id": attempt.question_id}).mappings().one_or_none()
     if row is None:
-        raise UnknownQuestionError(f"No question has the id {question_id!r}")
+        raise UnknownQuestionError(f"No question has the id {attempt.question_id!r}")
     question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
-    answer = answer_of(question)  # an invalid answer raises here and nothing is written
+    answer = attempt.answer_of(question)  # an invalid answer raises here and nothing is written
     now = utcnow()
     running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
     closed = row["result_message_id"] is not None
-    attempt = partial(record_attempt, connection, question, decision, at=now, by=by, channel=channel, note=note)
+    trail = partial(
+        record_attempt, connection, question, decision, at=now, by=by, channel=attempt.channel, note=attempt.note
+    )
     try:
         if not check_decision(question, decision, running=running, closed=closed, now=now):
-            attempt("lost", answer=answer, detail=_why_lost(question))
+            trail("lost", answer=answer, detail=_why_lost(question))
             return Settled()
         verdict = judge(question, decision, by, may_decide)
     except (QuestionExpiredError, ToolCallRunningError, NotAllowedError) as refusal:
@@ -114,7 +120,7 @@ def decide_question(
             if isinstance(refusal, ToolCallRunningError)
             else "refused"
         )
-        attempt(outcome, answer=answer, detail=str(refusal))
+        trail(outcome, answer=answer, detail=str(refusal))
         return Settled(refusal=refusal)
     if question.policy is not None and by is not None and decision == "accept":
         question.votes.append(Vote(by, now))
@@ -122,9 +128,9 @@ def decide_question(
     if verdict == "count":
         connection.execute(update(questions).where(questions.c.id == question.id).values(votes=votes))
         assert question.policy is not None
-        attempt("counted", answer=answer, detail=f"{len(question.votes)} of {question.policy.count} approvals")
+        trail("counted", answer=answer, detail=f"{len(question.votes)} of {question.policy.count} approvals")
         return Settled(question)
-    values = _decision_values(question, row["tool_call_id"], decision, answer, note, by, channel, now, votes)
+    values = _decision_values(question, row["tool_call_id"], attempt, answer, now, votes)
     if postgres:  # one statement: the decision, the call's version, the wake and the trail's row
         done = connection.execute(_DECIDE_AT_ONCE, values).one()
         decided, call_version, chat_version = done.decided, done.call_version, done.chat_version
@@ -132,24 +138,13 @@ def decide_question(
         decided = connection.execute(_DECIDE, values).rowcount
         call_version = connection.scalar(_BUMP_CALL, values)
         chat_version = connection.scalar(WAKE, values)
-        connection.execute(
-            INSERT_EVENT, {key.removeprefix("event_"): values[key] for key in values if key[:6] == "event_"}
-        )
+        connection.execute(INSERT_EVENT, {key[6:]: value for key, value in values.items() if key[:6] == "event_"})
     if decided != 1:  # the row lock makes this unreachable; kept so a decision can never be written twice
         raise RuntimeError(f"Question {question.id} was decided while this process held its row lock")
-    return _settled(question, decision, answer, note, by, channel, now, call_version, chat_version)
+    return _settled(question, attempt, answer, now, call_version, chat_version)
 
 
-def decide_if_open(
-    connection: Connection,
-    question_id: str,
-    decision: Decision,
-    answer_of: AnswerOf,
-    note: str | None,
-    by: Principal | None,
-    channel: Channel,
-    known: Question | None = None,
-) -> Settled | None:
+def decide_if_open(connection: Connection, attempt: Attempt, known: Question | None = None) -> Settled | None:
     """PostgreSQL, the common case, without a transaction: read the question, then record the decision in one
     statement that writes only if the question is still open (each statement commits by itself).
 
@@ -164,38 +159,35 @@ def decide_if_open(
     """
     now = utcnow()
     if known is None:
-        row = connection.execute(_QUESTION, {"question_id": question_id}).mappings().one_or_none()
+        row = connection.execute(_QUESTION, {"question_id": attempt.question_id}).mappings().one_or_none()
         if row is None:
-            raise UnknownQuestionError(f"No question has the id {question_id!r}")
+            raise UnknownQuestionError(f"No question has the id {attempt.question_id!r}")
         question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
         running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
         closed = row["result_message_id"] is not None
     else:
         question, running, closed = copy.copy(known), False, False
-    answer = answer_of(question)  # an invalid answer raises here and nothing is written
+    answer = attempt.answer_of(question)  # an invalid answer raises here and nothing is written
     try:
         if question.policy is not None or not check_decision(
-            question, decision, running=running, closed=closed, now=now
+            question, attempt.decision, running=running, closed=closed, now=now
         ):
             return None
     except (QuestionExpiredError, ToolCallRunningError):
         return None
-    values = _decision_values(question, None, decision, answer, note, by, channel, now, None)
-    refuses_running = decision == "decline" and not question.extra.get("awaited")
+    values = _decision_values(question, None, attempt, answer, now, None)
+    refuses_running = attempt.decision == "decline" and not question.extra.get("awaited")
     done = connection.execute(_DECIDE_IF_OPEN[refuses_running], values).one()
     if done.decided != 1:
         return None
-    return _settled(question, decision, answer, note, by, channel, now, done.call_version, done.chat_version)
+    return _settled(question, attempt, answer, now, done.call_version, done.chat_version)
 
 
 def _decision_values(
     question: Question,
     call_row: int | None,
-    decision: Decision,
+    attempt: Attempt,
     answer: dict[str, Any] | None,
-    note: str | None,
-    by: Principal | None,
-    channel: Channel,
     now: datetime,
     votes: list[dict[str, Any]] | None,
 ) -> dict[str, Any]:
@@ -204,6 +196,7 @@ def _decision_values(
 
     No key is a column's name: see :data:`~tarry.store.schedule.WAKE`.
     """
+    decision, by, channel, note = attempt.decision, attempt.by, attempt.channel, attempt.note
     event = attempt_values(question, decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note)
     return {
         "decided_question": question.id,
@@ -221,18 +214,15 @@ def _decision_values(
 
 def _settled(
     question: Question,
-    decision: Decision,
+    attempt: Attempt,
     answer: dict[str, Any] | None,
-    note: str | None,
-    by: Principal | None,
-    channel: Channel,
     now: datetime,
     call_version: int | None,
     chat_version: int,
 ) -> Settled:
     """The question as a recorded decision left it, and the versions the decision wrote."""
-    question.decision, question.answer, question.note, question.decided_at = decision, answer, note, now
-    question.decided_by, question.channel = by, channel
+    question.decision, question.answer, question.note, question.decided_at = attempt.decision, answer, attempt.note, now
+    question.decided_by, question.channel = attempt.by, attempt.channel
     return Settled(question, versions=(int(chat_version), None if call_version is None else int(call_version)))
 
 

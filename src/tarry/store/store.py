@@ -26,7 +26,7 @@ from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import AnswerNeeded, Decision, Question
 from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
-from tarry.store.deciding import AnswerOf, Settled, decide_if_open, decide_question
+from tarry.store.deciding import AnswerOf, Attempt, Settled, decide_if_open, decide_question
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import CHAT_VERSION, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
@@ -414,24 +414,24 @@ class Store:
         approval counted; ``None`` when another decision came first) and the versions it wrote;
         raises the refusal the trail recorded.
         """
-        asked, deciding, where = _question_id(question_id), principal_of(by), check_channel(channel)
+        attempt = Attempt(
+            _question_id(question_id), decision, answer_of, note, principal_of(by), check_channel(channel)
+        )
         settled = None
         if not self.db.is_sqlite:  # the common case in two statements, without BEGIN and COMMIT
-            at_once = partial(decide_if_open, question_id=asked, decision=decision, answer_of=answer_of, note=note)
-            attempt = asyncio.ensure_future(
-                self.db.run_alone(partial(at_once, by=deciding, channel=where, known=known), write=True)
+            at_once = asyncio.ensure_future(
+                self.db.run_alone(partial(decide_if_open, attempt=attempt, known=known), write=True)
             )
             try:
-                settled = await asyncio.shield(attempt)
+                settled = await asyncio.shield(at_once)
             except asyncio.CancelledError:  # its statement commits all the same: a decision it recorded is announced
                 with contextlib.suppress(Exception):
-                    recorded = await attempt
+                    recorded = await at_once
                     if recorded is not None:
                         await self._announce(recorded, decision)
                 raise
         if settled is None:
-            work = partial(decide_question, question_id=asked, decision=decision, answer_of=answer_of, note=note)
-            work = partial(work, by=deciding, channel=where, may_decide=self.may_decide, postgres=not self.db.is_sqlite)
+            work = partial(decide_question, attempt=attempt, may_decide=self.may_decide, postgres=not self.db.is_sqlite)
             settled = await self.db.run_write(work, may_block=self.may_decide is not None)
         return await self._announce(settled, decision)
 
