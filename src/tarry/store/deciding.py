@@ -30,7 +30,7 @@ from tarry.store.audit import (
     insert_event_from,
     record_attempt,
 )
-from tarry.store.rows import call_from_row, decider_values, question_from_row
+from tarry.store.rows import Row, call_from_row, decider_values, question_from_row
 from tarry.store.schedule import WAKE, WAKE_NOTIFY
 from tarry.store.tables import questions, tool_calls
 
@@ -95,15 +95,9 @@ def decide_question(
     refusals are returned to raise after the commit. A recorded decision bumps the call's
     version (a process that read the call must read it again) and wakes the chat.
     """
-    decision, by = attempt.decision, attempt.by
-    row = connection.execute(_LOCKED_QUESTION, {"question_id": attempt.question_id}).mappings().one_or_none()
-    if row is None:
-        raise UnknownQuestionError(f"No question has the id {attempt.question_id!r}")
-    question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+    decision, by, now = attempt.decision, attempt.by, utcnow()
+    row, question, running, closed = _read_question(connection, _LOCKED_QUESTION, attempt.question_id, now)
     answer = attempt.answer_of(question)  # an invalid answer raises here and nothing is written
-    now = utcnow()
-    running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
-    closed = row["result_message_id"] is not None
     trail = partial(
         record_attempt, connection, question, decision, at=now, by=by, channel=attempt.channel, note=attempt.note
     )
@@ -159,12 +153,7 @@ def decide_if_open(connection: Connection, attempt: Attempt, known: Question | N
     """
     now = utcnow()
     if known is None:
-        row = connection.execute(_QUESTION, {"question_id": attempt.question_id}).mappings().one_or_none()
-        if row is None:
-            raise UnknownQuestionError(f"No question has the id {attempt.question_id!r}")
-        question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
-        running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
-        closed = row["result_message_id"] is not None
+        _, question, running, closed = _read_question(connection, _QUESTION, attempt.question_id, now)
     else:
         question, running, closed = copy.copy(known), False, False
     answer = attempt.answer_of(question)  # an invalid answer raises here and nothing is written
@@ -181,6 +170,21 @@ def decide_if_open(connection: Connection, attempt: Attempt, known: Question | N
     if done.decided != 1:
         return None
     return _settled(question, attempt, answer, now, done.call_version, done.chat_version)
+
+
+def _read_question(
+    connection: Connection, query: Executable, question_id: str, now: datetime
+) -> tuple[Row, Question, bool, bool]:
+    """The question's row read by ``query``, the question, and whether its call runs at ``now`` and has ended.
+
+    Raises :class:`UnknownQuestionError` for an unknown id.
+    """
+    row = connection.execute(query, {"question_id": question_id}).mappings().one_or_none()
+    if row is None:
+        raise UnknownQuestionError(f"No question has the id {question_id!r}")
+    question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+    running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
+    return row, question, running, row["result_message_id"] is not None
 
 
 def _decision_values(

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -352,9 +352,11 @@ class StoreJournal:
             return chat_version, version, claimed
 
         if outcome.result is not None and not self.db.is_sqlite:  # no BEGIN, no COMMIT, one round trip
+            turn_lease = lease if claim_turn else None
             save = partial(save_result, chat_id=chat_id, row_id=row_id, owner=owner, result=outcome.result, what=what)
-            save = partial(save, claim_turn=lease if claim_turn else None)
-            chat_version, version, claimed = await self._write_holding_claim(save, what, alone=True)
+            chat_version, version, claimed = await self._write_holding_claim(
+                partial(save, claim_turn=turn_lease), what, alone=True
+            )
         else:
             chat_version, version, claimed = await self._write_holding_claim(write, what)
         row.claimed, row.version = False, version
@@ -637,6 +639,15 @@ class Tail:
     chat_questions: Sequence[Row] = ()
     """The rows of the chat's own questions (no call), oldest first."""
 
+    @classmethod
+    def of(cls, start: int, messages: Sequence[Row], calls: Sequence[Row], asked: Iterable[Row]) -> Tail:
+        """The tail of these rows, with the questions ``asked`` (oldest first) grouped by call, the chat's own apart."""
+        grouped: dict[int, list[Row]] = {row["id"]: [] for row in calls}
+        own: list[Row] = []
+        for row in asked:
+            (own if row["tool_call_id"] is None else grouped[row["tool_call_id"]]).append(row)
+        return cls(start, messages, calls, grouped, own)
+
     def waits_on_own_question(self) -> bool:
         """True when one of the chat's own questions is undecided and has time left."""
         now = utcnow()
@@ -680,14 +691,8 @@ def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:
     where = {"chat_id": chat_id, "start": start}
     message_rows = list(connection.execute(_TAIL_MESSAGES, where).mappings())
     call_rows: list[Row] = list(connection.execute(_TAIL_CALLS, where).mappings())
-    grouped: dict[int, list[Row]] = {row["id"]: [] for row in call_rows}
-    own: list[Row] = []
-    for row in connection.execute(_TAIL_QUESTIONS, {"row_ids": list(grouped), "chat_id": chat_id}).mappings():
-        if row["tool_call_id"] is None:
-            own.append(row)
-        else:
-            grouped[row["tool_call_id"]].append(row)
-    return Tail(start, message_rows, call_rows, grouped, own)
+    asked = {"row_ids": [row["id"] for row in call_rows], "chat_id": chat_id}
+    return Tail.of(start, message_rows, call_rows, connection.execute(_TAIL_QUESTIONS, asked).mappings())
 
 
 def fetch_chat(connection: Connection, chat_id: str, start: int) -> tuple[Row | None, Tail]:
@@ -701,13 +706,9 @@ def fetch_chat(connection: Connection, chat_id: str, start: int) -> tuple[Row | 
         chat_row = connection.execute(_CHAT_ROW, {"chat_id": chat_id}).mappings().one_or_none()
         return chat_row, fetch_tail(connection, chat_id, start)
     found = connection.execute(_CHAT_AT_ONCE, {"chat_id": chat_id, "start": start}).one()
-    call_rows = _from_json(tool_calls, found.calls)
-    grouped: dict[int, list[Row]] = {row["id"]: [] for row in call_rows}
-    own: list[Row] = []
-    for row in _from_json(questions, found.questions):
-        (own if row["tool_call_id"] is None else grouped[row["tool_call_id"]]).append(row)
     chat = None if found.chat is None else _from_json(chats, [found.chat])[0]
-    return chat, Tail(start, _from_json(messages, found.messages), call_rows, grouped, own)
+    message_rows, call_rows = _from_json(messages, found.messages), _from_json(tool_calls, found.calls)
+    return chat, Tail.of(start, message_rows, call_rows, _from_json(questions, found.questions))
 
 
 def _from_json(table: Table, rows: list[list[Any]] | None) -> list[Row]:

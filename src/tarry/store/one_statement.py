@@ -19,6 +19,7 @@ from sqlalchemy import (
     Connection,
     Executable,
     Table,
+    Update,
     and_,
     bindparam,
     case,
@@ -69,18 +70,17 @@ def save_reply(
     Returns the chat's new version and the calls' row ids.
     """
     reply = message_values(message)
-    values: dict[str, Any] = {"reply_chat_id": chat_id, "holder": holder, "at": utcnow()}
-    values.update({f"m_{column}": value for column, value in reply.items()})
+    values: dict[str, Any] = {"of_chat": chat_id, "holder": holder, "at": utcnow(), **_prefixed("m_", reply)}
     shape: list[int] = []
     call_columns: tuple[str, ...] = ()
     asked_columns: tuple[str, ...] = ()
     for number, record in enumerate(records):
         given = call_values(record)
-        values.update({f"c{number}_{column}": value for column, value in given.items()})
+        values.update(_prefixed(f"c{number}_", given))
         call_columns = tuple(given)
         for index, question in enumerate(record.questions):
             asked = question_values(question)
-            values.update({f"q{number}_{index}_{column}": value for column, value in asked.items()})
+            values.update(_prefixed(f"q{number}_{index}_", asked))
             asked_columns = tuple(asked)
         shape.append(len(record.questions))
     statement = _reply_statement(tuple(reply), call_columns, tuple(shape), asked_columns)
@@ -102,23 +102,18 @@ def _reply_statement(
     When the version bump finds the turn lost, it returns no row, so nothing is inserted.
     """
     bumped = (
-        update(chats)
-        .where(chats.c.id == bindparam("reply_chat_id"), chats.c.claimed_by == bindparam("holder"))
-        .values(version=chats.c.version + 1, message_count=chats.c.message_count + 1)
-        .values(claimed_by=None, claimed_until=None)
-        .returning(chats.c.version, (chats.c.message_count - 1).label("position"))
+        _one_more_message(chats.c.claimed_by == bindparam("holder"), claimed_by=None, claimed_until=None)
+        .returning(*_BUMPED)
         .cte("bumped")
     )
-    chat_id = bindparam("reply_chat_id", type_=chats.c.id.type)
-    at_position = {"chat_id": chat_id, "created_at": bindparam("at", type_=messages.c.created_at.type)}
-    message = _insert_from(messages, bumped, "m_", message_columns, position=bumped.c.position, **at_position)
+    message = _message_after(bumped, message_columns)
     calls, asked = [], []
     for number, count in enumerate(questions_per_call):
-        fixed = {"message_position": bumped.c.position, "version": literal(0), **at_position}
+        fixed = {"message_position": bumped.c.position, "version": literal(0), "chat_id": _CHAT_ID, "created_at": _AT}
         call = _insert_from(tool_calls, bumped, f"c{number}_", call_columns, **fixed)
         calls.append(call.returning(tool_calls.c.id).cte(f"call_{number}"))
         for index in range(count):
-            fixed = {"chat_id": chat_id, "tool_call_id": calls[-1].c.id, "number": literal(index)}
+            fixed = {"chat_id": _CHAT_ID, "tool_call_id": calls[-1].c.id, "number": literal(index)}
             question = _insert_from(questions, calls[-1], f"q{number}_{index}_", question_columns, **fixed)
             asked.append(question.cte(f"q_{number}_{index}"))
     joined: Any = bumped
@@ -139,43 +134,29 @@ def save_user_message(
     ``None``, writing nothing, when the chat is at another version (or gone): the caller then takes
     the way of a transaction, which looks for open calls in the database.
     """
-    now = utcnow()
-    values: dict[str, Any] = {"user_chat_id": chat_id, "seen": seen, "at": now}
-    values.update({f"m_{column}": value for column, value in message_values(message).items()})
+    now, columns = utcnow(), message_values(message)
+    values: dict[str, Any] = {"of_chat": chat_id, "seen": seen, "at": now, **_prefixed("m_", columns)}
     if claim_turn is not None:
         values.update(owner=owner, now=now, until=now + claim_turn)
-    row = connection.execute(_user_message_statement(tuple(values), claim_turn is not None), values).one_or_none()
+    row = connection.execute(_user_message_statement(tuple(columns), claim_turn is not None), values).one_or_none()
     return None if row is None else (int(row.version), bool(row.claimed))
 
 
 @functools.lru_cache(maxsize=8)
-def _user_message_statement(names: tuple[str, ...], claim: bool) -> Executable:
-    """The statement of :func:`save_user_message` for parameters ``names``, built once.
+def _user_message_statement(message_columns: tuple[str, ...], claim: bool) -> Executable:
+    """The statement of :func:`save_user_message` for a message of ``message_columns``, built once.
 
     The version bump compares the chat's version (PostgreSQL checks it again on the newest row when
     it waited for another writer's lock), and a new question of the user ends an earlier cancellation.
     """
     claiming, claimed = claiming_turn() if claim else ({}, literal(False).label("claimed"))
     bumped = (
-        update(chats)
-        .where(chats.c.id == bindparam("user_chat_id"), chats.c.version == bindparam("seen"))
-        .values(version=chats.c.version + 1, message_count=chats.c.message_count + 1, **claiming)
-        .values(cancel_requested_at=None)
-        .returning(chats.c.version, (chats.c.message_count - 1).label("position"), claimed)
+        _one_more_message(chats.c.version == bindparam("seen"), cancel_requested_at=None, **claiming)
+        .returning(*_BUMPED, claimed)
         .cte("asking")
     )
-    fixed = {
-        "chat_id": bindparam("user_chat_id", type_=chats.c.id.type),
-        "position": bumped.c.position,
-        "created_at": bindparam("at", type_=messages.c.created_at.type),
-    }
-    message = _insert_from(messages, bumped, "m_", _message_columns(names), **fixed)
+    message = _message_after(bumped, message_columns)
     return select(bumped.c.version, bumped.c.claimed).add_cte(message.cte("message"))
-
-
-def _message_columns(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The message's columns among parameter ``names`` (those named ``m_`` + the column)."""
-    return tuple(name.removeprefix("m_") for name in names if name.startswith("m_"))
 
 
 def save_result(
@@ -195,12 +176,12 @@ def save_result(
     Raises :class:`ClaimLostError`, writing nothing, when ``owner`` no longer holds the open call.
     Returns the chat's new version, the call's new version, and whether the turn was claimed.
     """
-    now = utcnow()
-    values: dict[str, Any] = {"result_chat_id": chat_id, "row_id": row_id, "owner": owner, "at": now}
-    values.update({f"m_{column}": value for column, value in message_values(result).items()})
+    now, columns = utcnow(), message_values(result)
+    values: dict[str, Any] = {"of_chat": chat_id, "row_id": row_id, "owner": owner, "at": now}
+    values.update(_prefixed("m_", columns))
     if claim_turn is not None:
         values.update(now=now, until=now + claim_turn)
-    statement = _result_statement(tuple(values), claim_turn is not None)
+    statement = _result_statement(tuple(columns), claim_turn is not None)
     row = connection.execute(statement, values).one_or_none()
     if row is None:
         raise ClaimLostError(f"The claim on {what} was lost")
@@ -208,9 +189,8 @@ def save_result(
 
 
 @functools.lru_cache(maxsize=8)
-def _result_statement(names: tuple[str, ...], claim: bool) -> Executable:
-    """The statement of :func:`save_result` for parameters ``names`` (the message's columns are those after
-    ``m_``), built once.
+def _result_statement(message_columns: tuple[str, ...], claim: bool) -> Executable:
+    """The statement of :func:`save_result` for a message of ``message_columns``, built once.
 
     It locks the held call first, as a decision does (the call's row, then the chat's), bumps the chat
     only if it found the call, inserts the message only if it bumped the chat, and closes the call with
@@ -218,20 +198,8 @@ def _result_statement(names: tuple[str, ...], claim: bool) -> Executable:
     """
     held = select(tool_calls.c.id).where(*HELD_OPEN_CALL).with_for_update().cte("held")
     claiming, claimed = claiming_turn() if claim else ({}, literal(False).label("claimed"))
-    bumped = (
-        update(chats)
-        .where(chats.c.id == bindparam("result_chat_id"), exists(held.select()))
-        .values(version=chats.c.version + 1, message_count=chats.c.message_count + 1, **claiming)
-        .returning(chats.c.version, (chats.c.message_count - 1).label("position"), claimed)
-        .cte("bumped")
-    )
-    columns = _message_columns(names)
-    fixed = {
-        "chat_id": bindparam("result_chat_id", type_=chats.c.id.type),
-        "position": bumped.c.position,
-        "created_at": bindparam("at", type_=messages.c.created_at.type),
-    }
-    message = _insert_from(messages, bumped, "m_", columns, **fixed).returning(messages.c.id).cte("message")
+    bumped = _one_more_message(exists(held.select()), **claiming).returning(*_BUMPED, claimed).cte("bumped")
+    message = _message_after(bumped, message_columns).returning(messages.c.id).cte("message")
     closed = (
         update(tool_calls)
         .where(tool_calls.c.id == bindparam("row_id"), exists(message.select()))
@@ -247,6 +215,35 @@ def _result_statement(names: tuple[str, ...], claim: bool) -> Executable:
     return select(
         bumped.c.version.label("chat_version"), closed.c.version.label("call_version"), bumped.c.claimed
     ).select_from(bumped.join(closed, true()))
+
+
+_CHAT_ID = bindparam("of_chat", type_=chats.c.id.type)
+"""The chat every statement here writes to."""
+_AT = bindparam("at", type_=messages.c.created_at.type)
+"""When the statement's rows were created."""
+_BUMPED = (chats.c.version, (chats.c.message_count - 1).label("position"))
+"""What a bump by one message returns: the chat's new version and the position it reserved."""
+
+
+def _one_more_message(*where: Any, **values: Any) -> Update:
+    """The chat's version bump that reserves a position for one message, where ``where`` holds, also setting
+    ``values``."""
+    return (
+        update(chats)
+        .where(chats.c.id == _CHAT_ID, *where)
+        .values(version=chats.c.version + 1, message_count=chats.c.message_count + 1, **values)
+    )
+
+
+def _message_after(bumped: Any, columns: tuple[str, ...]) -> Any:
+    """The INSERT of one message (``columns`` from parameters named ``m_<column>``) at the position ``bumped``
+    reserved, when it returned a row."""
+    return _insert_from(messages, bumped, "m_", columns, chat_id=_CHAT_ID, position=bumped.c.position, created_at=_AT)
+
+
+def _prefixed(prefix: str, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with each key behind ``prefix``: parameters that name no column."""
+    return {prefix + key: value for key, value in values.items()}
 
 
 def _insert_from(table: Table, source: Any, prefix: str, columns: tuple[str, ...], **fixed: Any) -> Any:
