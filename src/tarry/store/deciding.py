@@ -30,6 +30,7 @@ from tarry.store.audit import (
     insert_event_from,
     record_attempt,
 )
+from tarry.store.cursor import fetch_one
 from tarry.store.rows import Row, call_from_row, decider_values, question_from_row
 from tarry.store.schedule import WAKE, WAKE_NOTIFY
 from tarry.store.tables import questions, tool_calls
@@ -166,10 +167,10 @@ def decide_if_open(connection: Connection, attempt: Attempt, known: Question | N
         return None
     values = _decision_values(question, None, attempt, answer, now, None)
     refuses_running = attempt.decision == "decline" and not question.extra.get("awaited")
-    done = connection.execute(_DECIDE_IF_OPEN[refuses_running], values).one()
-    if done.decided != 1:
+    done = fetch_one(connection, _DECIDE_IF_OPEN[refuses_running], values)
+    if done is None or done["decided"] != 1:
         return None
-    return _settled(question, attempt, answer, now, done.call_version, done.chat_version)
+    return _settled(question, attempt, answer, now, done["call_version"], done["chat_version"])
 
 
 def _read_question(
@@ -179,7 +180,7 @@ def _read_question(
 
     Raises :class:`UnknownQuestionError` for an unknown id.
     """
-    row = connection.execute(query, {"question_id": question_id}).mappings().one_or_none()
+    row = fetch_one(connection, query, {"question_id": question_id})
     if row is None:
         raise UnknownQuestionError(f"No question has the id {question_id!r}")
     question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))

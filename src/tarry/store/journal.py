@@ -20,7 +20,6 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Executable, Table, and_, bindparam, insert, or_, select, text, update
-from sqlalchemy import Row as ResultRow
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.changes import CallChange, Changes
@@ -29,6 +28,7 @@ from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsErro
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
+from tarry.store.cursor import fetch_one, fetch_value, run
 from tarry.store.deciding import AnswerOf, Settled
 from tarry.store.engine import Database
 from tarry.store.one_statement import (
@@ -152,7 +152,7 @@ class StoreJournal:
         chat_id, known = self.chat_id, self._seen
 
         def look(connection: Connection) -> int:
-            version = connection.scalar(CHAT_VERSION, {"chat_id": chat_id})
+            version = fetch_value(connection, CHAT_VERSION, {"chat_id": chat_id})
             if version is None:
                 raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
             return int(version)
@@ -207,7 +207,7 @@ class StoreJournal:
             else:
                 holder = owner if held else None
                 version, position = bump_chat(connection, chat_id, new_messages=1, holder=holder, **changes)
-            if message.role == "user" and connection.scalar(_OPEN_CALL, {"chat_id": chat_id}) is not None:
+            if message.role == "user" and fetch_value(connection, _OPEN_CALL, {"chat_id": chat_id}) is not None:
                 # Another process's reply with calls came in after this one looked: record nothing.
                 raise PendingToolCallsError("Tool calls of this chat still wait; answer them before asking again")
             connection.execute(
@@ -490,7 +490,7 @@ class StoreJournal:
 
 
 def _execute(statement: Executable, values: dict[str, Any], connection: Connection) -> None:
-    connection.execute(statement, values)
+    run(connection, statement, values)
 
 
 def bump_chat(
@@ -503,7 +503,7 @@ def bump_chat(
     Returns the new version and the first reserved position.
     """
     row = _bump(connection, chat_id, new_messages, holder, None, changes)
-    return int(row.version), int(row.message_count) - new_messages
+    return int(row["version"]), int(row["message_count"]) - new_messages
 
 
 def bump_chat_claiming(
@@ -515,7 +515,7 @@ def bump_chat_claiming(
     """
     now = utcnow()
     row = _bump(connection, chat_id, new_messages, None, {"now": now, "owner": owner, "until": now + lease}, changes)
-    return int(row.version), int(row.message_count) - new_messages, bool(row.claimed)
+    return int(row["version"]), int(row["message_count"]) - new_messages, bool(row["claimed"])
 
 
 def _bump(
@@ -525,7 +525,7 @@ def _bump(
     holder: str | None,
     claim: dict[str, Any] | None,
     changes: dict[str, Any],
-) -> ResultRow[Any]:
+) -> Row:
     values = {
         "chat_id": chat_id,
         "new_messages": new_messages,
@@ -534,7 +534,7 @@ def _bump(
         **{f"new_{key}": value for key, value in changes.items()},
     }
     statement = _bump_statement(tuple(sorted(changes)), holder is not None, claim is not None)
-    row = connection.execute(statement, values).one_or_none()
+    row = fetch_one(connection, statement, values)
     if row is None and holder is not None:
         raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
     if row is None:
@@ -567,8 +567,8 @@ def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Execut
 def take_turn(connection: Connection, chat_id: str, owner: str, lease: timedelta) -> int | None:
     """Claim the chat's turn for ``owner`` unless another claim holds; returns the chat's version, or ``None``."""
     now = utcnow()
-    version: int | None = connection.scalar(
-        _TAKE_TURN, {"chat_id": chat_id, "now": now, "owner": owner, "until": now + lease}
+    version: int | None = fetch_value(
+        connection, _TAKE_TURN, {"chat_id": chat_id, "now": now, "owner": owner, "until": now + lease}
     )
     return version
 
@@ -577,12 +577,13 @@ def claim_call(connection: Connection, row_id: int, version: int, owner: str, le
     """Claim a call row at ``version`` for ``owner``: one statement when it is free, as it mostly is."""
     now = utcnow()
     values = {"row_id": row_id, "read_version": version, "owner": owner, "until": now + lease, "now": now}
-    if connection.scalar(_CLAIM_FREE_CALL, values) is not None:
+    if fetch_value(connection, _CLAIM_FREE_CALL, values) is not None:
         return Claim.GRANTED
-    if connection.scalar(_CLAIM_LAPSED_CALL, values) is not None:
+    if fetch_value(connection, _CLAIM_LAPSED_CALL, values) is not None:
         return Claim.RECLAIMED
-    row = connection.execute(_CALL_STATE, values).one()
-    return Claim.STALE if row.version != version or row.result_message_id is not None else Claim.BUSY
+    row = fetch_one(connection, _CALL_STATE, values)
+    assert row is not None  # a call's row is never deleted
+    return Claim.STALE if row["version"] != version or row["result_message_id"] is not None else Claim.BUSY
 
 
 def insert_call(connection: Connection, chat_id: str, position: int, record: CallRecord) -> int:
@@ -594,7 +595,7 @@ def insert_call(connection: Connection, chat_id: str, position: int, record: Cal
         "version": 0,
         "created_at": utcnow(),
     }
-    row_id: int = connection.execute(_INSERT_CALL, values).scalar_one()
+    row_id: int = fetch_value(connection, _INSERT_CALL, values)
     insert_questions(connection, chat_id, row_id, 0, record.questions)
     return row_id
 
@@ -705,10 +706,11 @@ def fetch_chat(connection: Connection, chat_id: str, start: int) -> tuple[Row | 
     if connection.dialect.name == "sqlite":
         chat_row = connection.execute(_CHAT_ROW, {"chat_id": chat_id}).mappings().one_or_none()
         return chat_row, fetch_tail(connection, chat_id, start)
-    found = connection.execute(_CHAT_AT_ONCE, {"chat_id": chat_id, "start": start}).one()
-    chat = None if found.chat is None else _from_json(chats, [found.chat])[0]
-    message_rows, call_rows = _from_json(messages, found.messages), _from_json(tool_calls, found.calls)
-    return chat, Tail.of(start, message_rows, call_rows, _from_json(questions, found.questions))
+    found = fetch_one(connection, _CHAT_AT_ONCE, {"chat_id": chat_id, "start": start})
+    assert found is not None  # a SELECT of subqueries gives one row
+    chat = None if found["chat"] is None else _from_json(chats, [found["chat"]])[0]
+    message_rows, call_rows = _from_json(messages, found["messages"]), _from_json(tool_calls, found["calls"])
+    return chat, Tail.of(start, message_rows, call_rows, _from_json(questions, found["questions"]))
 
 
 def _from_json(table: Table, rows: list[list[Any]] | None) -> list[Row]:

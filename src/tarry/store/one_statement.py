@@ -36,6 +36,7 @@ from tarry.calls import CallRecord
 from tarry.clock import utcnow
 from tarry.errors import ClaimLostError
 from tarry.messages import Message
+from tarry.store.cursor import fetch_one
 from tarry.store.rows import call_values, message_values, question_values
 from tarry.store.tables import chats, messages, questions, tool_calls
 
@@ -84,10 +85,11 @@ def save_reply(
             asked_columns = tuple(asked)
         shape.append(len(record.questions))
     statement = _reply_statement(tuple(reply), call_columns, tuple(shape), asked_columns)
-    row = connection.execute(statement, values).one_or_none()
+    row = fetch_one(connection, statement, values)
     if row is None:
         raise ClaimLostError(f"The claim on the turn of chat {chat_id} was lost")
-    return int(row[0]), [int(row_id) for row_id in row[1:]]
+    version, *row_ids = row.values()
+    return int(version), [int(row_id) for row_id in row_ids]
 
 
 @functools.lru_cache(maxsize=64)  # one per shape of reply: how many calls, asking how many questions
@@ -138,8 +140,8 @@ def save_user_message(
     values: dict[str, Any] = {"of_chat": chat_id, "seen": seen, "at": now, **_prefixed("m_", columns)}
     if claim_turn is not None:
         values.update(owner=owner, now=now, until=now + claim_turn)
-    row = connection.execute(_user_message_statement(tuple(columns), claim_turn is not None), values).one_or_none()
-    return None if row is None else (int(row.version), bool(row.claimed))
+    row = fetch_one(connection, _user_message_statement(tuple(columns), claim_turn is not None), values)
+    return None if row is None else (int(row["version"]), bool(row["claimed"]))
 
 
 @functools.lru_cache(maxsize=8)
@@ -182,10 +184,10 @@ def save_result(
     if claim_turn is not None:
         values.update(now=now, until=now + claim_turn)
     statement = _result_statement(tuple(columns), claim_turn is not None)
-    row = connection.execute(statement, values).one_or_none()
+    row = fetch_one(connection, statement, values)
     if row is None:
         raise ClaimLostError(f"The claim on {what} was lost")
-    return int(row.chat_version), int(row.call_version), bool(row.claimed)
+    return int(row["chat_version"]), int(row["call_version"]), bool(row["claimed"])
 
 
 @functools.lru_cache(maxsize=8)

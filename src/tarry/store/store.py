@@ -26,6 +26,7 @@ from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import AnswerNeeded, Decision, Question
 from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
+from tarry.store.cursor import fetch_value, run
 from tarry.store.deciding import AnswerOf, Attempt, Settled, decide_if_open, decide_question
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import CHAT_VERSION, StoreJournal, fetch_chat, fetch_tail
@@ -181,8 +182,9 @@ class Store:
             "created_at": utcnow(),
             "version": 0,
             "message_count": 0,
+            "schedule_version": 0,
         }
-        await self.db.run_alone(lambda connection: connection.execute(_INSERT_CHAT, row), write=True)
+        await self.db.run_alone(lambda connection: run(connection, _INSERT_CHAT, row), write=True)
         return chat
 
     async def load_chat(
@@ -256,7 +258,7 @@ class Store:
         """
         found = None
         if "\x00" not in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
-            found = await self.db.run_alone(lambda c: c.scalar(CHAT_VERSION, {"chat_id": chat_id}), write=False)
+            found = await self.db.run_alone(lambda c: fetch_value(c, CHAT_VERSION, {"chat_id": chat_id}), write=False)
         if found is None:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
         return int(found)
