@@ -164,21 +164,27 @@ def transactions_section(folder: Path, postgres: str | None) -> list[str]:
 
 
 def statements_section(folder: Path, postgres: str | None) -> list[str]:
-    """What one statement costs here through SQLAlchemy Core, beside the driver alone."""
+    """What one statement costs here through tarry's store, SQLAlchemy Core and tarry's cursor, beside the
+    driver alone."""
     lines = [
         "## What one statement costs on this machine",
         "",
         "One keyed one-row read (the check that a chat is unchanged), on a connection kept open and outside any",
-        "transaction, p50 of 2,000: through SQLAlchemy Core, as tarry sends every statement, and through the",
-        "driver's cursor alone. The difference is SQLAlchemy's work in Python for each statement (compiling from",
-        "its cache, binding parameters, events, the result object); on PostgreSQL both include the round trip.",
+        "transaction, p50 of 2,000, four ways: through tarry's store (`store.chat_version`); through SQLAlchemy",
+        "Core; through tarry's cursor (`tarry.store.cursor`, which sends the hot statements of a step: compiled",
+        "once by SQLAlchemy, bound and read with its processors, without its execution layer); and through the",
+        "driver's cursor alone. Between SQLAlchemy Core and the driver alone is SQLAlchemy's execution layer",
+        "(the cache lookup, the execution context, events, the result object); between the store and tarry's",
+        "cursor, the rest of tarry's way of running a statement (on PostgreSQL a hop to a worker thread and",
+        "back; a span). On PostgreSQL all four include the round trip.",
         "",
-        "| database | through SQLAlchemy Core | the driver alone | SQLAlchemy's share |",
-        "|---|---|---|---|",
+        "| database | through tarry's store | through SQLAlchemy Core | through tarry's cursor | the driver alone |",
+        "|---|---|---|---|---|",
     ]
     for label, url in databases(folder / "statements.db", postgres):
-        core, alone = statement_cost(url)
-        lines.append(f"| {label} | {core:.0f} µs | {alone:.0f} µs | {core - alone:.0f} µs |")
+        cost = statement_cost(url)
+        cells = " | ".join(f"{cost[way]:.0f} µs" for way in ("store", "sqlalchemy", "cursor", "driver"))
+        lines.append(f"| {label} | {cells} |")
     return [*lines, ""]
 
 

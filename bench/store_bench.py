@@ -621,14 +621,19 @@ async def one_chat(url: str) -> str:
         return (await store.create_chat()).id
 
 
-def statement_cost(url: str, count: int = 2000) -> tuple[float, float]:
-    """The p50 microseconds of one keyed one-row read, through SQLAlchemy Core and through the driver alone.
+def statement_cost(url: str, count: int = 2000) -> dict[str, float]:
+    """The p50 microseconds of one keyed one-row read four ways: through tarry's store, through SQLAlchemy Core,
+    through tarry's cursor (:mod:`tarry.store.cursor`) and through the driver alone.
 
     The read is the check that a chat is unchanged (``SELECT version FROM tarry_chats WHERE id = ...``) on
-    a connection kept open, outside any transaction, as tarry sends it; the difference between the two
-    is what SQLAlchemy adds to each statement.
+    a connection kept open, outside any transaction, as tarry sends it. Between SQLAlchemy Core and the
+    driver alone is SQLAlchemy's execution layer, which tarry's cursor skips; between the store and
+    tarry's cursor, the rest of tarry's way of running a statement (a hop to a worker thread and back
+    on PostgreSQL, a span).
     """
     from sqlalchemy import create_engine
+
+    from tarry.store.cursor import fetch_value
 
     chat_id = asyncio.run(one_chat(url))
     query = select(chats.c.version).where(chats.c.id == chat_id)
@@ -644,16 +649,29 @@ def statement_cost(url: str, count: int = 2000) -> tuple[float, float]:
             timings.append(time.perf_counter() - started)
         return statistics.median(timings) * 1_000_000
 
+    async def through_the_store() -> float:
+        async with Store(url) as store:
+            for _ in range(200):
+                await store.chat_version(chat_id)
+            timings = []
+            for _ in range(count):
+                started = time.perf_counter()
+                await store.chat_version(chat_id)
+                timings.append(time.perf_counter() - started)
+        return statistics.median(timings) * 1_000_000
+
+    figures = {"store": asyncio.run(through_the_store())}
     engine = create_engine(database_url(url))
     with engine.connect() as connection:
         core = connection.execution_options(isolation_level="AUTOCOMMIT")
-        through_sqlalchemy = p50(lambda: core.scalar(query))
+        figures["sqlalchemy"] = p50(lambda: core.scalar(query))
+        figures["cursor"] = p50(lambda: fetch_value(core, query, {}))
         driver = connection.connection.driver_connection
         assert driver is not None
         cursor = driver.cursor()
-        alone = p50(lambda: cursor.execute(raw_sql, (chat_id,)).fetchone())
+        figures["driver"] = p50(lambda: cursor.execute(raw_sql, (chat_id,)).fetchone())
     engine.dispose()
-    return through_sqlalchemy, alone
+    return figures
 
 
 SCHEMAS: list[tuple[str, str]] = []
