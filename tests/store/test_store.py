@@ -16,7 +16,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, event, make_url, select, text, update
 
-from tarry import Message, Question, Task, Tool, ToolCall
+from tarry import Chat, Message, Question, Task, Tool, ToolCall
 from tarry.errors import (
     ChatNotFoundError,
     CorruptStateError,
@@ -484,26 +484,42 @@ async def test_a_chat_cancelled_while_it_claims_a_call_leaves_the_call_to_the_ne
         await chat.ask("Pay Bob 5")
         [question] = await chat.pending_questions()
         assert await chat.approve(question)
-        claiming, go_on = threading.Event(), threading.Event()
-
-        def hold_the_claim(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-            if statement.lstrip().upper().startswith("UPDATE TARRY_TOOL_CALLS SET CLAIMED_BY"):
-                claiming.set()
-                assert go_on.wait(10), "the test never let the claim go on"
-
-        event.listen(store.db.sync_engine, "after_cursor_execute", hold_the_claim)
-        carrying = asyncio.create_task(chat.complete())
-        assert await asyncio.to_thread(claiming.wait, 10)
-        carrying.cancel()  # while the claim's statement runs in a worker thread
-        go_on.set()
-        with pytest.raises(asyncio.CancelledError):
-            await carrying
-        event.remove(store.db.sync_engine, "after_cursor_execute", hold_the_claim)
+        if store.db.is_sqlite:
+            await cancel_while_the_claim_runs(store, chat)
+        else:
+            plain = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+            with psycopg.connect(plain) as other:  # another process holds the call's row: the claim waits
+                other.execute("SELECT id FROM tarry_tool_calls WHERE chat_id = %s FOR UPDATE", (chat.id,))
+                carrying = asyncio.create_task(chat.complete())
+                await waiting_for_a_lock(plain, "UPDATE tarry_tool_calls SET claimed_by")
+                carrying.cancel()  # while the claim's statement waits on the server
+                other.commit()
+                with pytest.raises(asyncio.CancelledError):
+                    await carrying
     async with Store(database_url, lease=60) as other:  # the lease a lingering claim would keep for a minute
         carried = await other.load_chat(chat.id, reactive_model(pay_bob), [TransferMoney()])
         reply = await carried.complete()
         assert reply is not None and reply.content == "All done."
         assert [message.content for message in carried.messages if message.role == "tool"] == ["Sent 5 to Bob"]
+
+
+async def cancel_while_the_claim_runs(store: Store, chat: Chat) -> None:
+    """Cancel ``chat.complete()`` while its claim's statement runs in a worker thread (SQLite)."""
+    claiming, go_on = threading.Event(), threading.Event()
+
+    def hold_the_claim(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE TARRY_TOOL_CALLS SET CLAIMED_BY"):
+            claiming.set()
+            assert go_on.wait(10), "the test never let the claim go on"
+
+    event.listen(store.db.sync_engine, "after_cursor_execute", hold_the_claim)
+    carrying = asyncio.create_task(chat.complete())
+    assert await asyncio.to_thread(claiming.wait, 10)
+    carrying.cancel()
+    go_on.set()
+    with pytest.raises(asyncio.CancelledError):
+        await carrying
+    event.remove(store.db.sync_engine, "after_cursor_execute", hold_the_claim)
 
 
 async def test_a_chat_s_messages_and_version_read_from_the_database_alone(store: Store) -> None:
@@ -701,9 +717,13 @@ async def test_on_postgresql_an_answer_and_a_user_message_take_no_transaction(po
         chat = await store.create_chat(reactive_model(PAY_AND_PAINT[:1]), all_tools())
         sent: list[str] = []
         began: list[bool] = []
+        loop_thread, off_the_loop = threading.get_ident(), []
 
         def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
             sent.append(statement.split(None, 2)[0] + " " + statement.split(None, 2)[1])
+            if threading.get_ident() != loop_thread:
+                off_the_loop.append(statement)
+            assert cursor.connection.autocommit, "the statement commits by itself"
 
         def begin(conn: Any) -> None:
             began.append(conn.connection.driver_connection.autocommit)
@@ -712,14 +732,16 @@ async def test_on_postgresql_an_answer_and_a_user_message_take_no_transaction(po
         event.listen(store.db.sync_engine, "begin", begin)
         await chat.ask("Pay Bob")
         assert sent == ["WITH asking", "WITH bumped"], "the user's message and the model's reply are one each"
-        assert began == [True, True]
+        assert began == [], "no transaction begins"
+        assert off_the_loop == [], "each was sent from the event loop"
         (approval,) = await store.pending_questions(chat.id)
-        del sent[:], began[:]
+        del sent[:], began[:], off_the_loop[:]
         assert await store.approve(approval.id, by="ann") is True
         event.remove(store.db.sync_engine, "before_cursor_execute", note)
         event.remove(store.db.sync_engine, "begin", begin)
         assert sent == ["SELECT tarry_questions.id,", "WITH decided"], "an answer is a read and one statement"
-        assert began == [True], "each statement of the answer commits by itself"
+        assert began == [], "each statement of the answer commits by itself"
+        assert off_the_loop == [], "each was sent from the event loop, with no hop to a worker thread"
         assert [event.outcome for event in await store.history(chat.id)] == ["decided"]
         assert (await store.question(approval.id)).decided_by is not None
 

@@ -16,13 +16,16 @@ Python (``default=0``) to SQLAlchemy.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Connection, Executable
+from sqlalchemy import Connection, Engine, Executable
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.util import await_only
 
 
 class _Compiled:
@@ -55,21 +58,68 @@ class _Compiled:
         escaped = self.compiled.escaped_bind_names
         return {escaped.get(name, name): value for name, value in given.items()} if escaped else given
 
-    def rows(self, cursor: Any) -> list[dict[str, Any]]:
-        """The cursor's rows as mappings of the values ``connection.execute`` would give."""
-        if cursor.description is None:
-            return []
-        found = cursor.fetchall()
+    def rows(self, sent: _Sent) -> list[dict[str, Any]]:
+        """The rows a statement sent, as mappings of the values ``connection.execute`` would give."""
         if not self.columns:  # textual SQL: the driver's values, by the names it gives
-            names = [column[0] for column in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in found]
+            names = [column[0] for column in sent.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in sent.rows]
         return [
             {
                 name: value if process is None else process(value)
                 for (name, process), value in zip(self.columns, row, strict=True)
             }
-            for row in found
+            for row in sent.rows
         ]
+
+
+@dataclass
+class _Sent:
+    """What the driver gave back for one statement."""
+
+    description: Any
+    rows: Sequence[Any]
+    rowcount: int
+
+
+class LoopConnection:
+    """A psycopg asyncio connection that statements are sent on from a greenlet on the event loop
+    (:mod:`tarry.store.loop_connections`); only this module's functions take it."""
+
+    def __init__(self, driver: Any, engine: Engine) -> None:
+        self.driver = driver
+        self.engine = engine
+        self.dialect = engine.dialect
+
+    def send(self, sql: str, parameters: Any) -> _Sent:
+        """Execute ``sql`` and fetch its rows, waiting for the server without blocking the loop."""
+        cursor = self.driver.cursor()
+        listened = self.engine._has_events
+        if listened:
+            self.engine.dispatch.before_cursor_execute(None, cursor, sql, parameters, None, False)
+        try:
+            await_only(cursor.execute(sql, parameters))
+            sent = _Sent(
+                cursor.description, await_only(cursor.fetchall()) if cursor.description else [], cursor.rowcount
+            )
+        except self.dialect.loaded_dbapi.Error as error:
+            broke = bool(self.driver.broken or self.driver.closed)
+            raise DBAPIError.instance(
+                sql,
+                parameters,
+                error,
+                self.dialect.loaded_dbapi.Error,
+                connection_invalidated=broke,
+                dialect=self.dialect,
+            ) from error
+        finally:
+            await_only(cursor.close())
+        if listened:
+            self.engine.dispatch.after_cursor_execute(None, cursor, sql, parameters, None, False)
+        return sent
+
+
+Sendable = Connection | LoopConnection
+"""What the functions here send statements on: a SQLAlchemy connection, or a loop's (PostgreSQL)."""
 
 
 _COMPILED: weakref.WeakKeyDictionary[Executable, dict[tuple[str, frozenset[str]], _Compiled]] = (
@@ -77,7 +127,7 @@ _COMPILED: weakref.WeakKeyDictionary[Executable, dict[tuple[str, frozenset[str]]
 )
 
 
-def _compiled(connection: Connection, statement: Executable, values: Mapping[str, Any]) -> _Compiled:
+def _compiled(connection: Sendable, statement: Executable, values: Mapping[str, Any]) -> _Compiled:
     forms = _COMPILED.get(statement)
     if forms is None:
         forms = _COMPILED[statement] = {}
@@ -88,45 +138,45 @@ def _compiled(connection: Connection, statement: Executable, values: Mapping[str
     return found
 
 
-def fetch_all(connection: Connection, statement: Executable, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+def fetch_all(connection: Sendable, statement: Executable, values: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Run ``statement`` with ``values`` on ``connection``'s driver; its rows as mappings by column name."""
     compiled = _compiled(connection, statement, values)
     if not compiled.direct:
-        return [dict(row) for row in connection.execute(statement, dict(values)).mappings()]
-    cursor = _send(connection, compiled, values)
-    try:
-        return compiled.rows(cursor)
-    finally:
-        cursor.close()
+        return [dict(row) for row in _through_sqlalchemy(connection, statement, values).mappings()]
+    return compiled.rows(_send(connection, compiled, values))
 
 
-def fetch_one(connection: Connection, statement: Executable, values: Mapping[str, Any]) -> dict[str, Any] | None:
+def fetch_one(connection: Sendable, statement: Executable, values: Mapping[str, Any]) -> dict[str, Any] | None:
     """The first row :func:`fetch_all` would give, or ``None``."""
     rows = fetch_all(connection, statement, values)
     return rows[0] if rows else None
 
 
-def fetch_value(connection: Connection, statement: Executable, values: Mapping[str, Any]) -> Any:
+def fetch_value(connection: Sendable, statement: Executable, values: Mapping[str, Any]) -> Any:
     """The first column of the first row :func:`fetch_all` would give, or ``None``."""
     row = fetch_one(connection, statement, values)
     return None if row is None else next(iter(row.values()))
 
 
-def run(connection: Connection, statement: Executable, values: Mapping[str, Any]) -> int:
+def run(connection: Sendable, statement: Executable, values: Mapping[str, Any]) -> int:
     """Run ``statement``, which returns no rows, with ``values``; the number of rows it changed."""
     compiled = _compiled(connection, statement, values)
     if not compiled.direct:
-        return int(connection.execute(statement, dict(values)).rowcount)
-    cursor = _send(connection, compiled, values)
-    try:
-        return int(cursor.rowcount)
-    finally:
-        cursor.close()
+        return int(_through_sqlalchemy(connection, statement, values).rowcount)
+    return _send(connection, compiled, values).rowcount
 
 
-def _send(connection: Connection, compiled: _Compiled, values: Mapping[str, Any]) -> Any:
+def _through_sqlalchemy(connection: Sendable, statement: Executable, values: Mapping[str, Any]) -> Any:
+    if isinstance(connection, LoopConnection):
+        raise TypeError(f"This statement cannot be sent from the event loop: {statement}")
+    return connection.execute(statement, dict(values))
+
+
+def _send(connection: Sendable, compiled: _Compiled, values: Mapping[str, Any]) -> _Sent:
     """Execute ``compiled`` on a new cursor of the driver's connection, telling the engine's listeners."""
     parameters = compiled.parameters(values)
+    if isinstance(connection, LoopConnection):
+        return connection.send(compiled.sql, parameters)
     dbapi = connection.connection.dbapi_connection
     assert dbapi is not None  # an open connection has one
     cursor = dbapi.cursor()
@@ -135,9 +185,11 @@ def _send(connection: Connection, compiled: _Compiled, values: Mapping[str, Any]
         connection.dispatch.before_cursor_execute(connection, cursor, compiled.sql, parameters, None, False)
     try:
         cursor.execute(compiled.sql, parameters)
+        sent = _Sent(cursor.description, cursor.fetchall() if cursor.description else [], cursor.rowcount)
     except Exception as error:
-        cursor.close()
         connection._handle_dbapi_exception(error, compiled.sql, parameters, cursor, None)
+    finally:
+        cursor.close()
     if listened:
         connection.dispatch.after_cursor_execute(connection, cursor, compiled.sql, parameters, None, False)
-    return cursor
+    return sent

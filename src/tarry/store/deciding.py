@@ -30,7 +30,7 @@ from tarry.store.audit import (
     insert_event_from,
     record_attempt,
 )
-from tarry.store.cursor import fetch_one
+from tarry.store.cursor import Sendable, fetch_one
 from tarry.store.rows import Row, call_from_row, decider_values, question_from_row
 from tarry.store.schedule import WAKE, WAKE_NOTIFY
 from tarry.store.tables import questions, tool_calls
@@ -139,7 +139,7 @@ def decide_question(
     return _settled(question, attempt, answer, now, call_version, chat_version)
 
 
-def decide_if_open(connection: Connection, attempt: Attempt, known: Question | None = None) -> Settled | None:
+def decide_if_open(connection: Sendable, attempt: Attempt, known: Question | None = None) -> Settled | None:
     """PostgreSQL, the common case, without a transaction: read the question, then record the decision in one
     statement that writes only if the question is still open (each statement commits by itself).
 
@@ -174,7 +174,7 @@ def decide_if_open(connection: Connection, attempt: Attempt, known: Question | N
 
 
 def _read_question(
-    connection: Connection, query: Executable, question_id: str, now: datetime
+    connection: Sendable, query: Executable, question_id: str, now: datetime
 ) -> tuple[Row, Question, bool, bool]:
     """The question's row read by ``query``, the question, and whether its call runs at ``now`` and has ended.
 

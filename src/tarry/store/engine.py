@@ -1,14 +1,17 @@
-"""Database URLs, and running one transaction in one hop to a worker thread.
+"""Database URLs, and running one transaction whole: on a worker thread, or right on the event loop.
 
-Every transaction of the store is a plain function of a SQLAlchemy ``Connection``, run whole by
-:meth:`Database.run_write` or :meth:`Database.run_read` in a small pool of worker threads, on a
-synchronous driver: Python's own ``sqlite3`` (WAL, ``BEGIN IMMEDIATE`` for writers) or psycopg.
-One hop per transaction is about five times faster on SQLite than aiosqlite, which hops to its
-thread for every statement, fetch and cursor (measured: 0.2 ms against 1.0 ms for a two-statement
-transaction). On PostgreSQL, running transactions on the event loop through psycopg's asyncio driver
-under SQLAlchemy's asyncio layer, which switches greenlets and polls the socket on the loop at every
-round trip, was measured side by side on connections each loop kept: 8% less time per chat, but
-17% fewer answers per second at 4 at a time per process, and more CPU per answer.
+Every transaction of the store is a plain function of a connection, run whole by
+:meth:`Database.run_write`, :meth:`Database.run_read`, :meth:`Database.run_alone` or
+:meth:`Database.run_direct`, on a synchronous driver: Python's own ``sqlite3`` (WAL, ``BEGIN
+IMMEDIATE`` for writers) or psycopg. A transaction that could make the loop wait runs in one hop
+to a small pool of worker threads. One hop per transaction is about five times faster on SQLite
+than aiosqlite, which hops to its thread for every statement, fetch and cursor (measured: 0.2 ms
+against 1.0 ms for a two-statement transaction). On PostgreSQL, the statements of a step
+(:meth:`Database.run_direct`) are sent from the loop on psycopg's asyncio connections instead
+(:mod:`tarry.store.loop_connections`). Running whole transactions on the loop through SQLAlchemy's
+asyncio layer, which switches greenlets at every statement inside its execution layer, was
+measured side by side: 8% less time per chat, but 17% fewer answers per second at 4 at a time per
+process, and more CPU per answer.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
@@ -42,6 +45,8 @@ from tarry.errors import (
     StoreUnavailableError,
     TarryError,
 )
+from tarry.store.cursor import LoopConnection, Sendable
+from tarry.store.loop_connections import LoopConnections
 from tarry.store.schema import migrate, require_usable
 from tarry.tracing import function_name, span
 
@@ -185,6 +190,11 @@ class Database:
 
             self._snapshot_level = IsolationLevel.REPEATABLE_READ
             """What a read runs at, to see one snapshot (writes run at the server's default)."""
+            self._on_loop: LoopConnections | None = LoopConnections(
+                self._engine, partial(_connect_on_loop, self._engine, connect_args)
+            )
+        if self.is_sqlite:
+            self._on_loop = None
         self._schema_checked = False
 
     @property
@@ -225,6 +235,17 @@ class Database:
         await self.check_schema()
         return await self._run(work, write=write, alone=True)
 
+    async def run_direct(self, work: Callable[[Sendable], T], *, write: bool) -> T:
+        """Run ``work``, whose statements each stand alone and go through :mod:`tarry.store.cursor` only.
+
+        On PostgreSQL they are sent right from the event loop, on a connection it keeps
+        (:mod:`tarry.store.loop_connections`): no hop to a worker thread. Elsewhere it is :meth:`run_alone`.
+        """
+        if self._on_loop is None:
+            return await self.run_alone(work, write=write)
+        await self.check_schema()
+        return await self._run(work, write=write, alone=True, direct=True)
+
     async def check_schema(self) -> None:
         """Raise :class:`~tarry.errors.StoreSchemaError` unless the schema is the one this tarry uses.
 
@@ -240,7 +261,13 @@ class Database:
         self._schema_checked = True
 
     async def _run(
-        self, work: Callable[[Connection], T], *, write: bool, alone: bool = False, may_block: bool = False
+        self,
+        work: Callable[[Connection], T],
+        *,
+        write: bool,
+        alone: bool = False,
+        may_block: bool = False,
+        direct: bool = False,
     ) -> T:
         if self._closed:
             raise TarryError(f"The store of {self.where} is closed")
@@ -250,6 +277,8 @@ class Database:
         }
         async with self._translated():
             with span(f"store.{'write' if write else 'read'}", what, client=True):
+                if direct and self._on_loop is not None:
+                    return await self._on_loop.run(cast(Callable[[LoopConnection], T], work))
                 if self.is_sqlite and not may_block and (not write or self.durability == "fast"):
                     if write:
                         await self._checkpointed()
@@ -363,6 +392,8 @@ class Database:
         except DBAPIError as error:
             if error.connection_invalidated:
                 self._generation += 1
+                if self._on_loop is not None:
+                    self._on_loop.forget()
             translated = store_error(error.orig, self.where, invalidated=error.connection_invalidated)
             if translated is None:
                 raise
@@ -381,13 +412,16 @@ class Database:
     async def dispose(self) -> None:
         """Close every connection and stop the worker threads; no transaction starts from now on.
 
-        Cancelled meanwhile, it still closes them, in a thread of its own, once the workers are done.
+        Cancelled meanwhile, it still closes them: the worker threads' from a thread of its own once the
+        workers are done, the event loop's as their statements end.
         """
         if self._closed:
             return
         self._closed = True
         closing = threading.Thread(target=self._close_when_idle, name="tarry-close", daemon=True)
         closing.start()
+        if self._on_loop is not None:  # shielded: it closes the loop's connections as their statements end
+            await asyncio.shield(self._on_loop.close())
         await asyncio.to_thread(closing.join)
 
     def _close_when_idle(self) -> None:
@@ -399,6 +433,18 @@ class Database:
         for connection in kept:
             connection.close()
         self._engine.dispose()
+
+
+async def _connect_on_loop(engine: Engine, connect_args: dict[str, Any]) -> Any:
+    """A psycopg asyncio connection to ``engine``'s database, set up as the engine sets its own up (the same
+    JSON loads and dumps), each statement committing by itself."""
+    from psycopg import AsyncConnection, Error
+
+    arguments, keywords = engine.dialect.create_connect_args(engine.url)
+    try:
+        return await AsyncConnection.connect(*arguments, **{**keywords, **connect_args, "autocommit": True})
+    except Error as error:  # as the engine's own connect would raise it, for _translated
+        raise DBAPIError.instance(None, None, error, Error, dialect=engine.dialect) from error
 
 
 def _driver(connection: Connection) -> Any:

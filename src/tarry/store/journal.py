@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from sqlalchemy import Connection, Executable, Table, and_, bindparam, insert, or_, select, text, update
 
@@ -28,7 +28,7 @@ from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsErro
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
-from tarry.store.cursor import fetch_one, fetch_value, run
+from tarry.store.cursor import Sendable, fetch_one, fetch_value, run
 from tarry.store.deciding import AnswerOf, Settled
 from tarry.store.engine import Database
 from tarry.store.one_statement import (
@@ -151,7 +151,7 @@ class StoreJournal:
         """The chat's version and, when it is not the one held, its rows from ``start`` on (one snapshot)."""
         chat_id, known = self.chat_id, self._seen
 
-        def look(connection: Connection) -> int:
+        def look(connection: Sendable) -> int:
             version = fetch_value(connection, CHAT_VERSION, {"chat_id": chat_id})
             if version is None:
                 raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
@@ -163,9 +163,9 @@ class StoreJournal:
 
         if self.db.is_sqlite:
             return await self.db.run_read(read)  # the version and the rows, in one snapshot
-        if known is not None and await self.db.run_alone(look, write=False) == known:
+        if known is not None and await self.db.run_direct(look, write=False) == known:
             return known, None  # one statement without BEGIN and COMMIT
-        row, tail = await self.db.run_alone(partial(fetch_chat, chat_id=chat_id, start=start), write=False)
+        row, tail = await self.db.run_direct(partial(fetch_chat, chat_id=chat_id, start=start), write=False)
         if row is None:
             raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
         return int(row["version"]), tail
@@ -223,7 +223,7 @@ class StoreJournal:
         )
         if one_statement:  # no BEGIN, no COMMIT, one round trip
             reply = partial(save_reply, chat_id=chat_id, holder=owner, message=message, records=records)
-            (version, row_ids), claimed = await self.db.run_alone(reply, write=True), False
+            (version, row_ids), claimed = await self.db.run_direct(reply, write=True), False
         else:
             version, row_ids, claimed = await self.db.run_write(write)
         for record, row_id in zip(records, row_ids, strict=True):
@@ -367,7 +367,8 @@ class StoreJournal:
     async def _write_holding_claim(self, write: Callable[[Connection], T], what: str, *, alone: bool = False) -> T:
         """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
 
-        ``alone``: ``write`` is one statement, sent without a transaction around it (PostgreSQL).
+        ``alone``: ``write`` is one statement sent through :mod:`tarry.store.cursor` without a transaction
+        around it (:meth:`~tarry.store.engine.Database.run_direct`).
 
         The tool has already run, so its result must not be lost to a dropped connection: the
         write is tried again with backoff (the lease is renewed meanwhile, once the database is
@@ -380,7 +381,9 @@ class StoreJournal:
         pause = 0.05
         while True:
             try:
-                return await (self.db.run_alone(write, write=True) if alone else self.db.run_write(write))
+                if alone:
+                    return await self.db.run_direct(cast("Callable[[Sendable], T]", write), write=True)
+                return await self.db.run_write(write)
             except StoreUnavailableError:
                 if asyncio.get_running_loop().time() + pause > deadline:
                     logger.error(
@@ -458,14 +461,14 @@ class StoreJournal:
     def _lease(self) -> timedelta:
         return timedelta(seconds=self.store.lease)
 
-    async def _claim(self, take: Callable[[Connection], T], granted: Callable[[T], bool], table: Table, key: Any) -> T:
+    async def _claim(self, take: Callable[[Sendable], T], granted: Callable[[T], bool], table: Table, key: Any) -> T:
         """Run the claim statement ``take``; a caller cancelled meanwhile gives back what it turns out to have claimed.
 
-        The statement commits by itself in a worker thread, which goes on when the caller is
-        cancelled: without this, a claim granted just then would keep the call (or the turn) from
-        every process, this one too, until its lease ran out.
+        The statement commits by itself and goes on when the caller is cancelled (on a worker
+        thread, or shielded on the event loop): without this, a claim granted just then would keep
+        the call (or the turn) from every process, this one too, until its lease ran out.
         """
-        attempt = asyncio.ensure_future(self.db.run_alone(take, write=True))
+        attempt = asyncio.ensure_future(self.db.run_direct(take, write=True))
         try:
             return await asyncio.shield(attempt)
         except asyncio.CancelledError:
@@ -480,16 +483,16 @@ class StoreJournal:
             await asyncio.sleep(self.store.lease / 3)
             values = {"key": key, "owner": owner, "until": utcnow() + self._lease}
             try:
-                await self.db.run_alone(partial(_execute, statement, values), write=True)
+                await self.db.run_direct(partial(_execute, statement, values), write=True)
             except Exception:
                 logger.exception("Renewing a lease failed; it will run out if this goes on")
 
     async def _release(self, table: Table, key: Any) -> None:
         values = {"key": key, "owner": self.store.owner}
-        await self.db.run_alone(partial(_execute, _RELEASE[table.name], values), write=True)
+        await self.db.run_direct(partial(_execute, _RELEASE[table.name], values), write=True)
 
 
-def _execute(statement: Executable, values: dict[str, Any], connection: Connection) -> None:
+def _execute(statement: Executable, values: dict[str, Any], connection: Sendable) -> None:
     run(connection, statement, values)
 
 
@@ -564,7 +567,7 @@ def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Execut
     )
 
 
-def take_turn(connection: Connection, chat_id: str, owner: str, lease: timedelta) -> int | None:
+def take_turn(connection: Sendable, chat_id: str, owner: str, lease: timedelta) -> int | None:
     """Claim the chat's turn for ``owner`` unless another claim holds; returns the chat's version, or ``None``."""
     now = utcnow()
     version: int | None = fetch_value(
@@ -573,7 +576,7 @@ def take_turn(connection: Connection, chat_id: str, owner: str, lease: timedelta
     return version
 
 
-def claim_call(connection: Connection, row_id: int, version: int, owner: str, lease: timedelta) -> Claim:
+def claim_call(connection: Sendable, row_id: int, version: int, owner: str, lease: timedelta) -> Claim:
     """Claim a call row at ``version`` for ``owner``: one statement when it is free, as it mostly is."""
     now = utcnow()
     values = {"row_id": row_id, "read_version": version, "owner": owner, "until": now + lease, "now": now}
@@ -696,14 +699,14 @@ def fetch_tail(connection: Connection, chat_id: str, start: int) -> Tail:
     return Tail.of(start, message_rows, call_rows, connection.execute(_TAIL_QUESTIONS, asked).mappings())
 
 
-def fetch_chat(connection: Connection, chat_id: str, start: int) -> tuple[Row | None, Tail]:
+def fetch_chat(connection: Sendable, chat_id: str, start: int) -> tuple[Row | None, Tail]:
     """The chat's row (``None`` for an unknown id) and its rows from message ``start`` on, in one snapshot.
 
     On PostgreSQL one statement reads them all, without ``BEGIN`` and ``COMMIT`` (a statement sees one
     snapshot): each table's rows come back as JSON, read into the values the tables' own reads give.
     Elsewhere it is one statement per table, in the caller's read transaction.
     """
-    if connection.dialect.name == "sqlite":
+    if isinstance(connection, Connection):  # SQLite, in the caller's read transaction
         chat_row = connection.execute(_CHAT_ROW, {"chat_id": chat_id}).mappings().one_or_none()
         return chat_row, fetch_tail(connection, chat_id, start)
     found = fetch_one(connection, _CHAT_AT_ONCE, {"chat_id": chat_id, "start": start})

@@ -16,7 +16,6 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import (
-    Connection,
     Executable,
     Table,
     Update,
@@ -36,7 +35,7 @@ from tarry.calls import CallRecord
 from tarry.clock import utcnow
 from tarry.errors import ClaimLostError
 from tarry.messages import Message
-from tarry.store.cursor import fetch_one
+from tarry.store.cursor import Sendable, fetch_one
 from tarry.store.rows import call_values, message_values, question_values
 from tarry.store.tables import chats, messages, questions, tool_calls
 
@@ -63,7 +62,7 @@ def claiming_turn() -> tuple[dict[str, Any], Any]:
 
 
 def save_reply(
-    connection: Connection, *, chat_id: str, holder: str, message: Message, records: Sequence[CallRecord]
+    connection: Sendable, *, chat_id: str, holder: str, message: Message, records: Sequence[CallRecord]
 ) -> tuple[int, list[int]]:
     """Save the model's reply, its calls and their questions, and end ``holder``'s turn, in one statement.
 
@@ -126,7 +125,7 @@ def _reply_statement(
 
 
 def save_user_message(
-    connection: Connection, *, chat_id: str, seen: int, message: Message, owner: str, claim_turn: timedelta | None
+    connection: Sendable, *, chat_id: str, seen: int, message: Message, owner: str, claim_turn: timedelta | None
 ) -> tuple[int, bool] | None:
     """Save the user's message if the chat is still at version ``seen``, in one statement.
 
@@ -162,7 +161,7 @@ def _user_message_statement(message_columns: tuple[str, ...], claim: bool) -> Ex
 
 
 def save_result(
-    connection: Connection,
+    connection: Sendable,
     *,
     chat_id: str,
     row_id: int,

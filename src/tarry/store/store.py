@@ -184,7 +184,7 @@ class Store:
             "message_count": 0,
             "schedule_version": 0,
         }
-        await self.db.run_alone(lambda connection: run(connection, _INSERT_CHAT, row), write=True)
+        await self.db.run_direct(lambda connection: run(connection, _INSERT_CHAT, row), write=True)
         return chat
 
     async def load_chat(
@@ -204,7 +204,7 @@ class Store:
 
         read = partial(fetch_chat, chat_id=chat_id, start=0)
         # the chat and all its rows, in one snapshot (one statement alone on PostgreSQL)
-        row, tail = await (self.db.run_read(read) if self.db.is_sqlite else self.db.run_alone(read, write=False))
+        row, tail = await (self.db.run_read(read) if self.db.is_sqlite else self.db.run_direct(read, write=False))
         if row is None:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
         chat = Chat(
@@ -258,7 +258,7 @@ class Store:
         """
         found = None
         if "\x00" not in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
-            found = await self.db.run_alone(lambda c: fetch_value(c, CHAT_VERSION, {"chat_id": chat_id}), write=False)
+            found = await self.db.run_direct(lambda c: fetch_value(c, CHAT_VERSION, {"chat_id": chat_id}), write=False)
         if found is None:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
         return int(found)
@@ -422,7 +422,7 @@ class Store:
         settled = None
         if not self.db.is_sqlite:  # the common case in two statements, without BEGIN and COMMIT
             at_once = asyncio.ensure_future(
-                self.db.run_alone(partial(decide_if_open, attempt=attempt, known=known), write=True)
+                self.db.run_direct(partial(decide_if_open, attempt=attempt, known=known), write=True)
             )
             try:
                 settled = await asyncio.shield(at_once)

@@ -1,0 +1,131 @@
+"""PostgreSQL: the statements of a step sent right from the event loop, on psycopg's asyncio connections.
+
+A step's statements each commit by themselves (:mod:`tarry.store.one_statement`) and go straight
+to the driver's cursor (:mod:`tarry.store.cursor`). Sent from a worker thread, each would cost a
+hop to the thread and back, and two thread wake-ups, about 200 µs on a 2-core machine; sent from
+the loop on psycopg's asyncio connection, none. The work is the same plain function of a
+connection: it runs in a greenlet (SQLAlchemy's ``greenlet_spawn``), and each statement waits for
+the server without blocking the loop. Each loop keeps its own connections, up to
+:data:`CONNECTIONS_PER_LOOP` at once, opened with the same settings as the engine's.
+
+A statement, once sent, runs to its end even when its caller is cancelled, as on a thread:
+psycopg would otherwise cancel it on the server, and a caller could not know whether it committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine
+from sqlalchemy.util import greenlet_spawn
+
+from tarry.store.cursor import LoopConnection
+
+T = TypeVar("T")
+CONNECTIONS_PER_LOOP = 10
+"""Statements one event loop has under way at once per store; more wait for one of them to end."""
+
+
+@dataclass
+class _Kept:
+    """An open connection of a loop, and the generation it was opened in."""
+
+    driver: Any
+    generation: int
+
+
+@dataclass
+class _Loop:
+    """What one event loop keeps: its idle connections, and a slot for each statement under way."""
+
+    slots: asyncio.Semaphore
+    idle: list[_Kept] = field(default_factory=list)
+
+
+class LoopConnections:
+    """Connections to one PostgreSQL database kept per event loop, on psycopg's asyncio driver."""
+
+    def __init__(self, engine: Engine, connect: Callable[[], Awaitable[Any]]) -> None:
+        self._engine = engine
+        self._connect = connect
+        self._loops: dict[asyncio.AbstractEventLoop, _Loop] = {}
+        self._under_way: set[asyncio.Future[Any]] = set()
+        self._generation = 0
+        self._closed = False
+
+    def forget(self) -> None:
+        """Open new connections from now on (one of them broke: the server may have ended the others too)."""
+        self._generation += 1
+
+    async def run(self, work: Callable[[LoopConnection], T]) -> T:
+        """Run ``work`` on one of this loop's connections, each statement committing by itself; it goes on to its
+        end if the caller is cancelled."""
+        running = asyncio.ensure_future(self._run(work))
+        self._under_way.add(running)
+        running.add_done_callback(self._ended)
+        return await asyncio.shield(running)
+
+    def _ended(self, running: asyncio.Future[Any]) -> None:
+        self._under_way.discard(running)
+        if not running.cancelled():
+            running.exception()  # retrieved: a caller cancelled meanwhile never will
+
+    async def _run(self, work: Callable[[LoopConnection], T]) -> T:
+        loop = self._loop()
+        async with loop.slots:
+            kept = await self._take(loop)
+            try:
+                result: T = await greenlet_spawn(work, LoopConnection(kept.driver, self._engine))
+            finally:
+                await self._give_back(loop, kept)
+            return result
+
+    def _loop(self) -> _Loop:
+        running = asyncio.get_running_loop()
+        found = self._loops.get(running)
+        if found is None:
+            for ended in [other for other in self._loops if other.is_closed()]:
+                for kept in self._loops.pop(ended).idle:  # nothing can use them: close them without their loop
+                    kept.driver.pgconn.finish()
+            found = self._loops[running] = _Loop(asyncio.Semaphore(CONNECTIONS_PER_LOOP))
+        return found
+
+    async def _take(self, loop: _Loop) -> _Kept:
+        while loop.idle:
+            kept = loop.idle.pop()
+            if kept.generation == self._generation and not kept.driver.closed:
+                return kept
+            await _close(kept)
+        generation = self._generation
+        return _Kept(await self._connect(), generation)
+
+    async def _give_back(self, loop: _Loop, kept: _Kept) -> None:
+        usable = kept.generation == self._generation and not kept.driver.closed and not kept.driver.broken
+        if usable and not self._closed:
+            loop.idle.append(kept)
+        else:
+            await _close(kept)
+
+    async def close(self) -> None:
+        """Close every kept connection, once the statements under way on this loop have ended."""
+        self._closed = True
+        here = asyncio.get_running_loop()
+        mine = [running for running in self._under_way if running.get_loop() is here]
+        if mine:
+            await asyncio.wait(mine)
+        loops, self._loops = self._loops, {}
+        for loop, kept_there in loops.items():
+            for kept in kept_there.idle:
+                if loop is here:
+                    await _close(kept)
+                else:  # another loop's, idle: close the socket without that loop
+                    kept.driver.pgconn.finish()
+
+
+async def _close(kept: _Kept) -> None:
+    with contextlib.suppress(Exception):  # a broken connection may fail to close; it is gone either way
+        await kept.driver.close()
