@@ -92,30 +92,28 @@ class LoopConnection:
 
     def send(self, sql: str, parameters: Any) -> _Sent:
         """Execute ``sql`` and fetch its rows, waiting for the server without blocking the loop."""
-        cursor = self.driver.cursor()
-        listened = self.engine._has_events
+        cursor, listened = self.driver.cursor(), self.engine._has_events
         if listened:
             self.engine.dispatch.before_cursor_execute(None, cursor, sql, parameters, None, False)
         try:
-            await_only(cursor.execute(sql, parameters))
-            sent = _Sent(
-                cursor.description, await_only(cursor.fetchall()) if cursor.description else [], cursor.rowcount
-            )
+            sent: _Sent = await_only(_executed(cursor, sql, parameters))
         except self.dialect.loaded_dbapi.Error as error:
             broke = bool(self.driver.broken or self.driver.closed)
-            raise DBAPIError.instance(
-                sql,
-                parameters,
-                error,
-                self.dialect.loaded_dbapi.Error,
-                connection_invalidated=broke,
-                dialect=self.dialect,
-            ) from error
-        finally:
-            await_only(cursor.close())
+            base, dialect = self.dialect.loaded_dbapi.Error, self.dialect
+            wrapped = DBAPIError.instance(sql, parameters, error, base, connection_invalidated=broke, dialect=dialect)
+            raise wrapped from error
         if listened:
             self.engine.dispatch.after_cursor_execute(None, cursor, sql, parameters, None, False)
         return sent
+
+
+async def _executed(cursor: Any, sql: str, parameters: Any) -> _Sent:
+    """Execute ``sql`` on an asyncio ``cursor``, fetch its rows and close it, in one await (one switch out of
+    the greenlet and back)."""
+    async with cursor:
+        await cursor.execute(sql, parameters)
+        rows = await cursor.fetchall() if cursor.description else []
+        return _Sent(cursor.description, rows, cursor.rowcount)
 
 
 Sendable = Connection | LoopConnection
