@@ -146,8 +146,9 @@ def transactions_section(folder: Path, postgres: str | None) -> list[str]:
         "The latency workload's two halves for one chat, counted at the engine: transactions (on SQLite with the",
         'default durability="full", each write one hop to a worker thread; reads, and with "fast" writes too, run',
         "on the event loop) and SQL statements (reads included, BEGIN/COMMIT not). On PostgreSQL each step",
-        "of this workload is one statement that stands alone, without a transaction around it (the store's page",
-        "says how); round trips there are the statements plus each transaction's BEGIN and COMMIT.",
+        "of this workload is one statement that stands alone, without a transaction around it, sent right from",
+        "the event loop (the store's page says how); round trips there are the statements plus each transaction's",
+        "BEGIN and COMMIT.",
         "",
         "| database | run to the pause: transactions | statements | round trips "
         "| carry on: transactions | statements | round trips |",
