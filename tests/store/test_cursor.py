@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -97,3 +99,35 @@ async def test_a_driver_error_through_the_cursor_is_sqlalchemy_s_and_rolls_the_t
     with pytest.raises(IntegrityError, match="tarry_questions"):
         await store.db.run_write(write)
     assert await store.chat_version(chat_id) == 0, "the bump before the error rolled back"
+
+
+async def test_a_statement_built_for_one_call_is_freed_with_its_compiled_form(store: Store) -> None:
+    chat_id = (await store.create_chat()).id
+
+    def read_once(connection: Connection) -> weakref.ref[Any]:
+        built = select(chats.c.version).where(chats.c.id == chat_id)
+        assert fetch_value(connection, built, {}) == 0
+        return weakref.ref(built)
+
+    gone = await store.db.run_read(read_once)
+    gc.collect()
+    assert gone() is None, "the compiled form kept the statement alive"
+
+
+async def test_listeners_see_a_connection_and_a_context_and_may_change_what_is_sent(store: Store) -> None:
+    chat_id = (await store.create_chat()).id
+    seen: list[tuple[str, str]] = []
+
+    def before(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, many: bool) -> tuple[str, Any]:
+        context.noted = conn.engine.url.get_backend_name()  # as OpenTelemetry's instrumentation does
+        return sql + " /* tagged */", parameters
+
+    def after(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, many: bool) -> None:
+        seen.append((context.noted, sql))
+
+    event.listen(store.db.sync_engine, "before_cursor_execute", before, retval=True)
+    event.listen(store.db.sync_engine, "after_cursor_execute", after)
+    assert await store.chat_version(chat_id) == 0
+    backend = "sqlite" if store.db.is_sqlite else "postgresql"
+    read = [(noted, sql.endswith("/* tagged */")) for noted, sql in seen if "tarry_chats" in sql]
+    assert read == [(backend, True)], "the read was heard, and sent as the listener changed it"

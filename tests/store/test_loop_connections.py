@@ -91,3 +91,24 @@ async def waiting_for_a_lock_count(url: str, count: int) -> None:
         while watcher.execute(waits).fetchone() != (count,):
             assert time.monotonic() < deadline, f"never {count} statements waited for the lock"
             await asyncio.sleep(0.01)
+
+
+async def test_a_call_cancelled_while_it_waits_for_a_free_connection_sends_nothing(postgres_url: str) -> None:
+    async with Store(postgres_url) as store:
+        await store.setup()
+        with psycopg.connect(plain(postgres_url)) as other:
+            other.execute("SELECT pg_advisory_xact_lock(7)")
+            busy = [
+                asyncio.create_task(store.db.run_direct(lambda c: fetch_value(c, LOCK, {}), write=False))
+                for _ in range(10)
+            ]
+            await waiting_for_a_lock_count(plain(postgres_url), 10)
+            creating = asyncio.create_task(store.create_chat())
+            for _ in range(20):  # let it run as far as it can: to the wait for a free connection
+                await asyncio.sleep(0)
+            creating.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await creating
+            other.commit()
+        await asyncio.gather(*busy)
+        assert await store.list_chats() == [], "the cancelled call created no chat"

@@ -1,12 +1,14 @@
 """The hot statements, sent straight to the driver's cursor instead of through SQLAlchemy's execution layer.
 
-SQLAlchemy still builds each statement and compiles it, once per set of parameter names; the
+SQLAlchemy still builds each statement and compiles it, once per dialect and set of parameter names; the
 parameters are bound and the rows read with the processors its compilation chose, so values
 come back as ``connection.execute`` gives them. What is skipped, at every call, is the cache
 lookup, the execution context and the result object: 50–150 µs a statement on PostgreSQL
 (docs/benchmarks.md, "What one statement costs"). The engine's ``before_cursor_execute`` and
-``after_cursor_execute`` listeners still hear each statement, and the driver's errors are
-handled as SQLAlchemy handles them (wrapped in ``DBAPIError``; a broken connection is invalidated).
+``after_cursor_execute`` listeners still hear each statement (with a plain object for the
+execution context, and for the connection a :class:`LoopConnection` when sent from the loop; a
+``retval=True`` listener may change what is sent), and the driver's errors are handled as
+SQLAlchemy handles them (wrapped in ``DBAPIError``; a broken connection is invalidated).
 
 A statement this cannot send goes through ``connection.execute`` instead, with the same result:
 one whose parameters expand (``IN`` lists), or that leaves a column with a default computed in
@@ -15,9 +17,9 @@ Python (``default=0``) to SQLAlchemy.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, Executable
@@ -92,9 +94,9 @@ class LoopConnection:
 
     def send(self, sql: str, parameters: Any) -> _Sent:
         """Execute ``sql`` and fetch its rows, waiting for the server without blocking the loop."""
-        cursor, listened = self.driver.cursor(), self.engine._has_events
-        if listened:
-            self.engine.dispatch.before_cursor_execute(None, cursor, sql, parameters, None, False)
+        cursor, context = self.driver.cursor(), SimpleNamespace()
+        if self.engine._has_events:
+            sql, parameters = _before(self.engine.dispatch, self, cursor, sql, parameters, context)
         try:
             sent: _Sent = await_only(_executed(cursor, sql, parameters))
         except self.dialect.loaded_dbapi.Error as error:
@@ -102,9 +104,17 @@ class LoopConnection:
             base, dialect = self.dialect.loaded_dbapi.Error, self.dialect
             wrapped = DBAPIError.instance(sql, parameters, error, base, connection_invalidated=broke, dialect=dialect)
             raise wrapped from error
-        if listened:
-            self.engine.dispatch.after_cursor_execute(None, cursor, sql, parameters, None, False)
+        if self.engine._has_events:
+            self.engine.dispatch.after_cursor_execute(self, cursor, sql, parameters, context, False)
         return sent
+
+
+def _before(dispatch: Any, connection: Any, cursor: Any, sql: str, parameters: Any, context: Any) -> tuple[str, Any]:
+    """Tell the ``before_cursor_execute`` listeners, each of which may return the statement and parameters to
+    send instead (``retval=True``), as SQLAlchemy's execution does."""
+    for listener in dispatch.before_cursor_execute:
+        sql, parameters = listener(connection, cursor, sql, parameters, context, False)
+    return sql, parameters
 
 
 async def _executed(cursor: Any, sql: str, parameters: Any) -> _Sent:
@@ -120,16 +130,17 @@ Sendable = Connection | LoopConnection
 """What the functions here send statements on: a SQLAlchemy connection, or a loop's (PostgreSQL)."""
 
 
-_COMPILED: weakref.WeakKeyDictionary[Executable, dict[tuple[str, frozenset[str]], _Compiled]] = (
-    weakref.WeakKeyDictionary()
-)
+_FORMS = "_tarry_compiled_forms"
+"""The attribute of a statement that holds its compiled forms: they refer to the statement, so they live and
+go with it (a weak mapping of statement to forms would keep every statement alive)."""
 
 
 def _compiled(connection: Sendable, statement: Executable, values: Mapping[str, Any]) -> _Compiled:
-    forms = _COMPILED.get(statement)
+    forms: dict[tuple[Dialect, frozenset[str]], _Compiled] | None = getattr(statement, _FORMS, None)
     if forms is None:
-        forms = _COMPILED[statement] = {}
-    key = (connection.dialect.name, frozenset(values))
+        forms = {}
+        setattr(statement, _FORMS, forms)
+    key = (connection.dialect, frozenset(values))
     found = forms.get(key)
     if found is None:
         found = forms[key] = _Compiled(statement, connection.dialect, key[1])
@@ -177,17 +188,17 @@ def _send(connection: Sendable, compiled: _Compiled, values: Mapping[str, Any]) 
         return connection.send(compiled.sql, parameters)
     dbapi = connection.connection.dbapi_connection
     assert dbapi is not None  # an open connection has one
-    cursor = dbapi.cursor()
+    cursor, context, sql = dbapi.cursor(), SimpleNamespace(), compiled.sql
     listened = connection._has_events or connection.engine._has_events
     if listened:
-        connection.dispatch.before_cursor_execute(connection, cursor, compiled.sql, parameters, None, False)
+        sql, parameters = _before(connection.dispatch, connection, cursor, sql, parameters, context)
     try:
-        cursor.execute(compiled.sql, parameters)
+        cursor.execute(sql, parameters)
         sent = _Sent(cursor.description, cursor.fetchall() if cursor.description else [], cursor.rowcount)
     except Exception as error:
-        connection._handle_dbapi_exception(error, compiled.sql, parameters, cursor, None)
+        connection._handle_dbapi_exception(error, sql, parameters, cursor, None)
     finally:
         cursor.close()
     if listened:
-        connection.dispatch.after_cursor_execute(connection, cursor, compiled.sql, parameters, None, False)
+        connection.dispatch.after_cursor_execute(connection, cursor, sql, parameters, context, False)
     return sent

@@ -71,6 +71,10 @@ CHECKPOINT_EVERY = 100
 """SQLite writes on the event loop between two checkpoints of the WAL on a worker thread (a few pages each)."""
 
 
+_PROACTOR: tuple[type, ...] = tuple(filter(None, [getattr(asyncio, "ProactorEventLoop", None)]))
+"""The event loop Windows uses by default, on which psycopg's asyncio connections do not run."""
+
+
 class UnreadableJson:
     """What a JSON column holds when its text is not JSON: the text and the parser's complaint.
 
@@ -239,10 +243,12 @@ class Database:
         """Run ``work``, whose statements each stand alone and go through :mod:`tarry.store.cursor` only.
 
         On PostgreSQL they are sent right from the event loop, on a connection it keeps
-        (:mod:`tarry.store.loop_connections`): no hop to a worker thread. Elsewhere it is :meth:`run_alone`.
+        (:mod:`tarry.store.loop_connections`): no hop to a worker thread. Elsewhere (and on a proactor
+        loop, Windows' default) it is :meth:`run_alone`. Close the store before its event loop ends: a
+        loop shutting down cancels the statements still under way on it.
         """
-        if self._on_loop is None:
-            return await self.run_alone(work, write=write)
+        if self._on_loop is None or isinstance(asyncio.get_running_loop(), _PROACTOR):
+            return await self.run_alone(work, write=write)  # psycopg's asyncio connections refuse a proactor loop
         await self.check_schema()
         return await self._run(work, write=write, alone=True, direct=True)
 

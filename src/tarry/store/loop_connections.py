@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -56,15 +57,27 @@ class LoopConnections:
         self._under_way: set[asyncio.Future[Any]] = set()
         self._generation = 0
         self._closed = False
+        self._lock = threading.Lock()
+        """Guards the loops and their idle lists: a store's verbs may run on several threads' loops."""
 
     def forget(self) -> None:
         """Open new connections from now on (one of them broke: the server may have ended the others too)."""
         self._generation += 1
 
     async def run(self, work: Callable[[LoopConnection], T]) -> T:
-        """Run ``work`` on one of this loop's connections, each statement committing by itself; it goes on to its
-        end if the caller is cancelled."""
-        running = asyncio.ensure_future(self._run(work))
+        """Run ``work`` on one of this loop's connections, each statement committing by itself.
+
+        Waiting for a free slot or a connection can be cancelled, and then nothing is sent; once
+        ``work`` starts, it goes on to its end if the caller is cancelled.
+        """
+        loop = self._loop()
+        await loop.slots.acquire()
+        try:
+            kept = await self._take(loop)
+        except BaseException:
+            loop.slots.release()
+            raise
+        running = asyncio.ensure_future(self._run(work, loop, kept))
         self._under_way.add(running)
         running.add_done_callback(self._ended)
         return await asyncio.shield(running)
@@ -74,29 +87,33 @@ class LoopConnections:
         if not running.cancelled():
             running.exception()  # retrieved: a caller cancelled meanwhile never will
 
-    async def _run(self, work: Callable[[LoopConnection], T]) -> T:
-        loop = self._loop()
-        async with loop.slots:
-            kept = await self._take(loop)
-            try:
-                result: T = await greenlet_spawn(work, LoopConnection(kept.driver, self._engine))
-            finally:
-                await self._give_back(loop, kept)
-            return result
+    async def _run(self, work: Callable[[LoopConnection], T], loop: _Loop, kept: _Kept) -> T:
+        try:
+            result: T = await greenlet_spawn(work, LoopConnection(kept.driver, self._engine))
+        finally:
+            await self._give_back(loop, kept)
+            loop.slots.release()
+        return result
 
     def _loop(self) -> _Loop:
         running = asyncio.get_running_loop()
         found = self._loops.get(running)
-        if found is None:
-            for ended in [other for other in self._loops if other.is_closed()]:
-                for kept in self._loops.pop(ended).idle:  # nothing can use them: close them without their loop
-                    kept.driver.pgconn.finish()
-            found = self._loops[running] = _Loop(asyncio.Semaphore(CONNECTIONS_PER_LOOP))
+        if found is not None:
+            return found
+        with self._lock:  # other threads' loops come and go too
+            ended = [self._loops.pop(other) for other in list(self._loops) if other.is_closed()]
+            found = self._loops.setdefault(running, _Loop(asyncio.Semaphore(CONNECTIONS_PER_LOOP)))
+        for gone in ended:  # nothing can use them: close them without their loop
+            for kept in gone.idle:
+                kept.driver.pgconn.finish()
         return found
 
     async def _take(self, loop: _Loop) -> _Kept:
-        while loop.idle:
-            kept = loop.idle.pop()
+        while True:
+            with self._lock:
+                kept = loop.idle.pop() if loop.idle else None
+            if kept is None:
+                break
             if kept.generation == self._generation and not kept.driver.closed:
                 return kept
             await _close(kept)
@@ -105,25 +122,32 @@ class LoopConnections:
 
     async def _give_back(self, loop: _Loop, kept: _Kept) -> None:
         usable = kept.generation == self._generation and not kept.driver.closed and not kept.driver.broken
-        if usable and not self._closed:
-            loop.idle.append(kept)
-        else:
-            await _close(kept)
+        with self._lock:
+            if usable and not self._closed:
+                loop.idle.append(kept)
+                return
+        await _close(kept)
 
     async def close(self) -> None:
-        """Close every kept connection, once the statements under way on this loop have ended."""
-        self._closed = True
+        """Close every kept connection, once the statements under way on this loop have ended.
+
+        Other loops' connections under way close as their statements end.
+        """
         here = asyncio.get_running_loop()
+        with self._lock:
+            self._closed = True
+            loops, self._loops = self._loops, {}
+            idle = [(loop, kept) for loop, kept_there in loops.items() for kept in kept_there.idle]
+            for kept_there in loops.values():
+                kept_there.idle.clear()
         mine = [running for running in self._under_way if running.get_loop() is here]
         if mine:
             await asyncio.wait(mine)
-        loops, self._loops = self._loops, {}
-        for loop, kept_there in loops.items():
-            for kept in kept_there.idle:
-                if loop is here:
-                    await _close(kept)
-                else:  # another loop's, idle: close the socket without that loop
-                    kept.driver.pgconn.finish()
+        for loop, kept in idle:
+            if loop is here:
+                await _close(kept)
+            else:  # another loop's, idle: close the socket without that loop
+                kept.driver.pgconn.finish()
 
 
 async def _close(kept: _Kept) -> None:
