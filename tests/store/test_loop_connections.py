@@ -6,10 +6,11 @@ import asyncio
 import threading
 import time
 import uuid
+from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import make_url, text
+from sqlalchemy import TextClause, make_url, text
 
 from tarry.store import Store
 from tarry.store.cursor import fetch_value
@@ -70,15 +71,24 @@ async def test_a_loop_runs_at_most_ten_statements_at_once_and_the_rest_wait_thei
         await store.setup()
         pid_once_locked = text("SELECT pg_backend_pid() AS pid, pg_advisory_xact_lock(7) AS locked")
         with psycopg.connect(plain(postgres_url)) as other:
-            other.execute("SELECT pg_advisory_xact_lock(7)")
-            waiting = [
-                asyncio.create_task(store.db.run_direct(lambda c: fetch_value(c, pid_once_locked, {}), write=False))
-                for _ in range(12)
-            ]
-            await waiting_for_a_lock_count(plain(postgres_url), 10)
+            waiting = await ten_waiting(store, other, postgres_url, 12, pid_once_locked)
             other.commit()
         pids = await asyncio.gather(*waiting)
     assert len(set(pids)) == 10, "ten connections, the last two statements on two of them once free"
+
+
+async def ten_waiting(
+    store: Store, other: psycopg.Connection[Any], url: str, count: int, locking: TextClause
+) -> list[asyncio.Task[Any]]:
+    """``count`` statements ``locking`` sent from the loop while ``other`` holds the lock, once ten of them (all
+    the loop runs at once) wait for it on the server."""
+    other.execute("SELECT pg_advisory_xact_lock(7)")
+    waiting = [
+        asyncio.create_task(store.db.run_direct(lambda c: fetch_value(c, locking, {}), write=False))
+        for _ in range(count)
+    ]
+    await waiting_for_a_lock_count(plain(url), 10)
+    return waiting
 
 
 async def waiting_for_a_lock_count(url: str, count: int) -> None:
@@ -97,12 +107,7 @@ async def test_a_call_cancelled_while_it_waits_for_a_free_connection_sends_nothi
     async with Store(postgres_url) as store:
         await store.setup()
         with psycopg.connect(plain(postgres_url)) as other:
-            other.execute("SELECT pg_advisory_xact_lock(7)")
-            busy = [
-                asyncio.create_task(store.db.run_direct(lambda c: fetch_value(c, LOCK, {}), write=False))
-                for _ in range(10)
-            ]
-            await waiting_for_a_lock_count(plain(postgres_url), 10)
+            busy = await ten_waiting(store, other, postgres_url, 10, LOCK)
             creating = asyncio.create_task(store.create_chat())
             for _ in range(20):  # let it run as far as it can: to the wait for a free connection
                 await asyncio.sleep(0)
