@@ -109,6 +109,10 @@ async def test_two_people_of_finance_approve_then_the_call_runs_once(
     assert events[0].message == "Approve the payout call?" and events[2].detail == "already decided (accept) by bob"
     assert [event.id for event in await finance.history(chat_id)] == [event.id for event in events]
     assert [event.id for event in await finance.history(after=events[0].id, limit=1)] == [events[1].id]
+    assert await finance.history(after=2**80) == [], "nothing comes after a number larger than any id"
+    assert len(await finance.history(limit=2**80)) == 3
+    with pytest.raises(ValueError, match="after must be an event id"):
+        await finance.history(after=-1)
     await check_trail(finance)
 
 

@@ -394,8 +394,13 @@ class Store:
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
+            raise ValueError(f"after must be an event id (an int of 0 or more) or None, got {after!r}")
         if any(value is not None and "\x00" in value for value in (chat_id, question_id)):
             return []  # no id holds one, and PostgreSQL refuses it in a query
+        if after is not None and after >= _LARGEST_ID:
+            return []  # no event comes after it, and the databases refuse a larger number
+        limit = None if limit is None else min(limit, _LARGEST_ID)
         return await self.db.run_read(lambda connection: read_history(connection, chat_id, question_id, after, limit))
 
     async def _decide(
@@ -517,6 +522,8 @@ async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], 
             logger.exception("A %s failed", what)
 
 
+_LARGEST_ID = 2**63 - 1
+"""The largest number either database's integers hold."""
 _INSERT_CHAT = chats.insert()
 _QUESTION_WITH_CALL = select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments).outerjoin(
     tool_calls, questions.c.tool_call_id == tool_calls.c.id

@@ -169,7 +169,7 @@ def api_router(decider: Decider) -> APIRouter:
         request: Request,
         chat_id: str | None = CHAT,
         question_id: str | None = Query(default=None, description="Only this question's.", max_length=200),
-        after: int | None = Query(default=None, description="Only events after this event id.", ge=0),
+        after: int | None = Query(default=None, description="Only events after this event id.", ge=0, le=2**63 - 1),
         limit: int = Query(default=100, description="At most this many events.", ge=1, le=1000),
     ) -> list[DecisionEventOut]:
         events = await store.history(chat_id, question_id, after=after, limit=limit)
