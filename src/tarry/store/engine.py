@@ -173,6 +173,7 @@ class Database:
                 poolclass=NullPool,
             )
             _configure_sqlite(self._engine, durability)
+            self._on_loop: LoopConnections | None = None
             self._threads = ThreadPoolExecutor(max_workers=SQLITE_THREADS, thread_name_prefix="tarry-sqlite")
             if url.query.get("uri") != "true":
                 self._sqlite_folder = str(Path(str(url.database)).absolute().parent)
@@ -194,11 +195,7 @@ class Database:
 
             self._snapshot_level = IsolationLevel.REPEATABLE_READ
             """What a read runs at, to see one snapshot (writes run at the server's default)."""
-            self._on_loop: LoopConnections | None = LoopConnections(
-                self._engine, partial(_connect_on_loop, self._engine, connect_args)
-            )
-        if self.is_sqlite:
-            self._on_loop = None
+            self._on_loop = LoopConnections(self._engine, partial(_connect_on_loop, self._engine, connect_args))
         self._schema_checked = False
 
     @property

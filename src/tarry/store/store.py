@@ -36,7 +36,7 @@ from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_
 from tarry.store.problems import Problem, find_problems
 from tarry.store.rows import Row, call_from_row, message_from_row, question_from_row, read_each
 from tarry.store.schedule import wake
-from tarry.store.tables import chats, questions, tool_calls
+from tarry.store.tables import LARGEST_ID, chats, questions, tool_calls
 from tarry.store.waiting import WaitingTask, waiting_tasks
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource
@@ -398,9 +398,9 @@ class Store:
             raise ValueError(f"after must be an event id (an int of 0 or more) or None, got {after!r}")
         if any(value is not None and "\x00" in value for value in (chat_id, question_id)):
             return []  # no id holds one, and PostgreSQL refuses it in a query
-        if after is not None and after >= _LARGEST_ID:
+        if after is not None and after >= LARGEST_ID:
             return []  # no event comes after it, and the databases refuse a larger number
-        limit = None if limit is None else min(limit, _LARGEST_ID)
+        limit = None if limit is None else min(limit, LARGEST_ID)
         return await self.db.run_read(lambda connection: read_history(connection, chat_id, question_id, after, limit))
 
     async def _decide(
@@ -522,8 +522,6 @@ async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], 
             logger.exception("A %s failed", what)
 
 
-_LARGEST_ID = 2**63 - 1
-"""The largest number either database's integers hold."""
 _INSERT_CHAT = chats.insert()
 _QUESTION_WITH_CALL = select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments).outerjoin(
     tool_calls, questions.c.tool_call_id == tool_calls.c.id

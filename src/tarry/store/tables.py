@@ -30,6 +30,8 @@ Json = JSON(none_as_null=True)
 ``None`` is written as SQL NULL, not as the JSON text ``null``: reading it back costs no parse.
 """
 Id = BigInteger().with_variant(Integer(), "sqlite")
+LARGEST_ID = 2**63 - 1
+"""The largest number an :data:`Id` column holds, on either database."""
 
 
 class UTCDateTime(TypeDecorator[datetime]):

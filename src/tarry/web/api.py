@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
+from tarry.store.tables import LARGEST_ID
 from tarry.web.access import Forbidden, NotLoggedIn
 from tarry.web.decisions import Action, Decider, Result
 from tarry.web.guard import MAX_BODY
@@ -169,7 +170,7 @@ def api_router(decider: Decider) -> APIRouter:
         request: Request,
         chat_id: str | None = CHAT,
         question_id: str | None = Query(default=None, description="Only this question's.", max_length=200),
-        after: int | None = Query(default=None, description="Only events after this event id.", ge=0, le=2**63 - 1),
+        after: int | None = Query(default=None, description="Only events after this event id.", ge=0, le=LARGEST_ID),
         limit: int = Query(default=100, description="At most this many events.", ge=1, le=1000),
     ) -> list[DecisionEventOut]:
         events = await store.history(chat_id, question_id, after=after, limit=limit)
