@@ -29,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
@@ -45,7 +45,7 @@ from tarry.errors import (
     StoreUnavailableError,
     TarryError,
 )
-from tarry.store.cursor import LoopConnection, Sendable
+from tarry.store.cursor import Sendable
 from tarry.store.loop_connections import LoopConnections
 from tarry.store.schema import migrate, require_usable
 from tarry.tracing import function_name, span
@@ -244,10 +244,23 @@ class Database:
         loop, Windows' default) it is :meth:`run_alone`. Close the store before its event loop ends: a
         loop shutting down cancels the statements still under way on it.
         """
-        if self._on_loop is None or isinstance(asyncio.get_running_loop(), _PROACTOR):
+        on_loop = self._on_loop
+        if on_loop is None or isinstance(asyncio.get_running_loop(), _PROACTOR):
             return await self.run_alone(work, write=write)  # psycopg's asyncio connections refuse a proactor loop
-        await self.check_schema()
-        return await self._run(work, write=write, alone=True, direct=True)
+        if not self._schema_checked:
+            await self.check_schema()
+        if self._closed:
+            raise TarryError(f"The store of {self.where} is closed")
+        # What _run does, without its context managers: this is every statement of a step.
+        what = {"db.system.name": "postgresql", "tarry.transaction": function_name(work)}
+        with span(f"store.{'write' if write else 'read'}", what, client=True):
+            try:
+                return await on_loop.run(work)
+            except (DBAPIError, OSError) as error:
+                translated = self._store_error(error)
+                if translated is None:
+                    raise
+                raise translated from error
 
     async def check_schema(self) -> None:
         """Raise :class:`~tarry.errors.StoreSchemaError` unless the schema is the one this tarry uses.
@@ -270,7 +283,6 @@ class Database:
         write: bool,
         alone: bool = False,
         may_block: bool = False,
-        direct: bool = False,
     ) -> T:
         if self._closed:
             raise TarryError(f"The store of {self.where} is closed")
@@ -280,8 +292,6 @@ class Database:
         }
         async with self._translated():
             with span(f"store.{'write' if write else 'read'}", what, client=True):
-                if direct and self._on_loop is not None:
-                    return await self._on_loop.run(cast(Callable[[LoopConnection], T], work))
                 if self.is_sqlite and not may_block and (not write or self.durability == "fast"):
                     if write:
                         await self._checkpointed()
@@ -392,17 +402,22 @@ class Database:
             self._check_sqlite_folder(self._sqlite_folder)
         try:
             yield
-        except DBAPIError as error:
-            if error.connection_invalidated:
-                self._generation += 1
-                if self._on_loop is not None:
-                    self._on_loop.forget()
-            translated = store_error(error.orig, self.where, invalidated=error.connection_invalidated)
+        except (DBAPIError, OSError) as error:
+            translated = self._store_error(error)
             if translated is None:
                 raise
             raise translated from error
-        except OSError as error:
-            raise StoreUnavailableError(f"Cannot reach the database at {self.where}: {error}") from error
+
+    def _store_error(self, error: DBAPIError | OSError) -> StoreError | None:
+        """The :class:`~tarry.errors.StoreError` a driver's error means, if tarry knows it; a broken connection
+        is forgotten."""
+        if isinstance(error, OSError):
+            return StoreUnavailableError(f"Cannot reach the database at {self.where}: {error}")
+        if error.connection_invalidated:
+            self._generation += 1
+            if self._on_loop is not None:
+                self._on_loop.forget()
+        return store_error(error.orig, self.where, invalidated=error.connection_invalidated)
 
     def _check_sqlite_folder(self, folder: str) -> None:
         """Fail clearly, once, when the SQLite file's folder does not exist."""

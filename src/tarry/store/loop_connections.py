@@ -77,23 +77,31 @@ class LoopConnections:
         except BaseException:
             loop.slots.release()
             raise
-        running = asyncio.ensure_future(self._run(work, loop, kept))
+        # Not asyncio.shield: the task hands its outcome to ``told`` itself, which wakes the caller one loop
+        # turn sooner; a cancelled caller cancels only ``told``.
+        told: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        running = asyncio.ensure_future(self._run(work, loop, kept, told))
         self._under_way.add(running)
-        running.add_done_callback(self._ended)
-        return await asyncio.shield(running)
+        running.add_done_callback(self._under_way.discard)
+        return await told
 
-    def _ended(self, running: asyncio.Future[Any]) -> None:
-        self._under_way.discard(running)
-        if not running.cancelled():
-            running.exception()  # retrieved: a caller cancelled meanwhile never will
-
-    async def _run(self, work: Callable[[LoopConnection], T], loop: _Loop, kept: _Kept) -> T:
+    async def _run(
+        self, work: Callable[[LoopConnection], T], loop: _Loop, kept: _Kept, told: asyncio.Future[T]
+    ) -> None:
         try:
-            result: T = await greenlet_spawn(work, LoopConnection(kept.driver, self._engine))
+            result = await greenlet_spawn(work, LoopConnection(kept.driver, self._engine))
+        except Exception as error:
+            if not told.done():
+                told.set_exception(error)
+        except BaseException:  # cancelled: the event loop shuts down
+            told.cancel()
+            raise
+        else:
+            if not told.done():
+                told.set_result(result)
         finally:
             await self._give_back(loop, kept)
             loop.slots.release()
-        return result
 
     def _loop(self) -> _Loop:
         running = asyncio.get_running_loop()
