@@ -342,11 +342,16 @@ class Chat:
 
     # What the journal records and reads back
 
-    async def _refresh(self) -> None:
-        """Take in what other processes recorded since this chat object last looked (its current turn on)."""
-        async with self._journal.refresh(_tail_start(self.messages)) as changes:
+    async def _refresh(self, *, at_claim: bool = False) -> bool:
+        """Take in what other processes recorded since this chat object last looked (its current turn on);
+        whether anything had changed.
+
+        ``at_claim``: the chat's next step claims calls, which may check instead (see :meth:`Journal.refresh`).
+        """
+        async with self._journal.refresh(_tail_start(self.messages), at_claim=at_claim) as changes:
             if changes is not None:
                 self._apply(changes)
+        return changes is not None
 
     def _apply(self, changes: Changes) -> None:
         """Make the chat what ``changes`` holds, keeping the questions and records callers already hold.
@@ -440,13 +445,20 @@ class Chat:
                     current = True
                 if not await self._load_tools_or_park():
                     return
+            look_now = False
             while True:
-                if not current:
-                    await self._refresh()
+                at_claim = not current and not look_now and self._claims_next(resumed)
+                if not current and await self._refresh(at_claim=at_claim):
+                    at_claim = False  # the journal looked, and the chat now holds what it found
+                look_now = False
                 self._require_tools_of_paused_calls(resumed)
-                if await self._carry_calls(resumed):
+                lost, claimed = await self._carry_calls(resumed)
+                if lost:
                     current = False
                     continue  # another process took a call over: look at what it recorded
+                if at_claim and not claimed:  # no claim checked the chat after all (time moved on): look now
+                    current, look_now = False, True
+                    continue
                 if self.waiting:
                     waiting = sum(record.open for record in self.records.values())
                     logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
@@ -491,13 +503,13 @@ class Chat:
         now = utcnow()
         return any(question.decision is None and not question.expired(now) for question in self.chat_questions)
 
-    def _require_tools_of_paused_calls(self, resumed: set[str]) -> None:
-        """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks.
+    def _claims_next(self, resumed: set[str]) -> bool:
+        """Whether, as this chat object holds it, its next step claims calls (some can go on, none lacks its tool)."""
+        return bool(self._movable(resumed)) and not self._missing_tools(resumed)
 
-        Carrying it on would close it as an unknown tool and use up its approval or answer. A call
-        that still waits, or that closes without its tool (declined, lapsed), is no reason to refuse.
-        """
-        missing = sorted(
+    def _missing_tools(self, resumed: set[str]) -> list[str]:
+        """The tools this chat lacks that calls which paused (so their tools were known) would now run."""
+        return sorted(
             {
                 record.call.name
                 for record in self.records.values()
@@ -507,6 +519,14 @@ class Chat:
                 and self._standing(record, resumed).state is CallState.RUNS
             }
         )
+
+    def _require_tools_of_paused_calls(self, resumed: set[str]) -> None:
+        """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks.
+
+        Carrying it on would close it as an unknown tool and use up its approval or answer. A call
+        that still waits, or that closes without its tool (declined, lapsed), is no reason to refuse.
+        """
+        missing = self._missing_tools(resumed)
         if missing:
             names = ", ".join(missing)
             raise MissingToolsError(
@@ -515,8 +535,9 @@ class Chat:
                 missing,
             )
 
-    async def _carry_calls(self, resumed: set[str]) -> bool:
-        """Carry every call on that can go on, a bounded number at once; True when a claim was lost."""
+    async def _carry_calls(self, resumed: set[str]) -> tuple[bool, bool]:
+        """Carry every call on that can go on, a bounded number at once; whether a claim was lost, and whether
+        any call was claimed."""
         limit = asyncio.Semaphore(self.max_concurrency)
         lost = False
 
@@ -525,14 +546,18 @@ class Chat:
             async with limit:
                 lost = not await self._carry(record, resumed) or lost
 
-        moving = (CallState.RUNS, CallState.CLOSES)
-        runnable = [record for record in self.records.values() if self._standing(record, resumed).state in moving]
+        runnable = self._movable(resumed)
         # Not a TaskGroup: one carry failing (a database error) must not cancel the others mid-tool.
         outcomes = await asyncio.gather(*(carry(record) for record in runnable), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        return lost
+        return lost, bool(runnable)
+
+    def _movable(self, resumed: set[str]) -> list[CallRecord]:
+        """The records of the calls that can go on now (run, or close), each under a claim."""
+        moving = (CallState.RUNS, CallState.CLOSES)
+        return [record for record in self.records.values() if self._standing(record, resumed).state in moving]
 
     async def _carry(self, record: CallRecord, resumed: set[str]) -> bool:
         """Do what carries ``record`` on, under its claim; False when the claim was lost or the call was stale."""

@@ -619,6 +619,10 @@ async def test_on_postgresql_a_call_s_result_and_the_call_s_close_are_one_statem
         del sent[:]
         await chat.complete()
         event.remove(store.db.sync_engine, "before_cursor_execute", note)
+    assert sent[0].startswith("UPDATE tarry_tool_calls SET claimed_by") and "EXISTS" in sent[0], (
+        "carrying on, the chat claims the call first, and the claim checks that the chat has not changed"
+    )
+    assert not [statement for statement in sent if statement.startswith("SELECT tarry_chats.version")]
     assert len([statement for statement in sent if statement.startswith("WITH held")]) == 1
     assert not [statement for statement in sent if statement.startswith(("INSERT", "UPDATE tarry_chats"))]
     async with Store(postgres_url) as other:
@@ -626,6 +630,62 @@ async def test_on_postgresql_a_call_s_result_and_the_call_s_close_are_one_statem
         assert [message.content for message in loaded.messages[2:]] == ["Sent 1 to Ann", "All done."]
         assert [message.role for message in await other.messages(chat.id)] == ["user", "assistant", "tool", "assistant"]
         assert await other.chat_version(chat.id) == await chat_version_from_rows(other, chat.id)
+
+
+async def test_a_chat_changed_by_another_process_after_its_own_decision_carries_on_from_the_change(
+    database_url: str,
+) -> None:
+    calls = [
+        {"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}},
+        {"name": "transfer_money", "arguments": {"to": "Bob", "amount": 2}},
+    ]
+    async with Store(database_url) as store, Store(database_url) as other:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(calls), all_tools())
+        await chat.ask("Pay Ann and Bob")
+        to_ann, to_bob = await chat.pending_questions()
+        await chat.approve(to_ann)  # the chat holds everything recorded
+        assert await other.decline(to_bob.id, "Bob was paid") is True  # then another process changes the chat
+        sent: list[str] = []
+
+        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            kinds = {
+                "UPDATE tarry_tool_calls SET claimed_by": "claim",
+                "SELECT tarry_tool_calls.version": "why not",
+                "SELECT (SELECT json_build_array": "load",
+            }
+            sent.extend(kind for start, kind in kinds.items() if statement.startswith(start))
+
+        event.listen(store.db.sync_engine, "before_cursor_execute", note)
+        reply = await chat.complete()
+        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+        assert reply is not None and reply.content == "All done."
+        assert not chat.waiting, "the chat went on from what it held, missing the other process's decline"
+        results = sorted(str(message.content) for message in chat.messages if message.role == "tool")
+        assert results[0] == "Sent 1 to Ann" and "declined" in results[1]
+        stored = [message.content for message in await other.messages(chat.id)]
+        assert sorted(map(str, stored[2:4])) == results and stored[4:] == ["All done."]
+    if not database_url.startswith("sqlite"):  # there the chat reads its version first, in the same snapshot
+        # A claim that fails tries a lapsed claim, then reads why; then the chat reads what changed, and claims anew.
+        assert sent[:4] == ["claim", "claim", "why not", "load"], "the claim did not find that the chat had changed"
+        assert sent[4:] == ["claim", "claim"], "the chat did not claim both calls once it read what changed"
+
+
+async def test_a_chat_another_process_carried_on_after_its_own_decision_runs_nothing_again(database_url: str) -> None:
+    calls = [{"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}}]
+    async with Store(database_url) as store, Store(database_url) as other:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(calls), all_tools())
+        await chat.ask("Pay Ann")
+        (to_ann,) = await chat.pending_questions()
+        await chat.approve(to_ann)
+        elsewhere = await other.load_chat(chat.id, reactive_model(calls), all_tools())
+        done = await elsewhere.complete()
+        assert done is not None and done.content == "All done."
+        reply = await chat.complete()  # its claim finds the call closed: it reads what the other process did
+        assert reply is not None and reply.content == "All done."
+        assert [message.content for message in chat.messages[2:]] == ["Sent 1 to Ann", "All done."]
+        assert [message.content for message in await other.messages(chat.id)][2:] == ["Sent 1 to Ann", "All done."]
 
 
 async def chat_version_from_rows(store: Store, chat_id: str) -> int:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Protocol, TypeVar, cast
 
-from sqlalchemy import Connection, Executable, Table, and_, bindparam, insert, or_, select, text, update
+from sqlalchemy import Connection, Executable, Table, and_, bindparam, exists, insert, or_, select, text, update
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.changes import CallChange, Changes
@@ -111,6 +111,8 @@ class StoreJournal:
         self._holding_turn = False
         self._verified = False
         """A claim just confirmed the chat's version, so the next refresh need not ask again."""
+        self._check_at_claim: int | None = None
+        """The chat version a refresh took as current without asking: the next call claims check it."""
         self._claimed_early: int | None = None
         """The version a write wrote when it claimed the turn for the next :meth:`hold_turn`."""
         self._calls: dict[str, CallRow] = {}
@@ -124,11 +126,13 @@ class StoreJournal:
         return False
 
     @asynccontextmanager
-    async def refresh(self, start: int) -> AsyncIterator[Changes | None]:
+    async def refresh(self, start: int, *, at_claim: bool = False) -> AsyncIterator[Changes | None]:
         """Re-read the current turn (the messages from ``start``, the last assistant message, on, and its calls).
 
         One cheap query when nothing changed since the chat last looked. The versions read count
-        as held once the chat took the changes in (the block ended without an error).
+        as held once the chat took the changes in (the block ended without an error). With
+        ``at_claim`` (the chat's next step claims calls) PostgreSQL asks nothing now: each claim
+        holds only while the chat is still at the version it holds, and fails as stale otherwise.
         """
         tail: Tail | None
         if self._loaded is not None:
@@ -137,8 +141,13 @@ class StoreJournal:
             self._verified = False
             yield None
             return
+        elif at_claim and self._seen is not None and not self.db.is_sqlite:
+            self._check_at_claim = self._seen  # one statement fewer: the claim asks instead
+            yield None
+            return
         else:
             version, tail = await self._read(start)
+        self._check_at_claim = None
         if tail is None:
             yield None
             return
@@ -243,12 +252,15 @@ class StoreJournal:
         """
         row = self._calls[call_id]
         row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
+        chat = None if self._check_at_claim is None else (self.chat_id, self._check_at_claim)
         claim = await self._claim(
-            lambda c: claim_call(c, row_id, version, owner, lease),
+            lambda c: claim_call(c, row_id, version, owner, lease, chat),
             lambda claim: claim.held,
             tool_calls,
             row_id,
         )
+        if chat is not None:  # the chat was at that version (or the claim is stale and the chat reads anew)
+            self._check_at_claim = None
         if not claim.held:
             if claim is Claim.STALE:
                 self._seen = None
@@ -576,17 +588,32 @@ def take_turn(connection: Sendable, chat_id: str, owner: str, lease: timedelta) 
     return version
 
 
-def claim_call(connection: Sendable, row_id: int, version: int, owner: str, lease: timedelta) -> Claim:
-    """Claim a call row at ``version`` for ``owner``: one statement when it is free, as it mostly is."""
+def claim_call(
+    connection: Sendable,
+    row_id: int,
+    version: int,
+    owner: str,
+    lease: timedelta,
+    chat: tuple[str, int] | None = None,
+) -> Claim:
+    """Claim a call row at ``version`` for ``owner``: one statement when it is free, as it mostly is.
+
+    With ``chat`` (its id and a version) the claim holds only while the chat is at that version
+    too, and is ``STALE`` otherwise.
+    """
     now = utcnow()
     values = {"row_id": row_id, "read_version": version, "owner": owner, "until": now + lease, "now": now}
-    if fetch_value(connection, _CLAIM_FREE_CALL, values) is not None:
+    free, lapsed, state = _CLAIMS_AT_CHAT_VERSION if chat is not None else _CLAIMS
+    if chat is not None:
+        values |= {"held_chat": chat[0], "held_version": chat[1]}  # not the names of tool_calls' columns
+    if fetch_value(connection, free, values) is not None:
         return Claim.GRANTED
-    if fetch_value(connection, _CLAIM_LAPSED_CALL, values) is not None:
+    if fetch_value(connection, lapsed, values) is not None:
         return Claim.RECLAIMED
-    row = fetch_one(connection, _CALL_STATE, values)
+    row = fetch_one(connection, state, values)
     assert row is not None  # a call's row is never deleted
-    return Claim.STALE if row["version"] != version or row["result_message_id"] is not None else Claim.BUSY
+    stale = row["version"] != version or row["result_message_id"] is not None
+    return Claim.STALE if stale or (chat is not None and row["chat_version"] != chat[1]) else Claim.BUSY
 
 
 def insert_call(connection: Connection, chat_id: str, position: int, record: CallRecord) -> int:
@@ -769,6 +796,15 @@ _CLAIM_LAPSED_CALL = _CLAIM_CALL.where(
     *_OPEN_AT_VERSION, tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until < bindparam("now")
 ).returning(tool_calls.c.id)
 _CALL_STATE = select(tool_calls.c.version, tool_calls.c.result_message_id).where(tool_calls.c.id == bindparam("row_id"))
+_CLAIMS = (_CLAIM_FREE_CALL, _CLAIM_LAPSED_CALL, _CALL_STATE)
+_CHAT_AT_VERSION = exists().where(chats.c.id == bindparam("held_chat"), chats.c.version == bindparam("held_version"))
+_CLAIMS_AT_CHAT_VERSION = (
+    _CLAIM_FREE_CALL.where(_CHAT_AT_VERSION),
+    _CLAIM_LAPSED_CALL.where(_CHAT_AT_VERSION),
+    _CALL_STATE.add_columns(
+        select(chats.c.version).where(chats.c.id == bindparam("held_chat")).scalar_subquery().label("chat_version")
+    ),
+)
 _RENEW = {
     table.name: update(table)
     .where(table.c.id == bindparam("key"), table.c.claimed_by == bindparam("owner"))
