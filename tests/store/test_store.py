@@ -16,7 +16,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, event, make_url, select, text, update
 
-from tarry import Chat, Message, Question, Task, Tool, ToolCall
+from tarry import Chat, Message, Principal, Question, Task, Tool, ToolCall
 from tarry.errors import (
     ChatNotFoundError,
     CorruptStateError,
@@ -795,15 +795,43 @@ async def test_on_postgresql_an_answer_and_a_user_message_take_no_transaction(po
         assert began == [], "no transaction begins"
         assert off_the_loop == [], "each was sent from the event loop"
         (approval,) = await store.pending_questions(chat.id)
+        announced: list[Question] = []
+        store.decision_hooks.append(announced.append)
         del sent[:], began[:], off_the_loop[:]
         assert await store.approve(approval.id, by="ann") is True
         event.remove(store.db.sync_engine, "before_cursor_execute", note)
         event.remove(store.db.sync_engine, "begin", begin)
-        assert sent == ["SELECT tarry_questions.id,", "WITH decided"], "an answer is a read and one statement"
-        assert began == [], "each statement of the answer commits by itself"
-        assert off_the_loop == [], "each was sent from the event loop, with no hop to a worker thread"
-        assert [event.outcome for event in await store.history(chat.id)] == ["decided"]
-        assert (await store.question(approval.id)).decided_by is not None
+        assert sent == ["WITH decided"], "an approval by id is one statement: it needs no read of the question first"
+        assert began == [], "the statement commits by itself"
+        assert off_the_loop == [], "it was sent from the event loop, with no hop to a worker thread"
+        (trail,) = await store.history(chat.id)
+        assert (trail.outcome, trail.decision, trail.answer, trail.by, trail.channel) == (
+            "decided",
+            "accept",
+            {},
+            Principal("ann"),
+            "code",
+        )
+        assert approval.tool_call is not None
+        assert (trail.chat_id, trail.question_id, trail.kind, trail.message) == (
+            chat.id,
+            approval.id,
+            "approval",
+            approval.message,
+        ), "the trail's row holds the question's own columns, read by the statement as it wrote"
+        assert (trail.call_id, trail.tool, trail.arguments) == (
+            approval.tool_call.id,
+            "transfer_money",
+            {"to": "Bob", "amount": 5},
+        )
+        decided = await store.question(approval.id)
+        assert (decided.decision, decided.answer, decided.decided_by) == ("accept", {}, Principal("ann"))
+        (told,) = announced
+        assert told.id == approval.id and told.decision == "accept" and told.decided_by == Principal("ann")
+        assert told.tool_call == approval.tool_call and told.chat_id == chat.id, "the hook got the question as decided"
+        del sent[:]
+        assert await store.approve(approval.id) is False, "decided already: the statement writes nothing"
+        assert [event.outcome for event in await store.history(chat.id)] == ["decided", "lost"]
 
 
 async def waiting_for_a_lock(url: str, statement: str) -> None:

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Insert, bindparam, insert, select
+from sqlalchemy import CTE, Connection, Insert, bindparam, insert, select
 
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, QuestionKind
-from tarry.store.tables import decision_events
+from tarry.store.tables import decision_events, tool_calls
 
 AttemptOutcome = Literal["decided", "counted", "lost", "expired", "refused", "running"]
 """What came of an attempt.
@@ -144,6 +144,26 @@ def insert_event_from(source: Any) -> Insert:
     columns = [column for column in decision_events.c if column.name != "id"]
     bound = select(*(bindparam(f"event_{column.name}", type_=column.type) for column in columns))
     return insert(decision_events).from_select([column.name for column in columns], bound.select_from(source))
+
+
+def insert_event_of_decided(decided: CTE) -> Insert:
+    """:func:`insert_event_from` for ``decided``, a CTE that returns whole question rows: the columns of the trail's
+    row that describe the question (its chat, kind, message and call) come from the row and its call."""
+    asked = decided.outerjoin(tool_calls, tool_calls.c.id == decided.c.tool_call_id)
+    of_the_question = {
+        "chat_id": decided.c.chat_id,
+        "question_id": decided.c.id,
+        "call_id": tool_calls.c.call_id,
+        "tool": tool_calls.c.name,
+        "arguments": tool_calls.c.arguments,
+        "kind": decided.c.kind,
+        "message": decided.c.message,
+    }
+    columns = [column for column in decision_events.c if column.name != "id"]
+    row = select(
+        *(of_the_question.get(column.name, bindparam(f"event_{column.name}", type_=column.type)) for column in columns)
+    )
+    return insert(decision_events).from_select([column.name for column in columns], row.select_from(asked))
 
 
 def read_history(

@@ -14,7 +14,19 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Executable, bindparam, exists, func, or_, select, update
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Connection,
+    Executable,
+    Update,
+    bindparam,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from tarry.approvals import MayDecide, Vote, judge
 from tarry.calls import check_decision
@@ -28,26 +40,21 @@ from tarry.store.audit import (
     AttemptOutcome,
     attempt_values,
     insert_event_from,
+    insert_event_of_decided,
     record_attempt,
 )
 from tarry.store.cursor import Sendable, fetch_one
 from tarry.store.rows import Row, call_from_row, decider_values, question_from_row
-from tarry.store.schedule import WAKE, WAKE_NOTIFY
+from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of
 from tarry.store.tables import questions, tool_calls
 
 AnswerOf = Callable[[Question], dict[str, Any] | None]
 """Checks an answer against the question as stored and returns the values to record (raises when invalid)."""
 
+_CALL_COLUMNS = ("call_id", "name", "arguments", "claimed_by", "claimed_until", "result_message_id")
+"""The columns of a question's call that reading the question reads too."""
 _QUESTION = (
-    select(
-        questions,
-        tool_calls.c.call_id,
-        tool_calls.c.name,
-        tool_calls.c.arguments,
-        tool_calls.c.claimed_by,
-        tool_calls.c.claimed_until,
-        tool_calls.c.result_message_id,
-    )
+    select(questions, *(tool_calls.c[name] for name in _CALL_COLUMNS))
     .outerjoin(tool_calls, questions.c.tool_call_id == tool_calls.c.id)  # a chat's own question has no call
     .where(questions.c.id == bindparam("question_id"))
 )
@@ -173,6 +180,52 @@ def decide_if_open(connection: Sendable, attempt: Attempt, known: Question | Non
     return _settled(question, attempt, answer, now, done["call_version"], done["chat_version"])
 
 
+def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
+    """PostgreSQL, an approval or a decline by id: the decision in one statement, the question unread.
+
+    It decides only what needs no reading first: a question without fields (an approval records
+    an empty answer), without an approval policy, open, with time left, whose call has not ended
+    and, to decline it, is not running. The statement returns the question it decided, with its call,
+    to announce. Returns ``None``, having written nothing, otherwise (an unknown id too):
+    :func:`decide_question` then reads the question under its row lock, and raises or puts on the
+    trail why the attempt came to nothing.
+    """
+    now = utcnow()
+    answer: dict[str, Any] | None = {} if attempt.decision == "accept" else None
+    decider = decider_values(attempt.by, attempt.channel)
+    values = {
+        "decided_question": attempt.question_id,
+        "moment": now,
+        "new_decision": attempt.decision,
+        "new_answer": answer,
+        "new_note": attempt.note,
+        "new_votes": None,
+        **{f"new_{key}": value for key, value in decider.items()},
+        **{f"event_{key}": value for key, value in _attempt_event_values(attempt, answer, now).items()},
+    }
+    row = fetch_one(connection, _DECIDE_UNREAD[attempt.decision], values)
+    if row is None:
+        return None
+    question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+    return _settled(question, attempt, answer, now, row["call_version"], row["chat_version"])
+
+
+def _attempt_event_values(attempt: Attempt, answer: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+    """The columns of the trail's row that the attempt gives (the rest are the question's, read by the statement)."""
+    by = attempt.by
+    return {
+        "at": now,
+        "decision": attempt.decision,
+        "outcome": "decided",
+        "answer": answer,  # empty or none: nothing to redact
+        "note": attempt.note,
+        "by_id": None if by is None else by.id,
+        "by_name": None if by is None else by.name,
+        "channel": attempt.channel,
+        "detail": None,
+    }
+
+
 def _read_question(
     connection: Sendable, query: Executable, question_id: str, now: datetime
 ) -> tuple[Row, Question, bool, bool]:
@@ -272,31 +325,38 @@ def _decide_at_once() -> Executable:
 _DECIDE_AT_ONCE = _decide_at_once()
 
 
-def _decide_if_open(refuses_running: bool) -> Executable:
-    """:data:`_DECIDE_AT_ONCE` that decides only a question still open, without an approval policy, with time
-    left, whose call has not ended (and, with ``refuses_running``, is not running); every other part writes
-    only if it did."""
+def _decided_if_open(refuses_running: bool, *more: ColumnElement[bool]) -> Update:
+    """:data:`_DECIDE` on a question still open, without an approval policy, with time left, whose call has not
+    ended (and, with ``refuses_running``, is not running), and that meets ``more``."""
     moment = bindparam("moment", type_=questions.c.decided_at.type)
     call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
     blocked = [call.where(tool_calls.c.result_message_id.is_not(None))]
     if refuses_running:
         blocked.append(call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > moment))
-    decided = (
-        _DECIDE.where(
-            questions.c.policy.is_(None),
-            or_(questions.c.expires_at.is_(None), questions.c.expires_at > moment),
-            *(~exists(query) for query in blocked),
-        )
-        .returning(questions.c.id, questions.c.tool_call_id)
-        .cte("decided")
+    return _DECIDE.where(
+        questions.c.policy.is_(None),
+        or_(questions.c.expires_at.is_(None), questions.c.expires_at > moment),
+        *(~exists(query) for query in blocked),
+        *more,
     )
-    bumped = (
+
+
+def _bumped_call(decided: CTE) -> CTE:
+    """The version bump of the call of the question ``decided`` returns, if any."""
+    return (
         update(tool_calls)
         .where(tool_calls.c.id == select(decided.c.tool_call_id).scalar_subquery())
         .values(version=tool_calls.c.version + 1)
         .returning(tool_calls.c.version)
         .cte("bumped")
     )
+
+
+def _decide_if_open(refuses_running: bool) -> Executable:
+    """:data:`_DECIDE_AT_ONCE` that decides only as :func:`_decided_if_open` allows; every other part writes only if
+    it did."""
+    decided = _decided_if_open(refuses_running).returning(questions.c.id, questions.c.tool_call_id).cte("decided")
+    bumped = _bumped_call(decided)
     woken = WAKE_NOTIFY.where(exists(decided.select())).cte("woken")
     logged = insert_event_from(decided)
     return select(
@@ -307,6 +367,32 @@ def _decide_if_open(refuses_running: bool) -> Executable:
 
 
 _DECIDE_IF_OPEN = {refuses_running: _decide_if_open(refuses_running) for refuses_running in (False, True)}
+
+
+def _decide_unread(refuses_running: bool) -> Executable:
+    """The decision of :func:`decide_unread`: :func:`_decide_if_open` on a question without fields, whose chat and
+    call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
+    question with its call's columns (as :data:`_QUESTION` reads them) and the versions, or no row."""
+    decided = (
+        _decided_if_open(refuses_running, questions.c.requested_schema.is_(None)).returning(*questions.c).cte("decided")
+    )
+    bumped = _bumped_call(decided)
+    woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
+    asked = decided.outerjoin(tool_calls, tool_calls.c.id == decided.c.tool_call_id)
+    logged = insert_event_of_decided(decided)
+    return (
+        select(
+            decided,
+            *(tool_calls.c[name] for name in _CALL_COLUMNS),
+            select(bumped.c.version).scalar_subquery().label("call_version"),
+            select(woken.c.version).scalar_subquery().label("chat_version"),
+        )
+        .select_from(asked)
+        .add_cte(logged.cte("logged"))
+    )
+
+
+_DECIDE_UNREAD: dict[Decision, Executable] = {"accept": _decide_unread(False), "decline": _decide_unread(True)}
 
 
 def _why_lost(question: Question) -> str:

@@ -8,8 +8,9 @@ later check from an older view cannot overwrite a newer wake (see ``tarry.jobs``
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, or_, update
+from sqlalchemy import ColumnElement, Connection, Update, bindparam, func, or_, update
 
 from tarry.clock import utcnow
 from tarry.store.tables import chats
@@ -31,22 +32,30 @@ def wake(connection: Connection, chat_id: str, *, postgres: bool) -> int | None:
     return version
 
 
-WAKE = (
-    update(chats)
-    .where(chats.c.id == bindparam("woken_chat"))
-    .values(
-        next_check_at=bindparam("moment", type_=chats.c.next_check_at.type),
-        schedule_version=chats.c.schedule_version + 1,
-        version=chats.c.version + 1,
+def wake_of(chat_id: ColumnElement[Any]) -> Update:
+    """The wake of :func:`wake` for the chat ``chat_id`` names (a parameter, or a value of a statement around
+    it); it returns the chat's new version."""
+    return (
+        update(chats)
+        .where(chats.c.id == chat_id)
+        .values(
+            next_check_at=bindparam("moment", type_=chats.c.next_check_at.type),
+            schedule_version=chats.c.schedule_version + 1,
+            version=chats.c.version + 1,
+        )
+        .returning(chats.c.version)
     )
-    .returning(chats.c.version)
-)
-"""The wake of :func:`wake`, built once; it returns the chat's new version.
+
+
+WAKE = wake_of(bindparam("woken_chat"))
+"""The wake of :func:`wake`, built once.
 
 Its parameters' names are no column's: a DML statement executed with a parameter named like a
 column of its table would also set that column.
 """
-WAKE_NOTIFY = WAKE.returning(func.pg_notify(WAKE_CHANNEL, chats.c.id))
+NOTIFIED = func.pg_notify(WAKE_CHANNEL, chats.c.id)
+"""What a wake returns on PostgreSQL to notify the chat's listeners too."""
+WAKE_NOTIFY = WAKE.returning(NOTIFIED)
 """:data:`WAKE` that also notifies listeners (PostgreSQL): the notification rides on the update, one round trip."""
 
 

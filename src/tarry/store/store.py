@@ -27,7 +27,7 @@ from tarry.questions import AnswerNeeded, Decision, Question
 from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
 from tarry.store.cursor import fetch_value, run
-from tarry.store.deciding import AnswerOf, Attempt, Settled, decide_if_open, decide_question
+from tarry.store.deciding import AnswerOf, Attempt, Settled, decide_if_open, decide_question, decide_unread
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import CHAT_VERSION, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
@@ -361,7 +361,8 @@ class Store:
         With an :class:`~tarry.approvals.Approval` policy that needs several people, ``True``
         means this approval was counted; the question stays listed until enough people approved.
         """
-        return (await self._decide(question_id, "accept", _approval, None, by, channel)).question is not None
+        settled = await self._decide(question_id, "accept", _approval, None, by, channel, unread=True)
+        return settled.question is not None
 
     async def decline(
         self,
@@ -377,7 +378,8 @@ class Store:
         """
         if note is not None and not isinstance(note, str):
             raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
-        return (await self._decide(question_id, "decline", _no_answer, note, by, channel)).question is not None
+        settled = await self._decide(question_id, "decline", _no_answer, note, by, channel, unread=True)
+        return settled.question is not None
 
     async def history(
         self,
@@ -412,10 +414,14 @@ class Store:
         by: str | Principal | None,
         channel: Channel,
         known: Question | None = None,
+        *,
+        unread: bool = False,
     ) -> Settled:
         """Record a decision (:func:`~tarry.store.deciding.decide_question`), log it and run the decision hooks.
 
         ``known``: the question as a chat object holds it, which spares PostgreSQL's common case its read.
+        ``unread``: an approval or a decline, whose answer needs no fields, which spares it too
+        (:func:`~tarry.store.deciding.decide_unread`).
 
         Returns what the attempt came to: the question as it left it (decided, or one more
         approval counted; ``None`` when another decision came first) and the versions it wrote;
@@ -425,10 +431,12 @@ class Store:
             _question_id(question_id), decision, answer_of, note, principal_of(by), check_channel(channel)
         )
         settled = None
-        if not self.db.is_sqlite:  # the common case in two statements, without BEGIN and COMMIT
-            at_once = asyncio.ensure_future(
-                self.db.run_direct(partial(decide_if_open, attempt=attempt, known=known), write=True)
-            )
+        if not self.db.is_sqlite:  # the common case in one or two statements, without BEGIN and COMMIT
+            if unread and known is None:
+                decide = partial(decide_unread, attempt=attempt)
+            else:
+                decide = partial(decide_if_open, attempt=attempt, known=known)
+            at_once = asyncio.ensure_future(self.db.run_direct(decide, write=True))
             try:
                 settled = await asyncio.shield(at_once)
             except asyncio.CancelledError:  # its statement commits all the same: a decision it recorded is announced
