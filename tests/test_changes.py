@@ -50,7 +50,7 @@ class ReadingJournal(MemoryJournal):
         self.held: list[Changes] = []
 
     @asynccontextmanager
-    async def refresh(self, start: int) -> AsyncIterator[Changes | None]:
+    async def refresh(self, start: int, *, at_claim: bool = False) -> AsyncIterator[Changes | None]:
         changes, self.next = self.next, None
         self.starts.append(start)
         yield changes
