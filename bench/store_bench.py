@@ -560,9 +560,9 @@ def floor_part(url: str, ids: list[str], part: str, go: str) -> None:
     """The floor: the smallest durable, single-use decision, through psycopg alone, one at a time.
 
     Each is one statement that records the decision unless one is recorded, committing by itself
-    (``synchronous_commit`` as the server has it): one round trip. tarry's decision does more (it
-    reads the question to check the answer; it bumps the call's and the chat's versions, wakes the
-    chat and appends the audit row); no library can record one faster than this on the same server.
+    (``synchronous_commit`` as the server has it): one round trip. tarry's decision does more in its
+    one statement (it bumps the call's and the chat's versions, wakes the chat with a notification
+    and appends the audit row); no library can record one faster than this on the same server.
     """
     import psycopg
 
