@@ -348,7 +348,9 @@ class Chat:
 
         ``at_claim``: the chat's next step claims calls, which may check instead (see :meth:`Journal.refresh`).
         """
-        async with self._journal.refresh(_tail_start(self.messages), at_claim=at_claim) as changes:
+        start = _tail_start(self.messages)
+        looking = self._journal.refresh(start, at_claim=True) if at_claim else self._journal.refresh(start)
+        async with looking as changes:
             if changes is not None:
                 self._apply(changes)
         return changes is not None
@@ -451,6 +453,9 @@ class Chat:
                 if not current and await self._refresh(at_claim=at_claim):
                     at_claim = False  # the journal looked, and the chat now holds what it found
                 look_now = False
+                if at_claim and self._missing_tools(resumed):  # time moved on: refuse only what a look confirms
+                    current, look_now = False, True
+                    continue
                 self._require_tools_of_paused_calls(resumed)
                 lost, claimed = await self._carry_calls(resumed)
                 if lost:
@@ -537,7 +542,7 @@ class Chat:
 
     async def _carry_calls(self, resumed: set[str]) -> tuple[bool, bool]:
         """Carry every call on that can go on, a bounded number at once; whether a claim was lost, and whether
-        any call was claimed."""
+        any claim was made."""
         limit = asyncio.Semaphore(self.max_concurrency)
         lost = False
 

@@ -132,6 +132,24 @@ async def test_answering_a_tampered_question_names_its_call(store: Store) -> Non
             await attempt
 
 
+@pytest.mark.parametrize(
+    ("column", "value"), [("arguments", '["Bob", 5]'), ("extra", '["not", "an", "object"]'), ("votes", '{"odd": 1}')]
+)
+async def test_approving_or_declining_a_tampered_approval_by_id_writes_nothing(
+    store: Store, column: str, value: str
+) -> None:
+    chat_id = await park(store)
+    (approval, _) = await store.pending_questions(chat_id)
+    table = "tarry_tool_calls" if column == "arguments" else "tarry_questions"
+    call_id = await tamper(store, chat_id, "transfer_money", table, column, value)
+    for attempt in (store.approve(approval.id), store.decline(approval.id, "no")):
+        with pytest.raises(CorruptStateError, match=f"transfer_money call {call_id}"):
+            await attempt
+    assert await store.history(chat_id) == [], "an attempt on a question that cannot be read is recorded"
+    undecided = text("SELECT decision FROM tarry_questions WHERE id = :id")
+    assert await store.db.run_read(lambda c: c.execute(undecided, {"id": approval.id}).scalar()) is None
+
+
 async def test_a_store_without_corrupt_records_has_no_problems(store: Store) -> None:
     await park(store)
     assert await store.problems() == []

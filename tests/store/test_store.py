@@ -25,6 +25,7 @@ from tarry.errors import (
     ToolCallRunningError,
     UnknownQuestionError,
 )
+from tarry.live import current_call
 from tarry.messages import ModelRequest
 from tarry.questions import AnswerNeeded
 from tarry.store import Store, StoreUnavailableError
@@ -671,6 +672,67 @@ async def test_a_chat_changed_by_another_process_after_its_own_decision_carries_
         assert sent[4:] == ["claim", "claim"], "the chat did not claim both calls once it read what changed"
 
 
+async def test_on_postgresql_a_chat_whose_own_decision_finds_it_changed_reads_it_at_once(postgres_url: str) -> None:
+    calls = [
+        {"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}},
+        {"name": "transfer_money", "arguments": {"to": "Bob", "amount": 2}},
+    ]
+    async with Store(postgres_url) as store, Store(postgres_url) as other:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(calls), all_tools())
+        await chat.ask("Pay Ann and Bob")
+        to_ann, to_bob = await chat.pending_questions()
+        assert await other.approve(to_bob.id) is True  # another process changes the chat first
+        sent: list[str] = []
+
+        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            kinds = {
+                "WITH decided": "decision",
+                "SELECT tarry_chats.version": "version",
+                "SELECT (SELECT json_build_array": "load",
+                "UPDATE tarry_tool_calls SET claimed_by": "claim",
+            }
+            sent.extend(kind for start, kind in kinds.items() if statement.startswith(start))
+
+        event.listen(store.db.sync_engine, "before_cursor_execute", note)
+        await chat.approve(to_ann)  # its versions show the chat changed in more than this decision
+        reply = await chat.complete()
+        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+    assert reply is not None and reply.content == "All done."
+    assert sent == ["decision", "load", "claim", "claim"], "the chat asked first, or claimed on a view it knew was old"
+
+
+async def test_on_postgresql_every_claim_of_a_round_checks_the_chat_until_one_finds_it_current(
+    postgres_url: str,
+) -> None:
+    calls = [{"name": "transfer_money", "arguments": {"to": name, "amount": 1}} for name in ("Ann", "Bob", "Cy")]
+    async with Store(postgres_url) as store, Store(postgres_url) as other:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(calls), all_tools(), max_concurrency=1)
+        await chat.ask("Pay Ann, Bob and Cy")
+        to_ann, to_bob, to_cy = await chat.pending_questions()
+        await chat.approve(to_ann)
+        await chat.approve(to_bob)
+        assert await other.decline(to_cy.id) is True  # the chat changes after its own decisions
+        sent: list[str] = []
+
+        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            kinds = {
+                "UPDATE tarry_tool_calls SET claimed_by": "claim",
+                "SELECT tarry_tool_calls.version": "why not",
+                "SELECT (SELECT json_build_array": "load",
+            }
+            sent.extend(kind for start, kind in kinds.items() if statement.startswith(start))
+
+        event.listen(store.db.sync_engine, "before_cursor_execute", note)
+        reply = await chat.complete()
+        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+    assert reply is not None and reply.content == "All done."
+    stale = ["claim", "claim", "why not"]  # a free claim, a lapsed claim, then why neither held
+    assert sent[:7] == [*stale, *stale, "load"], "a claim after a stale one went out without the chat's check"
+    assert sent[7:] == ["claim"] * 3
+
+
 async def test_a_chat_another_process_carried_on_after_its_own_decision_runs_nothing_again(database_url: str) -> None:
     calls = [{"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}}]
     async with Store(database_url) as store, Store(database_url) as other:
@@ -832,6 +894,42 @@ async def test_on_postgresql_an_answer_and_a_user_message_take_no_transaction(po
         del sent[:]
         assert await store.approve(approval.id) is False, "decided already: the statement writes nothing"
         assert [event.outcome for event in await store.history(chat.id)] == ["decided", "lost"]
+
+
+async def test_on_postgresql_an_approval_a_running_call_waits_on_is_declined_by_id_in_one_statement(
+    postgres_url: str,
+) -> None:
+    class Wire(Tool):
+        """Wires money, asking for an approval while it runs."""
+
+        async def execute(self, amount: int) -> str:
+            live = current_call.get()
+            assert live is not None
+            asked = await live.ask(Question("", "approval", f"Wire {amount}?"))
+            return f"{asked.decision}: {asked.note}"
+
+    calls = [{"name": "wire", "arguments": {"amount": 5}}]
+    async with Store(postgres_url, poll_interval=0.01) as store:
+        await store.setup()
+        chat = await store.create_chat(reactive_model(calls), [Wire()])
+        running = asyncio.create_task(chat.ask("Wire 5"))
+        async with asyncio.timeout(10):
+            while not (waiting := await store.pending_questions(chat.id)):
+                await asyncio.sleep(0.01)
+        (approval,) = waiting
+        sent: list[str] = []
+
+        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            if statement.startswith("WITH decided") or "FOR UPDATE" in statement:  # not the running call's looks
+                sent.append("locked read" if "FOR UPDATE" in statement else "decision")
+
+        event.listen(store.db.sync_engine, "before_cursor_execute", note)
+        assert await store.decline(approval.id, "not today") is True, "the call awaits it: it may be declined"
+        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+        assert sent == ["decision"], "declined in one statement, though its call runs"
+        assert (await running).content == "All done."
+        assert chat.messages[-2].content == "decline: not today"
+        assert [event.outcome for event in await store.history(chat.id)] == ["decided"]
 
 
 async def waiting_for_a_lock(url: str, statement: str) -> None:

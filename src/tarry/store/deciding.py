@@ -325,14 +325,19 @@ def _decide_at_once() -> Executable:
 _DECIDE_AT_ONCE = _decide_at_once()
 
 
+_NOT_AWAITED = func.coalesce(questions.c.extra["awaited"].as_string(), "false") != "true"
+"""The question was not asked by its call while it runs (``Question.extra["awaited"]``)."""
+
+
 def _decided_if_open(refuses_running: bool, *more: ColumnElement[bool]) -> Update:
     """:data:`_DECIDE` on a question still open, without an approval policy, with time left, whose call has not
     ended (and, with ``refuses_running``, is not running), and that meets ``more``."""
     moment = bindparam("moment", type_=questions.c.decided_at.type)
     call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
     blocked = [call.where(tool_calls.c.result_message_id.is_not(None))]
-    if refuses_running:
-        blocked.append(call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > moment))
+    if refuses_running:  # unless the running call awaits this very question
+        running = call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > moment)
+        blocked.append(running.where(_NOT_AWAITED))
     return _DECIDE.where(
         questions.c.policy.is_(None),
         or_(questions.c.expires_at.is_(None), questions.c.expires_at > moment),
@@ -373,9 +378,17 @@ def _decide_unread(refuses_running: bool) -> Executable:
     """The decision of :func:`decide_unread`: :func:`_decide_if_open` on a question without fields, whose chat and
     call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
     question with its call's columns (as :data:`_QUESTION` reads them) and the versions, or no row."""
-    decided = (
-        _decided_if_open(refuses_running, questions.c.requested_schema.is_(None)).returning(*questions.c).cte("decided")
+    odd_call = select(tool_calls.c.id).where(
+        tool_calls.c.id == questions.c.tool_call_id, func.json_typeof(tool_calls.c.arguments) != "object"
     )
+    readable = (  # an approval whose row reads back (see question_from_row); the locked path finds the rest
+        questions.c.kind == "approval",
+        questions.c.requested_schema.is_(None),
+        questions.c.votes.is_(None),
+        or_(questions.c.extra.is_(None), func.json_typeof(questions.c.extra) == "object"),
+        ~exists(odd_call),
+    )
+    decided = _decided_if_open(refuses_running, *readable).returning(*questions.c).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
     asked = decided.outerjoin(tool_calls, tool_calls.c.id == decided.c.tool_call_id)

@@ -253,14 +253,14 @@ class Database:
             raise TarryError(f"The store of {self.where} is closed")
         # What _run does, without its context managers: this is every statement of a step.
         what = {"db.system.name": "postgresql", "tarry.transaction": function_name(work)}
-        with span(f"store.{'write' if write else 'read'}", what, client=True):
-            try:
+        try:
+            with span(f"store.{'write' if write else 'read'}", what, client=True):
                 return await on_loop.run(work)
-            except (DBAPIError, OSError) as error:
-                translated = self._store_error(error)
-                if translated is None:
-                    raise
-                raise translated from error
+        except (DBAPIError, OSError) as error:
+            translated = self._store_error(error)
+            if translated is None:
+                raise
+            raise translated from error
 
     async def check_schema(self) -> None:
         """Raise :class:`~tarry.errors.StoreSchemaError` unless the schema is the one this tarry uses.

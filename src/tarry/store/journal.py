@@ -119,10 +119,15 @@ class StoreJournal:
         """The row behind each call this journal saved or read, by call id."""
 
     def _wrote(self, version: int) -> bool:
-        """After this process's own write: still up to date only if no other write came in between."""
+        """After this process's own write: still up to date only if no other write came in between.
+
+        If one did, the version held is known to be behind: the next :meth:`refresh` reads the rows
+        without asking for the version first, and does not leave the check to a claim.
+        """
         if self._seen == version - 1:
             self._seen = version
             return True
+        self._seen = None
         return False
 
     @asynccontextmanager
@@ -131,10 +136,11 @@ class StoreJournal:
 
         One cheap query when nothing changed since the chat last looked. The versions read count
         as held once the chat took the changes in (the block ended without an error). With
-        ``at_claim`` (the chat's next step claims calls) PostgreSQL asks nothing now: each claim
-        holds only while the chat is still at the version it holds, and fails as stale otherwise.
+        ``at_claim`` (the chat's next step claims calls) PostgreSQL asks nothing now: the claims that
+        follow hold only while the chat is still at the version it holds, and are stale otherwise.
         """
         tail: Tail | None
+        self._check_at_claim = None
         if self._loaded is not None:
             (version, tail), self._loaded = self._loaded, None
         elif self._verified:
@@ -147,7 +153,6 @@ class StoreJournal:
             return
         else:
             version, tail = await self._read(start)
-        self._check_at_claim = None
         if tail is None:
             yield None
             return
@@ -249,6 +254,8 @@ class StoreJournal:
 
         The claim holds only if the row is still at the version this process read, so nobody
         acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
+        After a refresh that left the check to the claims (``at_claim``), it also holds only while
+        the chat is at the version this object holds.
         """
         row = self._calls[call_id]
         row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
@@ -259,7 +266,7 @@ class StoreJournal:
             tool_calls,
             row_id,
         )
-        if chat is not None:  # the chat was at that version (or the claim is stale and the chat reads anew)
+        if chat is not None and claim is not Claim.STALE:  # the chat was at that version then
             self._check_at_claim = None
         if not claim.held:
             if claim is Claim.STALE:
@@ -430,10 +437,14 @@ class StoreJournal:
         if decided is None:
             return None
         row = None if decided.tool_call is None else self._calls.get(decided.tool_call.id)
-        if settled.versions is not None and row is not None:
+        if settled.versions is not None:
             chat_version, call_version = settled.versions
-            if call_version is not None and self._seen == chat_version - 1 and row.version == call_version - 1:
+            follows = row is not None and call_version is not None and row.version == call_version - 1
+            if follows and self._seen == chat_version - 1:
+                assert row is not None and call_version is not None
                 self._seen, row.version = chat_version, call_version
+            else:
+                self._seen = None  # the chat changed in more than this decision: read it all again
         return decided
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:

@@ -82,8 +82,13 @@ class LoopConnections:
         told: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         running = asyncio.ensure_future(self._run(work, loop, kept, told))
         self._under_way.add(running)
-        running.add_done_callback(self._under_way.discard)
+        running.add_done_callback(self._ended)
         return await told
+
+    def _ended(self, running: asyncio.Future[Any]) -> None:
+        self._under_way.discard(running)
+        if not running.cancelled():
+            running.exception()  # retrieved: giving the connection back may have failed, with nobody told
 
     async def _run(
         self, work: Callable[[LoopConnection], T], loop: _Loop, kept: _Kept, told: asyncio.Future[T]
