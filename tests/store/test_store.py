@@ -7,6 +7,8 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -633,37 +635,53 @@ async def test_on_postgresql_a_call_s_result_and_the_call_s_close_are_one_statem
         assert await other.chat_version(chat.id) == await chat_version_from_rows(other, chat.id)
 
 
+async def parked_on_transfers(store: Store, names: list[str], **options: Any) -> tuple[Chat, list[Question]]:
+    """A new chat of ``store`` parked on the approvals of a transfer of 1 to each of ``names``, in order."""
+    await store.setup()
+    calls = [{"name": "transfer_money", "arguments": {"to": name, "amount": 1}} for name in names]
+    chat = await store.create_chat(reactive_model(calls), all_tools(), **options)
+    await chat.ask(f"Pay {', '.join(names)}")
+    return chat, await chat.pending_questions()
+
+
+STATEMENT_KINDS = {
+    "WITH decided": "decision",
+    "SELECT tarry_chats.version": "version",
+    "SELECT (SELECT json_build_array": "load",
+    "UPDATE tarry_tool_calls SET claimed_by": "claim",
+    "SELECT tarry_tool_calls.version": "why not",
+}
+"""What a statement does, by how it starts: the ones the tests of a chat's looks and claims tell apart."""
+
+
+@contextmanager
+def statements_sent(store: Store) -> Iterator[list[str]]:
+    """The kinds (:data:`STATEMENT_KINDS`) of the statements ``store`` sends in the block, in order."""
+    sent: list[str] = []
+
+    def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        sent.extend(kind for start, kind in STATEMENT_KINDS.items() if statement.startswith(start))
+
+    event.listen(store.db.sync_engine, "before_cursor_execute", note)
+    try:
+        yield sent
+    finally:
+        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+
+
 async def test_a_chat_changed_by_another_process_after_its_own_decision_carries_on_from_the_change(
     database_url: str,
 ) -> None:
-    calls = [
-        {"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}},
-        {"name": "transfer_money", "arguments": {"to": "Bob", "amount": 2}},
-    ]
     async with Store(database_url) as store, Store(database_url) as other:
-        await store.setup()
-        chat = await store.create_chat(reactive_model(calls), all_tools())
-        await chat.ask("Pay Ann and Bob")
-        to_ann, to_bob = await chat.pending_questions()
+        chat, (to_ann, to_bob) = await parked_on_transfers(store, ["Ann", "Bob"])
         await chat.approve(to_ann)  # the chat holds everything recorded
         assert await other.decline(to_bob.id, "Bob was paid") is True  # then another process changes the chat
-        sent: list[str] = []
-
-        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-            kinds = {
-                "UPDATE tarry_tool_calls SET claimed_by": "claim",
-                "SELECT tarry_tool_calls.version": "why not",
-                "SELECT (SELECT json_build_array": "load",
-            }
-            sent.extend(kind for start, kind in kinds.items() if statement.startswith(start))
-
-        event.listen(store.db.sync_engine, "before_cursor_execute", note)
-        reply = await chat.complete()
-        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+        with statements_sent(store) as sent:
+            reply = await chat.complete()
         assert reply is not None and reply.content == "All done."
         assert not chat.waiting, "the chat went on from what it held, missing the other process's decline"
         results = sorted(str(message.content) for message in chat.messages if message.role == "tool")
-        assert results[0] == "Sent 1 to Ann" and "declined" in results[1]
+        assert results[0] == "Sent 1 to Ann" and "declined" in results[1]  # Bob's was declined
         stored = [message.content for message in await other.messages(chat.id)]
         assert sorted(map(str, stored[2:4])) == results and stored[4:] == ["All done."]
     if not database_url.startswith("sqlite"):  # there the chat reads its version first, in the same snapshot
@@ -673,31 +691,12 @@ async def test_a_chat_changed_by_another_process_after_its_own_decision_carries_
 
 
 async def test_on_postgresql_a_chat_whose_own_decision_finds_it_changed_reads_it_at_once(postgres_url: str) -> None:
-    calls = [
-        {"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}},
-        {"name": "transfer_money", "arguments": {"to": "Bob", "amount": 2}},
-    ]
     async with Store(postgres_url) as store, Store(postgres_url) as other:
-        await store.setup()
-        chat = await store.create_chat(reactive_model(calls), all_tools())
-        await chat.ask("Pay Ann and Bob")
-        to_ann, to_bob = await chat.pending_questions()
+        chat, (to_ann, to_bob) = await parked_on_transfers(store, ["Ann", "Bob"])
         assert await other.approve(to_bob.id) is True  # another process changes the chat first
-        sent: list[str] = []
-
-        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-            kinds = {
-                "WITH decided": "decision",
-                "SELECT tarry_chats.version": "version",
-                "SELECT (SELECT json_build_array": "load",
-                "UPDATE tarry_tool_calls SET claimed_by": "claim",
-            }
-            sent.extend(kind for start, kind in kinds.items() if statement.startswith(start))
-
-        event.listen(store.db.sync_engine, "before_cursor_execute", note)
-        await chat.approve(to_ann)  # its versions show the chat changed in more than this decision
-        reply = await chat.complete()
-        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+        with statements_sent(store) as sent:
+            await chat.approve(to_ann)  # its versions show the chat changed in more than this decision
+            reply = await chat.complete()
     assert reply is not None and reply.content == "All done."
     assert sent == ["decision", "load", "claim", "claim"], "the chat asked first, or claimed on a view it knew was old"
 
@@ -705,28 +704,13 @@ async def test_on_postgresql_a_chat_whose_own_decision_finds_it_changed_reads_it
 async def test_on_postgresql_every_claim_of_a_round_checks_the_chat_until_one_finds_it_current(
     postgres_url: str,
 ) -> None:
-    calls = [{"name": "transfer_money", "arguments": {"to": name, "amount": 1}} for name in ("Ann", "Bob", "Cy")]
     async with Store(postgres_url) as store, Store(postgres_url) as other:
-        await store.setup()
-        chat = await store.create_chat(reactive_model(calls), all_tools(), max_concurrency=1)
-        await chat.ask("Pay Ann, Bob and Cy")
-        to_ann, to_bob, to_cy = await chat.pending_questions()
+        chat, (to_ann, to_bob, to_cy) = await parked_on_transfers(store, ["Ann", "Bob", "Cy"], max_concurrency=1)
         await chat.approve(to_ann)
         await chat.approve(to_bob)
         assert await other.decline(to_cy.id) is True  # the chat changes after its own decisions
-        sent: list[str] = []
-
-        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-            kinds = {
-                "UPDATE tarry_tool_calls SET claimed_by": "claim",
-                "SELECT tarry_tool_calls.version": "why not",
-                "SELECT (SELECT json_build_array": "load",
-            }
-            sent.extend(kind for start, kind in kinds.items() if statement.startswith(start))
-
-        event.listen(store.db.sync_engine, "before_cursor_execute", note)
-        reply = await chat.complete()
-        event.remove(store.db.sync_engine, "before_cursor_execute", note)
+        with statements_sent(store) as sent:
+            reply = await chat.complete()
     assert reply is not None and reply.content == "All done."
     stale = ["claim", "claim", "why not"]  # a free claim, a lapsed claim, then why neither held
     assert sent[:7] == [*stale, *stale, "load"], "a claim after a stale one went out without the chat's check"
