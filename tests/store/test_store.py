@@ -495,7 +495,7 @@ async def test_a_chat_cancelled_while_it_claims_a_call_leaves_the_call_to_the_ne
             with psycopg.connect(plain) as other:  # another process holds the call's row: the claim waits
                 other.execute("SELECT id FROM tarry_tool_calls WHERE chat_id = %s FOR UPDATE", (chat.id,))
                 carrying = asyncio.create_task(chat.complete())
-                await waiting_for_a_lock(plain, "WITH claimed AS")
+                await waiting_for_a_lock(plain, "UPDATE tarry_tool_calls SET claimed_by")
                 carrying.cancel()  # while the claim's statement waits on the server
                 other.commit()
                 with pytest.raises(asyncio.CancelledError):
@@ -623,7 +623,7 @@ async def test_on_postgresql_a_call_s_result_and_the_call_s_close_are_one_statem
         del sent[:]
         await chat.complete()
         event.remove(store.db.sync_engine, "before_cursor_execute", note)
-    assert sent[0].startswith("WITH claimed AS") and "EXISTS" in sent[0], (
+    assert sent[0].startswith("UPDATE tarry_tool_calls SET claimed_by") and "EXISTS" in sent[0], (
         "carrying on, the chat claims the call first, and the claim checks that the chat has not changed"
     )
     assert not [statement for statement in sent if statement.startswith("SELECT tarry_chats.version")]
@@ -649,8 +649,7 @@ STATEMENT_KINDS = {
     "WITH decided": "decision",
     "SELECT tarry_chats.version": "version",
     "SELECT (SELECT json_build_array": "load",
-    "WITH claimed AS": "claim",
-    "UPDATE tarry_tool_calls SET claimed_by": "lapsed claim",
+    "UPDATE tarry_tool_calls SET claimed_by": "claim",
     "SELECT tarry_tool_calls.version": "why not",
 }
 """What a statement does, by how it starts: the ones the tests of a chat's looks and claims tell apart."""
@@ -687,9 +686,9 @@ async def test_a_chat_changed_by_another_process_after_its_own_decision_carries_
         stored = [message.content for message in await other.messages(chat.id)]
         assert sorted(map(str, stored[2:4])) == results and stored[4:] == ["All done."]
     if not database_url.startswith("sqlite"):  # there the chat reads its version first, in the same snapshot
-        # The claim says why it claimed nothing; then the chat reads what changed, and claims anew.
-        assert sent[:2] == ["claim", "load"], "the claim did not find that the chat had changed"
-        assert sent[2:] == ["claim", "claim"], "the chat did not claim both calls once it read what changed"
+        # The claim finds the chat changed (and the chat learns why); it reads what changed, and claims anew.
+        assert sent[:3] == ["claim", "why not", "load"], "the claim did not find that the chat had changed"
+        assert sent[3:] == ["claim", "claim"], "the chat did not claim both calls once it read what changed"
 
 
 async def test_on_postgresql_a_chat_whose_own_decision_finds_it_changed_reads_it_at_once(postgres_url: str) -> None:
@@ -714,11 +713,12 @@ async def test_on_postgresql_every_claim_of_a_round_checks_the_chat_until_one_fi
         with statements_sent(store) as sent:
             reply = await chat.complete()
     assert reply is not None and reply.content == "All done."
-    assert sent[:3] == ["claim", "claim", "load"], "a claim after a stale one went out without the chat's check"
-    assert sent[3:] == ["claim"] * 3
+    stale = ["claim", "why not"]
+    assert sent[:5] == [*stale, *stale, "load"], "a claim after a stale one went out without the chat's check"
+    assert sent[5:] == ["claim"] * 3
 
 
-async def test_on_postgresql_a_call_another_process_runs_is_found_busy_in_one_statement(
+async def test_on_postgresql_a_call_another_process_runs_is_found_busy_in_two_statements(
     postgres_url: str, tmp_path: Path
 ) -> None:
     ready, release = tmp_path / "ready", tmp_path / "release"
@@ -733,7 +733,7 @@ async def test_on_postgresql_a_call_another_process_runs_is_found_busy_in_one_st
         elsewhere = await other.load_chat(chat.id, reactive_model(calls), all_tools())
         with statements_sent(other) as sent:
             await elsewhere.complete()
-        assert sent == ["claim"], "the claim did not say at once that another process holds the call"
+        assert sent == ["claim", "why not"], "the chat did not learn at once that another process holds the call"
         release.touch()
         reply = await running
     assert reply is not None and reply.content == "All done."

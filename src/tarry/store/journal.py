@@ -17,18 +17,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from sqlalchemy import (
     Connection,
     Executable,
-    Select,
     Table,
-    Update,
     and_,
     bindparam,
     exists,
-    func,
     insert,
     or_,
     select,
@@ -622,38 +619,31 @@ def claim_call(
     lease: timedelta,
     chat: tuple[str, int] | None = None,
 ) -> Claim:
-    """Claim a call row at ``version`` for ``owner``: one statement when it is free, as it mostly is, and on
-    PostgreSQL also when it is stale or another process holds it (the statement says why it claimed nothing).
+    """Claim a call row at ``version`` for ``owner``: one statement when it is free, as it mostly is, and one
+    more to learn why not (the call changed, the chat changed, or another process holds it).
 
     With ``chat`` (its id and a version) the claim holds only while the chat is at that version
     too, and is ``STALE`` otherwise.
     """
     now = utcnow()
     values = {"row_id": row_id, "read_version": version, "owner": owner, "until": now + lease, "now": now}
-    statements = _CLAIMS_AT_CHAT_VERSION if chat is not None else _CLAIMS
+    free, lapsed, state = _CLAIMS_AT_CHAT_VERSION if chat is not None else _CLAIMS
     if chat is not None:
         values |= {"held_chat": chat[0], "held_version": chat[1]}  # not the names of tool_calls' columns
-    if connection.dialect.name == "postgresql":  # data-modifying CTEs: the claim, and the row as it was
-        row = fetch_one(connection, statements.free_or_why, values)
-        assert row is not None  # a call's row is never deleted
-        if row["claimed"]:
-            return Claim.GRANTED
-        why = _why_not_claimed(row, version, chat, now)
-        if why is not None:
-            return why
-        # Free in the statement's snapshot, yet not claimed (it changed meanwhile), or a lease that ran out.
-    elif fetch_value(connection, statements.free, values) is not None:
+    if fetch_value(connection, free, values) is not None:
         return Claim.GRANTED
-    if fetch_value(connection, statements.lapsed, values) is not None:
+    why = _why_not_claimed(fetch_one(connection, state, values), version, chat, now)
+    if why is not None:
+        return why
+    if fetch_value(connection, lapsed, values) is not None:  # its lease ran out: take it over
         return Claim.RECLAIMED
-    row = fetch_one(connection, statements.state, values)
-    assert row is not None
-    return _why_not_claimed(row, version, chat, now) or Claim.BUSY
+    return _why_not_claimed(fetch_one(connection, state, values), version, chat, now) or Claim.BUSY
 
 
-def _why_not_claimed(row: Row, version: int, chat: tuple[str, int] | None, now: datetime) -> Claim | None:
+def _why_not_claimed(row: Row | None, version: int, chat: tuple[str, int] | None, now: datetime) -> Claim | None:
     """``STALE`` or ``BUSY`` as a call's row (and its chat's version) shows, or ``None`` when it is free or
     its lease ran out."""
+    assert row is not None  # a call's row is never deleted
     if row["version"] != version or row["result_message_id"] is not None:
         return Claim.STALE
     if chat is not None and row["chat_version"] != chat[1]:
@@ -847,24 +837,9 @@ _CALL_STATE = select(
 ).where(tool_calls.c.id == bindparam("row_id"))
 
 
-class _ClaimStatements(NamedTuple):
-    """The statements of :func:`claim_call`."""
-
-    free: Executable
-    lapsed: Executable
-    state: Select[Any]
-    free_or_why: Executable
-    """PostgreSQL: ``free`` and, in the same statement, the row as it was (what ``state`` reads)."""
-
-    @classmethod
-    def of(cls, free: Update, lapsed: Update, state: Select[Any]) -> _ClaimStatements:
-        claimed = select(func.count()).select_from(free.cte("claimed")).scalar_subquery().label("claimed")
-        return cls(free, lapsed, state, state.add_columns(claimed))
-
-
-_CLAIMS = _ClaimStatements.of(_CLAIM_FREE_CALL, _CLAIM_LAPSED_CALL, _CALL_STATE)
+_CLAIMS = (_CLAIM_FREE_CALL, _CLAIM_LAPSED_CALL, _CALL_STATE)
 _CHAT_AT_VERSION = exists().where(chats.c.id == bindparam("held_chat"), chats.c.version == bindparam("held_version"))
-_CLAIMS_AT_CHAT_VERSION = _ClaimStatements.of(
+_CLAIMS_AT_CHAT_VERSION = (
     _CLAIM_FREE_CALL.where(_CHAT_AT_VERSION),
     _CLAIM_LAPSED_CALL.where(_CHAT_AT_VERSION),
     _CALL_STATE.add_columns(
