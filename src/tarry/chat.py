@@ -453,10 +453,11 @@ class Chat:
                 if not current and await self._refresh(at_claim=at_claim):
                     at_claim = False  # the journal looked, and the chat now holds what it found
                 look_now = False
-                if at_claim and self._missing_tools(resumed):  # time moved on: refuse only what a look confirms
+                missing = self._missing_tools(resumed)
+                if missing and at_claim:  # time moved on since the chat last looked: refuse only what a look confirms
                     current, look_now = False, True
                     continue
-                self._require_tools_of_paused_calls(resumed)
+                self._refuse_missing_tools(missing)
                 lost, claimed = await self._carry_calls(resumed)
                 if lost:
                     current = False
@@ -525,13 +526,13 @@ class Chat:
             }
         )
 
-    def _require_tools_of_paused_calls(self, resumed: set[str]) -> None:
-        """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks.
+    def _refuse_missing_tools(self, missing: list[str]) -> None:
+        """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks
+        (``missing``, from :meth:`_missing_tools`).
 
         Carrying it on would close it as an unknown tool and use up its approval or answer. A call
         that still waits, or that closes without its tool (declined, lapsed), is no reason to refuse.
         """
-        missing = self._missing_tools(resumed)
         if missing:
             names = ", ".join(missing)
             raise MissingToolsError(

@@ -7,11 +7,12 @@ expired, a policy refused it) is recorded too, with what stopped it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import CTE, Connection, Insert, bindparam, insert, select
+from sqlalchemy import CTE, ColumnElement, Connection, Insert, bindparam, insert, select
 
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, QuestionKind
@@ -111,7 +112,6 @@ def attempt_values(
     """The columns of the trail's row for one attempt on ``question`` (secret answer fields redacted)."""
     call = question.tool_call
     return {
-        "at": at,
         "chat_id": question.chat_id,
         "question_id": question.id,
         "call_id": None if call is None else call.id,
@@ -119,9 +119,29 @@ def attempt_values(
         "arguments": None if call is None else dict(call.arguments),
         "kind": question.kind,
         "message": question.message,
+        **attempt_columns(
+            decision, outcome, at=at, by=by, channel=channel, answer=question.redact(answer), note=note, detail=detail
+        ),
+    }
+
+
+def attempt_columns(
+    decision: Decision,
+    outcome: AttemptOutcome,
+    *,
+    at: datetime,
+    by: Principal | None,
+    channel: Channel,
+    answer: dict[str, Any] | None,
+    note: str | None,
+    detail: str | None = None,
+) -> dict[str, Any]:
+    """The columns of the trail's row that the attempt gives, not the question (``answer`` as it is recorded)."""
+    return {
+        "at": at,
         "decision": decision,
         "outcome": outcome,
-        "answer": question.redact(answer),
+        "answer": answer,
         "note": note,
         "by_id": None if by is None else by.id,
         "by_name": None if by is None else by.name,
@@ -139,11 +159,13 @@ INSERT_EVENT_BOUND = INSERT_EVENT.values(
 """:data:`INSERT_EVENT` taking its values from parameters named ``event_<column>``, to run inside a larger statement."""
 
 
-def insert_event_from(source: Any) -> Insert:
-    """:data:`INSERT_EVENT_BOUND` writing one row for each row ``source`` (a CTE) returns: none when it returns none."""
+def insert_event_from(source: Any, taken: Mapping[str, ColumnElement[Any]] | None = None) -> Insert:
+    """:data:`INSERT_EVENT_BOUND` writing one row for each row ``source`` (a CTE, or a join) returns: none when it
+    returns none. ``taken``: the columns whose values come from ``source``'s rows instead of parameters."""
+    taken = taken or {}
     columns = [column for column in decision_events.c if column.name != "id"]
-    bound = select(*(bindparam(f"event_{column.name}", type_=column.type) for column in columns))
-    return insert(decision_events).from_select([column.name for column in columns], bound.select_from(source))
+    values = (taken.get(column.name, bindparam(f"event_{column.name}", type_=column.type)) for column in columns)
+    return insert(decision_events).from_select([column.name for column in columns], select(*values).select_from(source))
 
 
 def insert_event_of_decided(decided: CTE) -> Insert:
@@ -159,11 +181,7 @@ def insert_event_of_decided(decided: CTE) -> Insert:
         "kind": decided.c.kind,
         "message": decided.c.message,
     }
-    columns = [column for column in decision_events.c if column.name != "id"]
-    row = select(
-        *(of_the_question.get(column.name, bindparam(f"event_{column.name}", type_=column.type)) for column in columns)
-    )
-    return insert(decision_events).from_select([column.name for column in columns], row.select_from(asked))
+    return insert_event_from(asked, of_the_question)
 
 
 def read_history(

@@ -38,6 +38,7 @@ from tarry.store.audit import (
     INSERT_EVENT,
     INSERT_EVENT_BOUND,
     AttemptOutcome,
+    attempt_columns,
     attempt_values,
     insert_event_from,
     insert_event_of_decided,
@@ -192,38 +193,14 @@ def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
     """
     now = utcnow()
     answer: dict[str, Any] | None = {} if attempt.decision == "accept" else None
-    decider = decider_values(attempt.by, attempt.channel)
-    values = {
-        "decided_question": attempt.question_id,
-        "moment": now,
-        "new_decision": attempt.decision,
-        "new_answer": answer,
-        "new_note": attempt.note,
-        "new_votes": None,
-        **{f"new_{key}": value for key, value in decider.items()},
-        **{f"event_{key}": value for key, value in _attempt_event_values(attempt, answer, now).items()},
-    }
+    by, channel, note = attempt.by, attempt.channel, attempt.note  # the answer is empty or none: nothing to redact
+    event = attempt_columns(attempt.decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note)
+    values = _recorded(attempt, answer, now, None, event)
     row = fetch_one(connection, _DECIDE_UNREAD[attempt.decision], values)
     if row is None:
         return None
     question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
     return _settled(question, attempt, answer, now, row["call_version"], row["chat_version"])
-
-
-def _attempt_event_values(attempt: Attempt, answer: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
-    """The columns of the trail's row that the attempt gives (the rest are the question's, read by the statement)."""
-    by = attempt.by
-    return {
-        "at": now,
-        "decision": attempt.decision,
-        "outcome": "decided",
-        "answer": answer,  # empty or none: nothing to redact
-        "note": attempt.note,
-        "by_id": None if by is None else by.id,
-        "by_name": None if by is None else by.name,
-        "channel": attempt.channel,
-        "detail": None,
-    }
 
 
 def _read_question(
@@ -256,16 +233,26 @@ def _decision_values(
     """
     decision, by, channel, note = attempt.decision, attempt.by, attempt.channel, attempt.note
     event = attempt_values(question, decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note)
+    return {"call_row": call_row, "woken_chat": question.chat_id, **_recorded(attempt, answer, now, votes, event)}
+
+
+def _recorded(
+    attempt: Attempt,
+    answer: dict[str, Any] | None,
+    now: datetime,
+    votes: list[dict[str, Any]] | None,
+    event: dict[str, Any],
+) -> dict[str, Any]:
+    """The parameters of what a decision records on the question, and of the trail's row (``event``) as
+    ``event_<column>``."""
     return {
-        "decided_question": question.id,
-        "call_row": call_row,
-        "woken_chat": question.chat_id,
+        "decided_question": attempt.question_id,
         "moment": now,
-        "new_decision": decision,
+        "new_decision": attempt.decision,
         "new_answer": answer,
-        "new_note": note,
+        "new_note": attempt.note,
         "new_votes": votes,
-        **{f"new_{key}": value for key, value in decider_values(by, channel).items()},
+        **{f"new_{key}": value for key, value in decider_values(attempt.by, attempt.channel).items()},
         **{f"event_{key}": value for key, value in event.items()},
     }
 

@@ -277,12 +277,7 @@ class Database:
         self._schema_checked = True
 
     async def _run(
-        self,
-        work: Callable[[Connection], T],
-        *,
-        write: bool,
-        alone: bool = False,
-        may_block: bool = False,
+        self, work: Callable[[Connection], T], *, write: bool, alone: bool = False, may_block: bool = False
     ) -> T:
         if self._closed:
             raise TarryError(f"The store of {self.where} is closed")

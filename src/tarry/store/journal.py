@@ -451,9 +451,7 @@ class StoreJournal:
         row = None if decided.tool_call is None else self._calls.get(decided.tool_call.id)
         if settled.versions is not None:
             chat_version, call_version = settled.versions
-            follows = row is not None and call_version is not None and row.version == call_version - 1
-            if follows and self._seen == chat_version - 1:
-                assert row is not None and call_version is not None
+            if row is not None and call_version == row.version + 1 and self._seen == chat_version - 1:
                 self._seen, row.version = chat_version, call_version
             else:
                 self._seen = None  # the chat changed in more than this decision: read it all again
@@ -835,8 +833,6 @@ _CLAIM_LAPSED_CALL = _CLAIM_CALL.where(
 _CALL_STATE = select(
     tool_calls.c.version, tool_calls.c.result_message_id, tool_calls.c.claimed_by, tool_calls.c.claimed_until
 ).where(tool_calls.c.id == bindparam("row_id"))
-
-
 _CLAIMS = (_CLAIM_FREE_CALL, _CLAIM_LAPSED_CALL, _CALL_STATE)
 _CHAT_AT_VERSION = exists().where(chats.c.id == bindparam("held_chat"), chats.c.version == bindparam("held_version"))
 _CLAIMS_AT_CHAT_VERSION = (
