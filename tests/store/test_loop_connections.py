@@ -5,34 +5,36 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import TextClause, make_url, text
+from sqlalchemy import TextClause, text
 
 from tarry.store import Store
 from tarry.store.cursor import fetch_value
-from tests.store.test_store import connections_named, park, waiting_for_a_lock
+from tests.store.test_store import (
+    connections_named,
+    named,
+    park,
+    plain_url,
+    until_no_connections_named,
+    waiting_for_a_lock,
+)
 
 LOCK = text("SELECT pg_advisory_xact_lock(7)")
-
-
-def plain(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 async def test_a_store_closed_while_a_statement_waits_on_the_loop_closes_its_connection_once_it_ends(
     postgres_url: str,
 ) -> None:
-    name = f"tarry-test-{uuid.uuid4().hex[:8]}"
-    store = Store(f"{postgres_url}&application_name={name}")
+    url, name = named(postgres_url)
+    store = Store(url)
     await store.setup()
-    with psycopg.connect(plain(postgres_url)) as other:  # holds a lock the store's statement waits for
+    with psycopg.connect(plain_url(postgres_url)) as other:  # holds a lock the store's statement waits for
         other.execute("SELECT pg_advisory_xact_lock(7)")
         waiting = asyncio.create_task(store.db.run_direct(lambda c: fetch_value(c, LOCK, {}), write=False))
-        await waiting_for_a_lock(plain(postgres_url), "SELECT pg_advisory_xact_lock")
+        await waiting_for_a_lock(plain_url(postgres_url), "SELECT pg_advisory_xact_lock")
         closing = asyncio.create_task(store.close())
         await asyncio.sleep(0)
         closing.cancel()
@@ -42,15 +44,12 @@ async def test_a_store_closed_while_a_statement_waits_on_the_loop_closes_its_con
         assert await connections_named(postgres_url, name) >= 1
         other.commit()
     await waiting  # it ran to its end
-    deadline = time.monotonic() + 10
-    while await connections_named(postgres_url, name):
-        assert time.monotonic() < deadline, "the loop's connection stayed open after its statement ended"
-        await asyncio.sleep(0.05)
+    await until_no_connections_named(postgres_url, name, "the loop's connection stayed open after its statement ended")
 
 
 async def test_each_event_loop_keeps_its_own_connections_and_close_ends_them_all(postgres_url: str) -> None:
-    name = f"tarry-test-{uuid.uuid4().hex[:8]}"
-    async with Store(f"{postgres_url}&application_name={name}") as store:
+    url, name = named(postgres_url)
+    async with Store(url) as store:
         await store.setup()
         chat_id = await park(store, [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}])
         here = await store.chat_version(chat_id)
@@ -60,17 +59,14 @@ async def test_each_event_loop_keeps_its_own_connections_and_close_ends_them_all
         await asyncio.to_thread(elsewhere.join, 10)
         assert read_elsewhere == [here]
         assert await connections_named(postgres_url, name) >= 2, "one connection for each loop"
-    deadline = time.monotonic() + 10
-    while await connections_named(postgres_url, name):
-        assert time.monotonic() < deadline, "a loop's connection stayed open after the store closed"
-        await asyncio.sleep(0.05)
+    await until_no_connections_named(postgres_url, name, "a loop's connection stayed open after the store closed")
 
 
 async def test_a_loop_runs_at_most_ten_statements_at_once_and_the_rest_wait_their_turn(postgres_url: str) -> None:
     async with Store(postgres_url) as store:
         await store.setup()
         pid_once_locked = text("SELECT pg_backend_pid() AS pid, pg_advisory_xact_lock(7) AS locked")
-        with psycopg.connect(plain(postgres_url)) as other:
+        with psycopg.connect(plain_url(postgres_url)) as other:
             waiting = await ten_waiting(store, other, postgres_url, 12, pid_once_locked)
             other.commit()
         pids = await asyncio.gather(*waiting)
@@ -87,7 +83,7 @@ async def ten_waiting(
         asyncio.create_task(store.db.run_direct(lambda c: fetch_value(c, locking, {}), write=False))
         for _ in range(count)
     ]
-    await waiting_for_a_lock_count(plain(url), 10)
+    await waiting_for_a_lock_count(plain_url(url), 10)
     return waiting
 
 
@@ -106,7 +102,7 @@ async def waiting_for_a_lock_count(url: str, count: int) -> None:
 async def test_a_call_cancelled_while_it_waits_for_a_free_connection_sends_nothing(postgres_url: str) -> None:
     async with Store(postgres_url) as store:
         await store.setup()
-        with psycopg.connect(plain(postgres_url)) as other:
+        with psycopg.connect(plain_url(postgres_url)) as other:
             busy = await ten_waiting(store, other, postgres_url, 10, LOCK)
             creating = asyncio.create_task(store.create_chat())
             for _ in range(20):  # let it run as far as it can: to the wait for a free connection

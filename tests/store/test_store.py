@@ -491,7 +491,7 @@ async def test_a_chat_cancelled_while_it_claims_a_call_leaves_the_call_to_the_ne
         if store.db.is_sqlite:
             await cancel_while_the_claim_runs(store, chat)
         else:
-            plain = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+            plain = plain_url(database_url)
             with psycopg.connect(plain) as other:  # another process holds the call's row: the claim waits
                 other.execute("SELECT id FROM tarry_tool_calls WHERE chat_id = %s FOR UPDATE", (chat.id,))
                 carrying = asyncio.create_task(chat.complete())
@@ -555,8 +555,8 @@ async def test_a_chat_s_messages_and_version_read_from_the_database_alone(store:
 async def test_a_store_closed_while_a_transaction_runs_still_closes_its_connections_when_cancelled(
     postgres_url: str,
 ) -> None:
-    name = f"tarry-test-{uuid.uuid4().hex[:8]}"
-    store = Store(f"{postgres_url}&application_name={name}")
+    url, name = named(postgres_url)
+    store = Store(url)
     await store.setup()
     entered, go_on = threading.Event(), threading.Event()
 
@@ -578,9 +578,13 @@ async def test_a_store_closed_while_a_transaction_runs_still_closes_its_connecti
     assert await connections_named(postgres_url, name) >= 1, "the running transaction's connection stays open"
     go_on.set()
     await running
-    while await connections_named(postgres_url, name):
-        assert time.monotonic() < deadline + 10, "the store's connections stayed open"
-        await asyncio.sleep(0.05)
+    await until_no_connections_named(postgres_url, name, "the store's connections stayed open")
+
+
+def named(url: str) -> tuple[str, str]:
+    """``url`` with a new application name for its connections, and that name."""
+    name = f"tarry-test-{uuid.uuid4().hex[:8]}"
+    return f"{url}&application_name={name}", name
 
 
 async def connections_named(url: str, application: str) -> int:
@@ -588,6 +592,20 @@ async def connections_named(url: str, application: str) -> int:
     async with Store(url) as other:
         query = text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name")
         return int(await other.db.run_read(lambda connection: connection.scalar(query, {"name": application})))
+
+
+async def until_no_connections_named(url: str, application: str, failure: str) -> None:
+    """Returns once no connection to the server ``url`` names has the application name ``application``; fails
+    with ``failure`` after 10 s."""
+    deadline = time.monotonic() + 10
+    while await connections_named(url, application):
+        assert time.monotonic() < deadline, failure
+        await asyncio.sleep(0.05)
+
+
+def plain_url(url: str) -> str:
+    """``url`` as psycopg takes it (no SQLAlchemy driver name)."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 async def test_postgresql_reads_see_one_snapshot_and_writes_run_at_the_server_s_default(postgres_url: str) -> None:
@@ -957,7 +975,7 @@ async def test_on_postgresql_an_answer_that_finds_another_decision_holding_the_r
         chat = await store.create_chat(reactive_model(PAY_AND_PAINT[:1]), all_tools())
         await chat.ask("Pay Bob")
         (approval,) = await store.pending_questions(chat.id)
-        plain = make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
+        plain = plain_url(postgres_url)
         with psycopg.connect(plain) as other:  # another process's decision, not committed yet
             other.execute("UPDATE tarry_questions SET decision = 'decline' WHERE id = %s", (approval.id,))
             answering = asyncio.create_task(store.approve(approval.id))
@@ -976,7 +994,7 @@ async def test_on_postgresql_an_answer_cancelled_while_its_statement_runs_is_sti
         chat = await store.create_chat(reactive_model(PAY_AND_PAINT[:1]), all_tools())
         await chat.ask("Pay Bob")
         (approval,) = await store.pending_questions(chat.id)
-        plain = make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
+        plain = plain_url(postgres_url)
         with psycopg.connect(plain) as other:  # holds the chat's row: the decision's wake waits for it
             other.execute("UPDATE tarry_chats SET version = version WHERE id = %s", (chat.id,))
             answering = asyncio.create_task(store.approve(approval.id))
