@@ -628,8 +628,8 @@ def statement_cost(url: str, count: int = 2000) -> dict[str, float]:
     The read is the check that a chat is unchanged (``SELECT version FROM tarry_chats WHERE id = ...``) on
     a connection kept open, outside any transaction, as tarry sends it. Between SQLAlchemy Core and the
     driver alone is SQLAlchemy's execution layer, which tarry's cursor skips; between the store and
-    tarry's cursor, the rest of tarry's way of running a statement (a hop to a worker thread and back
-    on PostgreSQL, a span).
+    tarry's cursor, the rest of tarry's way of running a statement (on PostgreSQL the event loop's
+    task, greenlet and kept connection; a span).
     """
     from sqlalchemy import create_engine
 
