@@ -111,7 +111,8 @@ class Side(Protocol):
 
 
 class TarrySide:
-    """create_chat + ask until the approval parks it; then load_chat in a fresh chat object, approve, complete."""
+    """start_chat (create_chat + ask, in one write fewer) until the approval parks it; then load_chat in a fresh
+    chat object, approve, complete."""
 
     def __init__(self, label: str, store: Store) -> None:
         self.label = label
@@ -119,8 +120,7 @@ class TarrySide:
         self.ids: list[str] = []
 
     async def park(self, number: int) -> None:
-        chat = await self.store.create_chat(transfer_model(), [Transfer()])
-        await chat.ask("Pay Bob 5")
+        chat = await self.store.start_chat("Pay Bob 5", transfer_model(), [Transfer()])
         assert chat.waiting
         self.ids.append(chat.id)
 
@@ -771,9 +771,9 @@ def latency_section(
 LATENCY_WORKLOAD = [
     "What each row does per chat. No LLM on either side: the figures compare persistence and loop overhead.",
     "",
-    "- **tarry**: `store.create_chat` and `ask`; the `ScriptedModel` calls `transfer`, a tool that needs approval, and",
-    "  the chat parks and saves. Then `load_chat` in a fresh chat object, `pending_questions()`, `approve`,",
-    "  `complete()`: the tool runs and the model gives its final reply.",
+    "- **tarry**: `store.start_chat` (`create_chat` and `ask` in one write fewer); the `ScriptedModel` calls",
+    "  `transfer`, a tool that needs approval, and the chat parks and saves. Then `load_chat` in a fresh chat",
+    "  object, `pending_questions()`, `approve`, `complete()`: the tool runs and the model gives its final reply.",
     "- **LangGraph**: a graph of two plain function nodes, `model` (the same script, as a function) and `tools`",
     "  (calls `interrupt()` for approval, then runs the same `Transfer` tool), compiled with `AsyncSqliteSaver` or",
     "  `AsyncPostgresSaver`, one thread per chat, state a list of plain dicts (no LangChain message objects).",

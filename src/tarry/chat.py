@@ -86,11 +86,16 @@ class Chat:
             raise TypeError(f"instructions must be str or None, got {type(instructions).__name__}")
         self.id = id or str(uuid.uuid4())
         self.model = resolve_model(model)
-        if isinstance(tools, Tool | ToolSource) or callable(tools):
+        if not isinstance(tools, list | tuple) and (isinstance(tools, Tool | ToolSource) or callable(tools)):
             raise TypeError("tools must be a list of tools, not a single tool")
         tools = list(tools)
-        self._sources: list[_SelectedSource] = [_SelectedSource(item) for item in tools if isinstance(item, ToolSource)]
-        self.tools = _tools_by_name([item for item in tools if not isinstance(item, ToolSource)])
+        # a Tool is never a ToolSource: asking it first skips the protocol's check (about 10 µs each)
+        self._sources: list[_SelectedSource] = [
+            _SelectedSource(item) for item in tools if not isinstance(item, Tool) and isinstance(item, ToolSource)
+        ]
+        self.tools = _tools_by_name(
+            [item for item in tools if isinstance(item, Tool) or not isinstance(item, ToolSource)]
+        )
         self.instructions = instructions
         named = self._sources or tool_choice in ("auto", "none", "required", *self.tools)
         if tool_choice is not None and not named:
@@ -914,11 +919,17 @@ def _tools_by_name(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool
     return by_name
 
 
+_MODEL_TYPES: set[type] = set()
+"""Classes whose instances were found to be models: checking the protocol costs about 10 µs each time."""
+
+
 def resolve_model(model: Model | str | None) -> Model | None:
     """``model`` itself, or the adapter a ``"provider:model"`` string names (from installed providers)."""
     if model is None or not isinstance(model, str):
-        if model is not None and not isinstance(model, Model):
-            raise TypeError(f"model must be a Model or a 'provider:model' string, got {model!r}")
+        if model is not None and type(model) not in _MODEL_TYPES:
+            if not isinstance(model, Model):
+                raise TypeError(f"model must be a Model or a 'provider:model' string, got {model!r}")
+            _MODEL_TYPES.add(type(model))
         return model
     provider, sep, name = model.partition(":")
     if not sep or not provider or not name:

@@ -25,6 +25,7 @@ from tarry.errors import (
     CorruptStateError,
     InvalidAnswerError,
     QuestionExpiredError,
+    TarryError,
     ToolCallRunningError,
     UnknownQuestionError,
 )
@@ -36,7 +37,7 @@ from tarry.store.engine import database_url
 from tarry.store.journal import fetch_chat, fetch_tail
 from tarry.store.schema import HEAD
 from tarry.store.tables import chats, metadata, tool_calls
-from tarry.testing import advance_clock
+from tarry.testing import ScriptedModel, advance_clock
 from tarry.tools import ask, tool
 from tests.store.tools import PickColour, SlowJob, TransferMoney, all_tools, reactive_model
 
@@ -686,6 +687,56 @@ def statements_sent(store: Store) -> Iterator[list[str]]:
         yield sent
     finally:
         event.remove(store.db.sync_engine, "before_cursor_execute", note)
+
+
+async def test_start_chat_saves_the_chat_with_its_first_message_then_runs_it(database_url: str) -> None:
+    transfer = [{"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}}]
+    async with Store(database_url) as store, Store(database_url) as other:
+        await store.setup()
+        sent: list[str] = []
+        event.listen(store.db.sync_engine, "before_cursor_execute", lambda _c, _k, sql, *_: sent.append(sql))
+        chat = await store.start_chat("Pay Ann", reactive_model(transfer), all_tools(), "Be brief", agent="payer")
+        assert chat.waiting and chat.last_reply is not None and chat.last_reply.tool_calls
+        if not database_url.startswith("sqlite"):  # the chat with its message, the reply with its call: nothing else
+            assert len(sent) == 2 and " ".join(sent[0].split()).startswith("WITH created AS (INSERT INTO tarry_chats")
+        (summary,) = await other.list_chats()
+        assert (summary.id, summary.agent, summary.messages, summary.open_calls) == (chat.id, "payer", 2, 1)
+        elsewhere = await other.load_chat(chat.id, reactive_model(transfer), all_tools())
+        assert elsewhere.instructions == "Be brief" and elsewhere.messages == chat.messages
+        (question,) = await elsewhere.pending_questions()
+        assert await elsewhere.approve(question)
+        assert (await elsewhere.complete()) == elsewhere.last_reply and not elsewhere.waiting
+
+
+async def test_start_chat_writes_nothing_for_text_it_refuses_and_gives_the_turn_back_when_the_model_fails(
+    database_url: str,
+) -> None:
+    async with Store(database_url) as store, Store(database_url) as other:
+        await store.setup()
+        with pytest.raises(ValueError, match="needs the user's text"):
+            await store.start_chat("  ", reactive_model([]), all_tools())
+        assert await other.list_chats() == []
+        with pytest.raises(TarryError, match="ran out of turns"):
+            await store.start_chat("Hello", ScriptedModel([]), all_tools())
+        (summary,) = await other.list_chats()
+        assert summary.messages == 1  # the user's message stays, as after ask()
+        elsewhere = await other.load_chat(summary.id, ScriptedModel(["Hi"]), all_tools())
+        assert (await elsewhere.complete()) == Message("assistant", "Hi"), "the turn was still held"
+
+
+async def test_the_first_look_after_a_load_takes_the_rows_the_load_read_and_the_next_reads_again(
+    database_url: str,
+) -> None:
+    async with Store(database_url) as store, Store(database_url) as other:
+        parked, (to_ann,) = await parked_on_transfers(store, ["Ann"])
+        chat = await store.load_chat(parked.id, reactive_model([]), all_tools())
+        with statements_sent(store) as first:
+            assert [question.id for question in await chat.pending_questions()] == [to_ann.id]
+        assert first == [], "the first look after the load asked the database again"
+        assert await other.decline(to_ann.id) is True
+        with statements_sent(store) as second:
+            assert await chat.pending_questions() == []
+        assert second[:1] == ["version"], "a later look took the load's rows too"
 
 
 async def test_a_chat_changed_by_another_process_after_its_own_decision_carries_on_from_the_change(

@@ -97,8 +97,7 @@ def test_a_synchronous_script_uses_the_store_without_asyncio(database_url: str) 
         assert final == "All done."
         assert store.cancel_sync(chat.id) is True
     with Store(database_url) as again:
-        declined = again.create_chat_sync(reactive_model(PAY), [TransferMoney()])
-        declined.ask_sync("Pay")
+        declined = again.start_chat_sync("Pay", reactive_model(PAY), [TransferMoney()])
         [approval] = again.pending_questions_sync(declined.id)
         assert again.decline_sync(approval.id, "no") is True
 

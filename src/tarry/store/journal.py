@@ -47,6 +47,7 @@ from tarry.store.one_statement import (
     HELD_OPEN_CALL,
     TURN_FREE,
     claiming_turn,
+    save_first_message,
     save_reply,
     save_result,
     save_user_message,
@@ -118,17 +119,26 @@ class StoreJournal:
         self.chat_id = chat_id
         self._seen = seen
         """The chat version the chat object is known to hold in full (``None``: not known)."""
+        self._unsaved: dict[str, Any] | None = None
+        """The row of a chat not yet in the database, written with its first message (:meth:`Store.start_chat`)."""
         self._loaded = loaded
         """Rows read when the chat was loaded, handed over by the first :meth:`refresh` without a statement."""
         self._holding_turn = False
         self._verified = False
         """A claim just confirmed the chat's version, so the next refresh need not ask again."""
+        self._fresh: int | None = None
+        """The version :meth:`Store.load_chat` read: the chat's first look after the load, if it claims
+        nothing and the chat still holds that version, takes the load's rows as current."""
         self._check_at_claim: int | None = None
         """The chat version a refresh took as current without asking: the next call claims check it."""
         self._claimed_early: int | None = None
         """The version a write wrote when it claimed the turn for the next :meth:`hold_turn`."""
         self._calls: dict[str, CallRow] = {}
         """The row behind each call this journal saved or read, by call id."""
+
+    def save_with_first_message(self, chat: dict[str, Any]) -> None:
+        """Write ``chat``, the new chat's row, with its first message rather than now (:meth:`Store.start_chat`)."""
+        self._unsaved = chat
 
     def _wrote(self, version: int) -> bool:
         """After this process's own write: still up to date only if no other write came in between.
@@ -150,14 +160,21 @@ class StoreJournal:
         as held once the chat took the changes in (the block ended without an error). With
         ``at_claim`` (the chat's next step claims calls) PostgreSQL asks nothing now: the claims that
         follow hold only while the chat is still at the version it holds, and are stale otherwise.
+        The first look after :meth:`Store.load_chat` that claims nothing asks nothing either: the
+        load has just read the rows.
         """
         tail: Tail | None
         self._check_at_claim = None
-        if self._loaded is not None:
-            (version, tail), self._loaded = self._loaded, None
+        fresh, self._fresh = self._fresh, None
+        loaded, self._loaded = self._loaded, None
+        if loaded is not None:
+            version, tail = loaded
         elif self._verified:
             self._verified = False
             yield None
+            return
+        elif fresh is not None and fresh == self._seen and not at_claim:
+            yield None  # the load just read the rows: listing what it found needs no second statement
             return
         elif at_claim and self._seen is not None and not self.db.is_sqlite:
             self._check_at_claim = self._seen  # one statement fewer: the claim asks instead
@@ -172,6 +189,8 @@ class StoreJournal:
         for row in tail.calls:
             self._calls.setdefault(row["call_id"], CallRow(row["id"], row["name"])).version = row["version"]
         self._seen = version
+        if loaded is not None:
+            self._fresh = version
 
     async def _read(self, start: int) -> tuple[int, Tail | None]:
         """The chat's version and, when it is not the one held, its rows from ``start`` on (one snapshot)."""
@@ -204,6 +223,8 @@ class StoreJournal:
         With ``claim_turn`` (a user message) it claims the turn for the model's reply instead.
         Returns whether no other process wrote to the chat since the chat object last looked.
         """
+        if self._unsaved is not None:
+            return await self._create_with(self._unsaved, message, claim_turn=claim_turn)
         changes: dict[str, Any] = {}
         if message.role == "user":  # a new question of the user ends an earlier cancellation
             changes["cancel_requested_at"] = None
@@ -259,6 +280,30 @@ class StoreJournal:
         if claimed:
             self._claimed_early = version
         return self._wrote(version)
+
+    async def _create_with(self, row: dict[str, Any], message: Message, *, claim_turn: bool) -> bool:
+        """Write the new chat's ``row`` with its first message, in one statement on PostgreSQL.
+
+        With ``claim_turn`` the row holds the turn for the model's reply: nobody else knows the chat yet.
+        """
+        chat = {**row, "version": 1, "message_count": 1}
+        if claim_turn:
+            chat.update(claimed_by=self.store.owner, claimed_until=chat["created_at"] + self._lease)
+        if self.db.is_sqlite:
+
+            def write(connection: Connection) -> None:
+                run(connection, INSERT_CHAT, chat)
+                values = {"chat_id": chat["id"], "position": 0, "created_at": chat["created_at"]}
+                run(connection, _INSERT_MESSAGE, {**values, **message_values(message)})
+
+            await self.db.run_write(write)
+        else:
+            create = partial(save_first_message, chat=chat, message=message)
+            await self._claim(create, lambda _: claim_turn, chats, self.chat_id)  # a cancelled caller gives it back
+        self._unsaved = None
+        if claim_turn:
+            self._claimed_early = 1
+        return self._wrote(1)
 
     @asynccontextmanager
     async def hold_call(self, call_id: str) -> AsyncIterator[Claim]:
@@ -805,6 +850,7 @@ _OPEN_CALL = (
     .where(tool_calls.c.chat_id == bindparam("chat_id"), tool_calls.c.result_message_id.is_(None))
     .limit(1)
 )
+INSERT_CHAT = insert(chats)
 _INSERT_MESSAGE = insert(messages)
 _INSERT_MESSAGE_RETURNING_ID = insert(messages).returning(messages.c.id)
 _INSERT_CALL = insert(tool_calls).returning(tool_calls.c.id)
@@ -891,10 +937,15 @@ _CHAT_AT_ONCE = text(
     " WHERE m.chat_id = :chat_id AND m.position >= :start) AS messages, "
     f"(SELECT json_agg({_as_array(tool_calls, 't')} ORDER BY t.id) FROM tarry_tool_calls AS t"
     " WHERE t.chat_id = :chat_id AND t.message_position >= :start) AS calls, "
-    f"(SELECT json_agg({_as_array(questions, 'q')} ORDER BY q.number) FROM tarry_questions AS q"
-    f" WHERE q.chat_id = :chat_id AND (q.tool_call_id IS NULL OR q.tool_call_id IN ({_CALLS_FROM}))) AS questions"
+    f"(SELECT json_agg({_as_array(questions, 'q')} ORDER BY q.number) FROM"
+    f" (SELECT * FROM tarry_questions WHERE tool_call_id IN ({_CALLS_FROM}) UNION ALL"
+    "  SELECT * FROM tarry_questions WHERE chat_id = :chat_id AND tool_call_id IS NULL) AS q) AS questions"
 )
-"""PostgreSQL: the chat's row and every row :func:`fetch_tail` reads, as JSON arrays, in one statement."""
+"""PostgreSQL: the chat's row and every row :func:`fetch_tail` reads, as JSON arrays, in one statement.
+
+The questions are the calls' and the chat's own, each found through its index: written as one ``OR``,
+PostgreSQL scanned every question in the database.
+"""
 _TIMES = {
     table.name: tuple(column.name for column in table.c if isinstance(column.type, UTCDateTime))
     for table in (chats, messages, tool_calls, questions)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, select, union
 
 from tarry.clock import utcnow
 from tarry.store.tables import chats, questions, tool_calls
@@ -70,8 +70,8 @@ def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | 
         .outerjoin(undecided, undecided.c.chat_id == chats.c.id)
         .order_by(chats.c.created_at, chats.c.id)
     )
-    if waiting:
-        query = query.where((open_calls.c.open_calls > 0) | (undecided.c.questions > 0))
+    if waiting:  # found from the waiting rows' indexes, not by reading every chat
+        query = query.where(chats.c.id.in_(union(select(open_calls.c.chat_id), select(undecided.c.chat_id))))
     if chat_id is not None:
         query = query.where(chats.c.id == chat_id)
     return [

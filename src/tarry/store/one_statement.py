@@ -160,6 +160,22 @@ def _user_message_statement(message_columns: tuple[str, ...], claim: bool) -> Ex
     return select(bumped.c.version, bumped.c.claimed).add_cte(message.cte("message"))
 
 
+def save_first_message(connection: Sendable, *, chat: dict[str, Any], message: Message) -> None:
+    """Insert a new chat's row (``chat``, with every column it sets) and its first message, in one statement."""
+    columns = message_values(message)
+    values = {"of_chat": chat["id"], "at": chat["created_at"], **_prefixed("ch_", chat), **_prefixed("m_", columns)}
+    fetch_one(connection, _first_message_statement(tuple(chat), tuple(columns)), values)
+
+
+@functools.lru_cache(maxsize=8)
+def _first_message_statement(chat_columns: tuple[str, ...], message_columns: tuple[str, ...]) -> Executable:
+    """The statement of :func:`save_first_message` for a chat row of ``chat_columns``, built once."""
+    given = {column: bindparam("ch_" + column, type_=chats.c[column].type) for column in chat_columns}
+    created = insert(chats).values(given).returning(*_BUMPED).cte("created")
+    message = _message_after(created, message_columns)
+    return select(created.c.version).add_cte(message.cte("message"))
+
+
 def save_result(
     connection: Sendable,
     *,

@@ -29,7 +29,7 @@ from tarry.store.audit import DecisionEvent, read_history
 from tarry.store.cursor import fetch_value, run
 from tarry.store.deciding import AnswerOf, Attempt, Settled, decide_if_open, decide_question, decide_unread
 from tarry.store.engine import Database, Durability, database_url
-from tarry.store.journal import CHAT_VERSION, StoreJournal, fetch_chat, fetch_tail
+from tarry.store.journal import CHAT_VERSION, INSERT_CHAT, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
 from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor, pending_query, position_of
@@ -156,12 +156,51 @@ class Store:
         With ``agent`` (an :class:`~tarry.Agent`), the chat takes the agent's model, tools and
         instructions unless given here, and records the agent's name so a worker can rebuild it.
         """
+        chat, _, row = self._new_chat(model, tools, instructions, tool_choice, settings, max_concurrency, agent)
+        await self.db.run_direct(lambda connection: run(connection, INSERT_CHAT, row), write=True)
+        return chat
+
+    async def start_chat(
+        self,
+        text: str,
+        model: Model | str | None = None,
+        tools: Iterable[Tool | ToolSource | Callable[..., Any]] = (),
+        instructions: str | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        settings: Mapping[str, Any] | None = None,
+        max_concurrency: int = 8,
+        agent: Agent | str | None = None,
+    ) -> Chat:
+        """A new chat that asks ``text`` at once: :meth:`create_chat`, then :meth:`Chat.ask`, in one write fewer.
+
+        The chat's row and the user's message are saved together, before the model is called, so
+        the chat is in the database from its first message on, and not at all when ``text`` is
+        refused. Returns the chat as :meth:`Chat.ask` leaves it (its reply is ``chat.last_reply``).
+        """
+        chat, journal, row = self._new_chat(model, tools, instructions, tool_choice, settings, max_concurrency, agent)
+        journal.save_with_first_message(row)
+        await chat.ask(text)
+        return chat
+
+    def _new_chat(
+        self,
+        model: Model | str | None,
+        tools: Iterable[Tool | ToolSource | Callable[..., Any]],
+        instructions: str | None,
+        tool_choice: ToolChoice | None,
+        settings: Mapping[str, Any] | None,
+        max_concurrency: int,
+        agent: Agent | str | None,
+    ) -> tuple[Chat, StoreJournal, dict[str, Any]]:
+        """A new chat object, its journal, and the row that saves it (at version 0)."""
         if isinstance(agent, Agent):
             model = model if model is not None else agent.make_model()
             tools = tools if tools else agent.tools
             instructions = instructions if instructions is not None else agent.instructions
             agent = agent.name
         chat_id = str(uuid.uuid4())
+        journal = StoreJournal(self, chat_id, seen=0)
         chat = Chat(
             model,
             tools,
@@ -170,7 +209,7 @@ class Store:
             settings=settings,
             max_concurrency=max_concurrency,
             id=chat_id,
-            journal=StoreJournal(self, chat_id, seen=0),
+            journal=journal,
         )
         row = {
             "id": chat.id,
@@ -184,8 +223,7 @@ class Store:
             "message_count": 0,
             "schedule_version": 0,
         }
-        await self.db.run_direct(lambda connection: run(connection, _INSERT_CHAT, row), write=True)
-        return chat
+        return chat, journal, row
 
     async def load_chat(
         self,
@@ -503,6 +541,7 @@ class Store:
     setup_sync = sync_twin(setup)
     close_sync = sync_twin(close)
     create_chat_sync = sync_twin(create_chat)
+    start_chat_sync = sync_twin(start_chat)
     load_chat_sync = sync_twin(load_chat)
     pending_questions_sync = sync_twin(pending_questions)
     pending_tasks_sync = sync_twin(pending_tasks)
@@ -530,7 +569,6 @@ async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], 
             logger.exception("A %s failed", what)
 
 
-_INSERT_CHAT = chats.insert()
 _QUESTION_WITH_CALL = select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments).outerjoin(
     tool_calls, questions.c.tool_call_id == tool_calls.c.id
 )

@@ -39,7 +39,7 @@ def waiting_tasks(connection: Connection, chat_id: str | None, skipped: list[Cor
         select(tool_calls, chats.c.next_check_at)
         .join(chats, chats.c.id == tool_calls.c.chat_id)
         .where(tool_calls.c.result_message_id.is_(None), tool_calls.c.state.is_not(None))
-        .order_by(tool_calls.c.id)
+        .order_by(tool_calls.c.created_at, tool_calls.c.id)
     )
     if chat_id is not None:
         query = query.where(tool_calls.c.chat_id == chat_id)

@@ -145,9 +145,7 @@ class ServedCalls:
 
     async def begin(self, tool: str, arguments: dict[str, Any]) -> Chat:
         """Record a new call as a stored chat and run it until it finishes or waits."""
-        chat = await self.store.create_chat(agent=self.agent)
-        await chat.ask(call_text(tool, arguments))
-        return chat
+        return await self.store.start_chat(call_text(tool, arguments), agent=self.agent)
 
     async def start_task(
         self, tool: str, arguments: dict[str, Any], *, ttl_ms: int | None, owner: str | None
