@@ -40,9 +40,15 @@ async def test_rows_read_through_the_cursor_equal_sqlalchemy_s(store: Store) -> 
             for statement, values in reads
         ]
 
-    for direct, through_sqlalchemy in await store.db.run_read(both):
+    pairs = await store.db.run_read(both)
+    for direct, through_sqlalchemy in pairs:
         assert direct == through_sqlalchemy
         assert direct, "each read found rows"
+    if not store.db.is_sqlite:  # from the event loop, where textual SQL alone reads the columns' description
+        from_the_loop = await store.db.run_direct(
+            lambda connection: [fetch_all(connection, statement, values) for statement, values in reads], write=False
+        )
+        assert from_the_loop == [through_sqlalchemy for _, through_sqlalchemy in pairs]
     times = await store.db.run_read(lambda connection: fetch_one(connection, select(chats), {}))
     assert times is not None and times["created_at"].utcoffset() is not None, "times come back aware, in UTC"
 

@@ -92,13 +92,17 @@ class LoopConnection:
         self.engine = engine
         self.dialect = engine.dialect
 
-    def send(self, sql: str, parameters: Any) -> _Sent:
-        """Execute ``sql`` and fetch its rows, waiting for the server without blocking the loop."""
+    def send(self, sql: str, parameters: Any, *, describe: bool = True) -> _Sent:
+        """Execute ``sql`` and fetch its rows, waiting for the server without blocking the loop.
+
+        ``describe``: also give the columns' description, which psycopg builds anew at each reading
+        (about 1 µs a column): only textual SQL, whose columns SQLAlchemy does not know, needs it.
+        """
         cursor, context = self.driver.cursor(), SimpleNamespace()
         if self.engine._has_events:
             sql, parameters = _before(self.engine.dispatch, self, cursor, sql, parameters, context)
         try:
-            sent: _Sent = await_only(_executed(cursor, sql, parameters))
+            sent: _Sent = await_only(_executed(cursor, sql, parameters, describe))
         except self.dialect.loaded_dbapi.Error as error:
             broke = bool(self.driver.broken or self.driver.closed)
             base, dialect = self.dialect.loaded_dbapi.Error, self.dialect
@@ -117,13 +121,16 @@ def _before(dispatch: Any, connection: Any, cursor: Any, sql: str, parameters: A
     return sql, parameters
 
 
-async def _executed(cursor: Any, sql: str, parameters: Any) -> _Sent:
+async def _executed(cursor: Any, sql: str, parameters: Any, describe: bool) -> _Sent:
     """Execute ``sql`` on an asyncio ``cursor``, fetch its rows and close it, in one await (one switch out of
     the greenlet and back)."""
     async with cursor:
         await cursor.execute(sql, parameters)
-        rows = await cursor.fetchall() if cursor.description else []
-        return _Sent(cursor.description, rows, cursor.rowcount)
+        result = cursor.pgresult
+        if result is None or not result.nfields:  # no rows to fetch: a statement without RETURNING
+            return _Sent(None, [], cursor.rowcount)
+        rows = await cursor.fetchall()
+        return _Sent(cursor.description if describe else None, rows, cursor.rowcount)
 
 
 Sendable = Connection | LoopConnection
@@ -185,7 +192,7 @@ def _send(connection: Sendable, compiled: _Compiled, values: Mapping[str, Any]) 
     """Execute ``compiled`` on a new cursor of the driver's connection, telling the engine's listeners."""
     parameters = compiled.parameters(values)
     if isinstance(connection, LoopConnection):
-        return connection.send(compiled.sql, parameters)
+        return connection.send(compiled.sql, parameters, describe=not compiled.columns)
     dbapi = connection.connection.dbapi_connection
     assert dbapi is not None  # an open connection has one
     cursor, context, sql = dbapi.cursor(), SimpleNamespace(), compiled.sql
