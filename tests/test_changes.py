@@ -50,7 +50,9 @@ class ReadingJournal(MemoryJournal):
         self.held: list[Changes] = []
 
     @asynccontextmanager
-    async def refresh(self, start: int, *, at_claim: bool = False) -> AsyncIterator[Changes | None]:
+    async def refresh(
+        self, start: int, *, at_claim: bool = False, listing: bool = False
+    ) -> AsyncIterator[Changes | None]:
         changes, self.next = self.next, None
         self.starts.append(start)
         yield changes

@@ -181,6 +181,38 @@ def test_model_must_be_a_model() -> None:
         Chat(model="no-colon")
 
 
+def test_a_model_is_checked_on_each_object_unless_its_class_has_a_model_s_members() -> None:
+    class Sometimes:
+        name = "sometimes"
+
+        def __init__(self, able: bool) -> None:
+            if able:
+                self.complete = ScriptedModel(["hi"]).complete
+
+    assert Chat(model=Sometimes(True)).model is not None  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="model must be"):
+        Chat(model=Sometimes(False))  # type: ignore[arg-type]
+
+
+async def test_a_tool_that_also_lists_tools_is_a_source_of_tools() -> None:
+    @tool
+    def inner() -> str:
+        """The listed tool."""
+        return "from the source"
+
+    class Lister(Tool):
+        """A tool that is also a source of tools."""
+
+        def execute(self) -> str:
+            return "never run"
+
+        async def list_tools(self) -> list[Tool]:
+            return [inner]
+
+    chat = Chat(model=ScriptedModel([]), tools=[Lister()])
+    assert list(chat.tools) == [] and list(await chat.load_tools()) == ["inner"]
+
+
 # Concurrency
 
 

@@ -6,11 +6,12 @@ import asyncio
 import copy
 import logging
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from tarry.approvals import Approval
 from tarry.calls import CallRecord, CallState, Claim, Outcome, Standing, call_state
@@ -89,13 +90,8 @@ class Chat:
         if not isinstance(tools, list | tuple) and (isinstance(tools, Tool | ToolSource) or callable(tools)):
             raise TypeError("tools must be a list of tools, not a single tool")
         tools = list(tools)
-        # a Tool is never a ToolSource: asking it first skips the protocol's check (about 10 µs each)
-        self._sources: list[_SelectedSource] = [
-            _SelectedSource(item) for item in tools if not isinstance(item, Tool) and isinstance(item, ToolSource)
-        ]
-        self.tools = _tools_by_name(
-            [item for item in tools if isinstance(item, Tool) or not isinstance(item, ToolSource)]
-        )
+        self._sources: list[_SelectedSource] = [_SelectedSource(item) for item in tools if _is_source(item)]
+        self.tools = _tools_by_name([cast(Tool | Callable[..., Any], item) for item in tools if not _is_source(item)])
         self.instructions = instructions
         named = self._sources or tool_choice in ("auto", "none", "required", *self.tools)
         if tool_choice is not None and not named:
@@ -158,14 +154,14 @@ class Chat:
 
     async def pending_questions(self) -> list[Question]:
         """The questions the chat waits on: its own first (a login), then its calls', in the order of the calls."""
-        await self._refresh()
+        await self._refresh(listing=True)
         now = utcnow()
         own = [question for question in self.chat_questions if question.decision is None and not question.expired(now)]
         return own + [question for record in self.records.values() for question in record.pending_questions(now)]
 
     async def pending_tasks(self) -> list[Task]:
         """The paused tasks that wait on no question: work that finishes later."""
-        await self._refresh()
+        await self._refresh(listing=True)
         return [
             record.task
             for record in self.records.values()
@@ -347,14 +343,16 @@ class Chat:
 
     # What the journal records and reads back
 
-    async def _refresh(self, *, at_claim: bool = False) -> bool:
+    async def _refresh(self, *, at_claim: bool = False, listing: bool = False) -> bool:
         """Take in what other processes recorded since this chat object last looked (its current turn on);
         whether anything had changed.
 
-        ``at_claim``: the chat's next step claims calls, which may check instead (see :meth:`Journal.refresh`).
+        ``at_claim``: the chat's next step claims calls, which may check instead; ``listing``: the look
+        only lists what the chat waits on (see :meth:`Journal.refresh`).
         """
         start = _tail_start(self.messages)
-        looking = self._journal.refresh(start, at_claim=True) if at_claim else self._journal.refresh(start)
+        asked = {name: True for name, given in (("at_claim", at_claim), ("listing", listing)) if given}
+        looking = self._journal.refresh(start, **asked)
         async with looking as changes:
             if changes is not None:
                 self._apply(changes)
@@ -919,8 +917,15 @@ def _tools_by_name(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool
     return by_name
 
 
-_MODEL_TYPES: set[type] = set()
-"""Classes whose instances were found to be models: checking the protocol costs about 10 µs each time."""
+def _is_source(item: object) -> TypeGuard[ToolSource]:
+    """Whether ``item`` supplies tools; a :class:`Tool` does only if it also lists tools, which is quicker to ask
+    than the protocol (about 10 µs a check)."""
+    return hasattr(item, "list_tools") if isinstance(item, Tool) else isinstance(item, ToolSource)
+
+
+_MODEL_TYPES: weakref.WeakSet[type] = weakref.WeakSet()
+"""Classes that define a model's members themselves, whose instances were found to be models: checking the
+protocol costs about 10 µs each time."""
 
 
 def resolve_model(model: Model | str | None) -> Model | None:
@@ -929,7 +934,8 @@ def resolve_model(model: Model | str | None) -> Model | None:
         if model is not None and type(model) not in _MODEL_TYPES:
             if not isinstance(model, Model):
                 raise TypeError(f"model must be a Model or a 'provider:model' string, got {model!r}")
-            _MODEL_TYPES.add(type(model))
+            if hasattr(type(model), "name") and hasattr(type(model), "complete"):  # not only some instances
+                _MODEL_TYPES.add(type(model))
         return model
     provider, sep, name = model.partition(":")
     if not sep or not provider or not name:

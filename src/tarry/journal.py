@@ -27,13 +27,17 @@ class Journal(Protocol):
     (versions read, claims held) is its own.
     """
 
-    def refresh(self, start: int, *, at_claim: bool = False) -> AbstractAsyncContextManager[Changes | None]:
+    def refresh(
+        self, start: int, *, at_claim: bool = False, listing: bool = False
+    ) -> AbstractAsyncContextManager[Changes | None]:
         """Yield what other processes recorded since the chat last looked, from message ``start`` on.
 
         Yields ``None`` when nothing changed. The chat takes the changes in within the block;
         the journal counts them as held only when the block ends without an error. ``at_claim``:
         the chat's next step claims calls (:meth:`hold_call`), so the journal may skip the look
         and have those claims check instead that nothing changed (they are ``STALE`` if it did).
+        ``listing``: the look only lists what the chat waits on, so a journal that has just read
+        every row may answer from them. The chat passes each keyword only when it is true.
         """
         ...
 
@@ -126,7 +130,9 @@ class MemoryJournal:
         """Held around a model request of the one chat this journal serves."""
 
     @asynccontextmanager
-    async def refresh(self, start: int, *, at_claim: bool = False) -> AsyncIterator[Changes | None]:
+    async def refresh(
+        self, start: int, *, at_claim: bool = False, listing: bool = False
+    ) -> AsyncIterator[Changes | None]:
         """Nothing to read: this process made every change."""
         yield None
 

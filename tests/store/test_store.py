@@ -24,6 +24,7 @@ from tarry.errors import (
     ChatNotFoundError,
     CorruptStateError,
     InvalidAnswerError,
+    PendingToolCallsError,
     QuestionExpiredError,
     TarryError,
     ToolCallRunningError,
@@ -33,6 +34,7 @@ from tarry.live import current_call
 from tarry.messages import ModelRequest
 from tarry.questions import AnswerNeeded
 from tarry.store import Store, StoreUnavailableError
+from tarry.store import journal as store_journal
 from tarry.store.engine import database_url
 from tarry.store.journal import fetch_chat, fetch_tail
 from tarry.store.schema import HEAD
@@ -716,9 +718,10 @@ async def test_start_chat_writes_nothing_for_text_it_refuses_and_gives_the_turn_
         with pytest.raises(ValueError, match="needs the user's text"):
             await store.start_chat("  ", reactive_model([]), all_tools())
         assert await other.list_chats() == []
-        with pytest.raises(TarryError, match="ran out of turns"):
+        with pytest.raises(TarryError, match="ran out of turns") as raised:
             await store.start_chat("Hello", ScriptedModel([]), all_tools())
         (summary,) = await other.list_chats()
+        assert [note for note in raised.value.__notes__ if summary.id in note], "the error does not name the chat"
         assert summary.messages == 1  # the user's message stays, as after ask()
         elsewhere = await other.load_chat(summary.id, ScriptedModel(["Hi"]), all_tools())
         assert (await elsewhere.complete()) == Message("assistant", "Hi"), "the turn was still held"
@@ -737,6 +740,62 @@ async def test_the_first_look_after_a_load_takes_the_rows_the_load_read_and_the_
         with statements_sent(store) as second:
             assert await chat.pending_questions() == []
         assert second[:1] == ["version"], "a later look took the load's rows too"
+
+
+TRANSFER_TO_ANN = [{"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}}]
+
+
+async def loaded_then_asked_elsewhere(store: Store, other: Store) -> tuple[Chat, Question]:
+    """A finished chat loaded by ``store``, which ``other`` then asks again: its new call waits on an approval."""
+    await store.setup()
+    finished = await store.start_chat("Hello", reactive_model([]), all_tools())
+    chat = await store.load_chat(finished.id, reactive_model(TRANSFER_TO_ANN), all_tools())
+    elsewhere = await other.load_chat(finished.id, reactive_model(TRANSFER_TO_ANN), all_tools())
+    await elsewhere.ask("Pay Ann")
+    (question,) = await other.pending_questions(finished.id)
+    return chat, question
+
+
+async def test_a_chat_just_loaded_finds_a_question_asked_since_and_decides_it(database_url: str) -> None:
+    async with Store(database_url) as store, Store(database_url) as other:
+        chat, question = await loaded_then_asked_elsewhere(store, other)
+        assert await chat.approve(question.id) is True  # it looks for the question it did not know
+        assert (await other.question(question.id)).decision == "accept"
+
+
+async def test_a_chat_just_loaded_cancels_the_calls_opened_since(database_url: str) -> None:
+    async with Store(database_url) as store, Store(database_url) as other:
+        chat, _ = await loaded_then_asked_elsewhere(store, other)
+        await chat.cancel()
+        assert await other.pending_questions(chat.id) == []
+
+
+async def test_a_chat_just_loaded_names_the_calls_that_wait_when_asked_again(database_url: str) -> None:
+    async with Store(database_url) as store, Store(database_url) as other:
+        chat, _ = await loaded_then_asked_elsewhere(store, other)
+        with pytest.raises(PendingToolCallsError, match="transfer_money"):
+            await chat.ask("And Bob")
+        assert chat.waiting
+
+
+async def test_a_decision_that_lost_makes_the_next_listing_read_again(database_url: str) -> None:
+    async with Store(database_url) as store, Store(database_url) as other:
+        parked, (to_ann,) = await parked_on_transfers(store, ["Ann"])
+        chat = await store.load_chat(parked.id, reactive_model([]), all_tools())
+        assert await other.approve(to_ann.id) is True
+        assert await chat.approve(to_ann) is False
+        assert await chat.pending_questions() == [], "the chat listed a question another process decided"
+
+
+async def test_a_listing_long_after_the_load_reads_again(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_journal, "FRESH_FOR", 0.0)  # every listing comes "long" after its load
+    async with Store(database_url) as store, Store(database_url) as other:
+        parked, (to_ann,) = await parked_on_transfers(store, ["Ann"])
+        chat = await store.load_chat(parked.id, reactive_model([]), all_tools())
+        assert await other.decline(to_ann.id) is True
+        with statements_sent(store) as sent:
+            assert await chat.pending_questions() == []
+        assert sent[:1] == ["version"]
 
 
 async def test_a_chat_changed_by_another_process_after_its_own_decision_carries_on_from_the_change(

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -104,6 +105,10 @@ class CallRow:
     """True while this process holds the call's claim and must release it."""
 
 
+FRESH_FOR = 1.0
+"""Seconds after :meth:`Store.load_chat` during which the chat's first listing look takes the load's rows."""
+
+
 class StoreJournal:
     """The journal of one stored chat object: writes its changes and reads back what other processes wrote.
 
@@ -126,9 +131,9 @@ class StoreJournal:
         self._holding_turn = False
         self._verified = False
         """A claim just confirmed the chat's version, so the next refresh need not ask again."""
-        self._fresh: int | None = None
-        """The version :meth:`Store.load_chat` read: the chat's first look after the load, if it claims
-        nothing and the chat still holds that version, takes the load's rows as current."""
+        self._fresh: tuple[int, float] | None = None
+        """The version :meth:`Store.load_chat` read, and until when (``time.monotonic()``) a listing look may take
+        the load's rows as current: only the first look after the load, and only while the chat holds them."""
         self._check_at_claim: int | None = None
         """The chat version a refresh took as current without asking: the next call claims check it."""
         self._claimed_early: int | None = None
@@ -139,6 +144,11 @@ class StoreJournal:
     def save_with_first_message(self, chat: dict[str, Any]) -> None:
         """Write ``chat``, the new chat's row, with its first message rather than now (:meth:`Store.start_chat`)."""
         self._unsaved = chat
+
+    @property
+    def unsaved(self) -> bool:
+        """Whether the chat's row still waits to be written with its first message."""
+        return self._unsaved is not None
 
     def _wrote(self, version: int) -> bool:
         """After this process's own write: still up to date only if no other write came in between.
@@ -153,15 +163,18 @@ class StoreJournal:
         return False
 
     @asynccontextmanager
-    async def refresh(self, start: int, *, at_claim: bool = False) -> AsyncIterator[Changes | None]:
+    async def refresh(
+        self, start: int, *, at_claim: bool = False, listing: bool = False
+    ) -> AsyncIterator[Changes | None]:
         """Re-read the current turn (the messages from ``start``, the last assistant message, on, and its calls).
 
         One cheap query when nothing changed since the chat last looked. The versions read count
         as held once the chat took the changes in (the block ended without an error). With
         ``at_claim`` (the chat's next step claims calls) PostgreSQL asks nothing now: the claims that
         follow hold only while the chat is still at the version it holds, and are stale otherwise.
-        The first look after :meth:`Store.load_chat` that claims nothing asks nothing either: the
-        load has just read the rows.
+        A ``listing`` look right after :meth:`Store.load_chat` (the first look, within :data:`FRESH_FOR`
+        seconds, before any other step) asks nothing either: the load has just read the rows. Every
+        other look reads: the one that looks for a question the chat does not know, say.
         """
         tail: Tail | None
         self._check_at_claim = None
@@ -173,7 +186,7 @@ class StoreJournal:
             self._verified = False
             yield None
             return
-        elif fresh is not None and fresh == self._seen and not at_claim:
+        elif listing and fresh is not None and fresh[0] == self._seen and time.monotonic() < fresh[1]:
             yield None  # the load just read the rows: listing what it found needs no second statement
             return
         elif at_claim and self._seen is not None and not self.db.is_sqlite:
@@ -190,7 +203,7 @@ class StoreJournal:
             self._calls.setdefault(row["call_id"], CallRow(row["id"], row["name"])).version = row["version"]
         self._seen = version
         if loaded is not None:
-            self._fresh = version
+            self._fresh = (version, time.monotonic() + FRESH_FOR)
 
     async def _read(self, start: int) -> tuple[int, Tail | None]:
         """The chat's version and, when it is not the one held, its rows from ``start`` on (one snapshot)."""
@@ -489,6 +502,7 @@ class StoreJournal:
         When the chat held everything recorded before, it still does: the decision changed only
         the question and the versions, so the next :meth:`refresh` need not read the rows again.
         """
+        self._fresh = None  # whatever comes of it, a decision that lost or was refused shows another writer
         settled = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel, question)
         decided = settled.question
         if decided is None:

@@ -177,10 +177,16 @@ class Store:
         The chat's row and the user's message are saved together, before the model is called, so
         the chat is in the database from its first message on, and not at all when ``text`` is
         refused. Returns the chat as :meth:`Chat.ask` leaves it (its reply is ``chat.last_reply``).
+        An error after that write (the model's, say) carries a note naming the saved chat's id.
         """
         chat, journal, row = self._new_chat(model, tools, instructions, tool_choice, settings, max_concurrency, agent)
         journal.save_with_first_message(row)
-        await chat.ask(text)
+        try:
+            await chat.ask(text)
+        except BaseException as error:
+            if not journal.unsaved:  # the caller never got the chat: say which one was saved
+                error.add_note(f"Chat {chat.id} was saved with its first message; load_chat() carries it on.")
+            raise
         return chat
 
     def _new_chat(
