@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import CTE, ColumnElement, Connection, Insert, bindparam, insert, select
+from sqlalchemy import CTE, ColumnElement, Connection, Insert, Join, bindparam, insert, select
 
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, QuestionKind
@@ -168,10 +168,14 @@ def insert_event_from(source: Any, taken: Mapping[str, ColumnElement[Any]] | Non
     return insert(decision_events).from_select([column.name for column in columns], select(*values).select_from(source))
 
 
+def with_its_call(decided: CTE) -> Join:
+    """``decided``, a CTE that returns whole question rows, joined with each question's call (none for a chat's own)."""
+    return decided.outerjoin(tool_calls, tool_calls.c.id == decided.c.tool_call_id)
+
+
 def insert_event_of_decided(decided: CTE) -> Insert:
     """:func:`insert_event_from` for ``decided``, a CTE that returns whole question rows: the columns of the trail's
     row that describe the question (its chat, kind, message and call) come from the row and its call."""
-    asked = decided.outerjoin(tool_calls, tool_calls.c.id == decided.c.tool_call_id)
     of_the_question = {
         "chat_id": decided.c.chat_id,
         "question_id": decided.c.id,
@@ -181,7 +185,7 @@ def insert_event_of_decided(decided: CTE) -> Insert:
         "kind": decided.c.kind,
         "message": decided.c.message,
     }
-    return insert_event_from(asked, of_the_question)
+    return insert_event_from(with_its_call(decided), of_the_question)
 
 
 def read_history(

@@ -14,19 +14,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import (
-    CTE,
-    ColumnElement,
-    Connection,
-    Executable,
-    Update,
-    bindparam,
-    exists,
-    func,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import CTE, ColumnElement, Connection, Executable, Update, bindparam, exists, func, or_, select, update
 
 from tarry.approvals import MayDecide, Vote, judge
 from tarry.calls import check_decision
@@ -43,6 +31,7 @@ from tarry.store.audit import (
     insert_event_from,
     insert_event_of_decided,
     record_attempt,
+    with_its_call,
 )
 from tarry.store.cursor import Sendable, fetch_one
 from tarry.store.rows import Row, call_from_row, decider_values, question_from_row
@@ -378,7 +367,6 @@ def _decide_unread(refuses_running: bool) -> Executable:
     decided = _decided_if_open(refuses_running, *readable).returning(*questions.c).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
-    asked = decided.outerjoin(tool_calls, tool_calls.c.id == decided.c.tool_call_id)
     logged = insert_event_of_decided(decided)
     return (
         select(
@@ -387,7 +375,7 @@ def _decide_unread(refuses_running: bool) -> Executable:
             select(bumped.c.version).scalar_subquery().label("call_version"),
             select(woken.c.version).scalar_subquery().label("chat_version"),
         )
-        .select_from(asked)
+        .select_from(with_its_call(decided))
         .add_cte(logged.cte("logged"))
     )
 

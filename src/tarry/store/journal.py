@@ -20,19 +20,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Protocol, TypeVar, cast
 
-from sqlalchemy import (
-    Connection,
-    Executable,
-    Table,
-    and_,
-    bindparam,
-    exists,
-    insert,
-    or_,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import Connection, Executable, Table, and_, bindparam, exists, insert, or_, select, text, update
 
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.changes import CallChange, Changes

@@ -38,10 +38,10 @@ class ChatSummary:
 
 def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | None = None) -> list[ChatSummary]:
     """Chats oldest first, with counts of their open calls and undecided questions."""
-    of_chat = [] if chat_id is None else [tool_calls.c.chat_id == chat_id]  # one chat: count its rows alone
+    one = chat_id is not None  # one chat: count its rows alone
     open_calls = (
         select(tool_calls.c.chat_id, func.count().label("open_calls"))
-        .where(tool_calls.c.result_message_id.is_(None), *of_chat)
+        .where(tool_calls.c.result_message_id.is_(None), *([tool_calls.c.chat_id == chat_id] if one else []))
         .group_by(tool_calls.c.chat_id)
         .subquery()
     )
@@ -52,7 +52,7 @@ def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | 
             questions.c.decision.is_(None),
             tool_calls.c.result_message_id.is_(None),
             questions.c.expires_at.is_(None) | (questions.c.expires_at > utcnow()),
-            *([] if chat_id is None else [questions.c.chat_id == chat_id]),
+            *([questions.c.chat_id == chat_id] if one else []),
         )
         .group_by(questions.c.chat_id)
         .subquery()
