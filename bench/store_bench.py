@@ -112,7 +112,7 @@ class Side(Protocol):
 
 class TarrySide:
     """start_chat (create_chat + ask, in one write fewer) until the approval parks it; then load_chat in a fresh
-    chat object, approve, complete."""
+    chat object and complete(approve=[question])."""
 
     def __init__(self, label: str, store: Store) -> None:
         self.label = label
@@ -127,9 +127,8 @@ class TarrySide:
     async def finish(self, number: int) -> None:
         chat = await self.store.load_chat(self.ids[number], transfer_model(), [Transfer()])
         (question,) = await chat.pending_questions()
-        await chat.approve(question)
-        reply = await chat.complete()
-        assert reply.content == "Done."
+        reply = await chat.complete(approve=[question])
+        assert reply is not None and reply.content == "Done."
 
 
 class GraphState(TypedDict):
@@ -773,7 +772,8 @@ LATENCY_WORKLOAD = [
     "",
     "- **tarry**: `store.start_chat` (`create_chat` and `ask` in one write fewer); the `ScriptedModel` calls",
     "  `transfer`, a tool that needs approval, and the chat parks and saves. Then `load_chat` in a fresh chat",
-    "  object, `pending_questions()`, `approve`, `complete()`: the tool runs and the model gives its final reply.",
+    "  object, `pending_questions()`, `complete(approve=[question])` (the approval, then the run on: the tool runs",
+    "  and the model gives its final reply).",
     "- **LangGraph**: a graph of two plain function nodes, `model` (the same script, as a function) and `tools`",
     "  (calls `interrupt()` for approval, then runs the same `Transfer` tool), compiled with `AsyncSqliteSaver` or",
     "  `AsyncPostgresSaver`, one thread per chat, state a list of plain dicts (no LangChain message objects).",

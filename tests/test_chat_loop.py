@@ -331,3 +331,16 @@ async def test_calls_needing_no_approval_run_while_gated_ones_wait() -> None:
     assert reply == Message("assistant", "done")
     assert chat.waiting is False
     assert counter.runs == 1
+
+
+async def test_complete_approves_the_questions_it_is_given_then_carries_on_in_memory() -> None:
+    model = ScriptedModel([calls(("gated", {"what": "a"}), ("gated", {"what": "b"})), "both done"])
+    chat = Chat(model=model, tools=[Gated()])
+    await chat.ask("go")
+    first, second = await chat.pending_questions()
+    assert (await chat.complete(approve=[first.id])) is chat.last_reply and chat.waiting  # b still waits
+    assert first.decision == "accept" and second.decision is None
+    reply = await chat.complete(approve=[second], by="ann@example.com")
+    assert reply == Message("assistant", "both done") and not chat.waiting
+    assert second.decided_by is not None and second.decided_by.id == "ann@example.com"
+    assert [message.content for message in chat.messages if message.role == "tool"] == ["gated a", "gated b"]

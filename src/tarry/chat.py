@@ -119,15 +119,41 @@ class Chat:
             pass
         return self.last_reply
 
-    async def complete(self) -> Message | None:
+    async def complete(
+        self,
+        *,
+        approve: Iterable[Question | str] = (),
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+    ) -> Message | None:
         """Carry the chat on until the model has replied or every open call waits.
 
         Returns the last assistant message: the final reply, or the message whose calls
         wait when the chat parks. On a chat with nothing to do it returns the last reply
         without calling the model.
+
+        ``approve`` approves those questions first (each as :meth:`approve` would, ``by`` and
+        ``channel`` saying who and through what), in one write fewer per call they free: on
+        PostgreSQL, the statement that records the approval of the last question a call waits
+        on also claims the call for this chat object, so the call runs without a claim of its
+        own. An approval that another decision beat is not an error here: the chat carries on
+        from that decision. The errors of :meth:`approve` are raised before the chat carries
+        on; approvals recorded before the error stay recorded.
         """
-        async for _ in self._run(stream=False, once=False):
-            pass
+        if isinstance(approve, str | Question):
+            raise TypeError("complete(approve=...) takes a list of questions (or their ids), not one question")
+        items = list(approve)
+        if not items and (by is not None or channel != "code"):
+            raise TypeError("complete() takes by= and channel= only with approve=: they say who approves")
+        principal, through = principal_of(by), check_channel(channel)
+        try:
+            for item in items:
+                target = await self._find(item)
+                await self._decide(target, "accept", target.check_answer(), None, principal, through, frees=True)
+            async for _ in self._run(stream=False, once=False):
+                pass
+        finally:
+            await self._journal.release_unused()
         return self.last_reply
 
     async def step(self) -> Message | None:
@@ -386,12 +412,26 @@ class Chat:
         note: str | None,
         by: Principal | None,
         channel: Channel,
+        *,
+        frees: bool = False,
     ) -> bool:
-        """Record a decision through the journal, then take it onto ``question``; False when another came first."""
+        """Record a decision through the journal, then take it onto ``question``; False when another came first.
+
+        ``frees``: the chat carries on next, so when this decision leaves the call waiting on nothing
+        else, the journal may claim the call with it (see :meth:`Journal.decide`).
+        """
         record = self.record_of(question)
         running, closed = (record.running, not record.open) if record is not None else (False, False)
+        frees_call = (
+            frees
+            and record is not None
+            and not running
+            and not closed
+            and record.pending_questions(utcnow()) == [question]
+        )
+        asked = {"claim": True} if frees_call else {}
         decided = await self._journal.decide(
-            question, decision, answer, note, by, channel, running=running, closed=closed
+            question, decision, answer, note, by, channel, running=running, closed=closed, **asked
         )
         if decided is None:
             return False
@@ -482,7 +522,7 @@ class Chat:
                     return
                 current = turn.current
         finally:
-            await self._journal.release_turn()
+            await self._journal.release_unused()
 
     async def _load_tools_or_park(self) -> bool:
         """Load the tool sources' tools; ``False`` when the chat waits on a question of its own instead.

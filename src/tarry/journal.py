@@ -67,8 +67,9 @@ class Journal(Protocol):
         """
         ...
 
-    async def release_turn(self) -> None:
-        """Give back a turn that :meth:`append` or :meth:`save_call` claimed and no :meth:`hold_turn` used."""
+    async def release_unused(self) -> None:
+        """Give back a turn that :meth:`append` or :meth:`save_call` claimed and no :meth:`hold_turn` used, and
+        the calls that :meth:`decide` claimed and no :meth:`hold_call` used."""
         ...
 
     async def decide(
@@ -82,6 +83,7 @@ class Journal(Protocol):
         *,
         running: bool,
         closed: bool,
+        claim: bool = False,
     ) -> Question | None:
         """Record a decision on ``question`` unless another came first; checks as :func:`check_decision`.
 
@@ -91,6 +93,10 @@ class Journal(Protocol):
         counts an approval (the question stays open) while more people must approve. Returns the
         question as the attempt left it (decided, or with one more vote), ``None`` when another
         decision came first; ``question`` itself is left alone, for the chat to update.
+
+        ``claim``: the decision frees the question's call and the chat carries it on next, so the
+        journal may claim the call with the decision, for the next :meth:`hold_call` (a journal
+        that does not may ignore it). The chat passes the keyword only when it is true.
         """
         ...
 
@@ -164,7 +170,7 @@ class MemoryJournal:
     async def save_call(self, call_id: str, outcome: Outcome, *, first_question: int, claim_turn: bool = False) -> None:
         """Nothing to write; the turn is the chat's own lock, taken by :meth:`hold_turn`."""
 
-    async def release_turn(self) -> None:
+    async def release_unused(self) -> None:
         """Nothing claimed early."""
 
     async def decide(
@@ -178,6 +184,7 @@ class MemoryJournal:
         *,
         running: bool,
         closed: bool,
+        claim: bool = False,
     ) -> Question | None:
         """Check the decision against the question as the chat holds it; return a copy that records it.
 

@@ -14,7 +14,21 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import CTE, ColumnElement, Connection, Executable, Update, bindparam, exists, func, or_, select, update
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Connection,
+    Executable,
+    Update,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from tarry.approvals import MayDecide, Vote, judge
 from tarry.calls import check_decision
@@ -36,7 +50,7 @@ from tarry.store.audit import (
 from tarry.store.cursor import Sendable, fetch_one
 from tarry.store.rows import Row, call_from_row, decider_values, question_from_row
 from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of
-from tarry.store.tables import questions, tool_calls
+from tarry.store.tables import chats, questions, tool_calls
 
 AnswerOf = Callable[[Question], dict[str, Any] | None]
 """Checks an answer against the question as stored and returns the values to record (raises when invalid)."""
@@ -63,6 +77,19 @@ class Attempt:
     channel: Channel
 
 
+@dataclass(frozen=True)
+class ClaimAlong:
+    """A claim of the decided question's call for ``owner`` until ``until``, taken by the decision's own statement
+    when the decision frees the call: the call is at ``version`` (the row version the deciding chat read), nobody
+    holds it, it waits on no other question, and its chat is at ``chat_version`` (the version the chat holds)."""
+
+    row_id: int
+    version: int
+    chat_version: int
+    owner: str
+    until: datetime
+
+
 @dataclass
 class Settled:
     """What an attempt to decide came to, once its transaction committed.
@@ -77,6 +104,8 @@ class Settled:
     versions: tuple[int, int | None] | None = None
     """The chat's and the call's versions after a recorded decision (``None`` if none was recorded;
     the call's is ``None`` for a chat's own question, which has no call)."""
+    claimed: bool = False
+    """Whether the decision's statement also claimed the question's call (:class:`ClaimAlong`)."""
 
 
 def decide_question(
@@ -136,7 +165,9 @@ def decide_question(
     return _settled(question, attempt, answer, now, call_version, chat_version)
 
 
-def decide_if_open(connection: Sendable, attempt: Attempt, known: Question | None = None) -> Settled | None:
+def decide_if_open(
+    connection: Sendable, attempt: Attempt, known: Question | None = None, claim: ClaimAlong | None = None
+) -> Settled | None:
     """PostgreSQL, the common case, without a transaction: read the question, then record the decision in one
     statement that writes only if the question is still open (each statement commits by itself).
 
@@ -148,6 +179,9 @@ def decide_if_open(connection: Sendable, attempt: Attempt, known: Question | Non
     nothing, for any other case or when the question changed in between: :func:`decide_question`
     then decides under the row lock and puts on the trail why the attempt came to nothing. Raises as
     :func:`decide_question` does for an unknown id or an invalid answer, writing nothing.
+
+    With ``claim`` (an approval, from the chat that will carry the call on) the statement also
+    claims the call when the decision frees it and it stands as ``claim`` says; ``claimed`` tells.
     """
     now = utcnow()
     if known is None:
@@ -164,10 +198,16 @@ def decide_if_open(connection: Sendable, attempt: Attempt, known: Question | Non
         return None
     values = _decision_values(question, None, attempt, answer, now, None)
     refuses_running = attempt.decision == "decline" and not question.extra.get("awaited")
-    done = fetch_one(connection, _DECIDE_IF_OPEN[refuses_running], values)
+    if claim is None or refuses_running:
+        done = fetch_one(connection, _DECIDE_IF_OPEN[refuses_running], values)
+    else:
+        values |= {"read_version": claim.version, "held_version": claim.chat_version}
+        done = fetch_one(connection, _DECIDE_AND_CLAIM, values | {"owner": claim.owner, "until": claim.until})
     if done is None or done["decided"] != 1:
         return None
-    return _settled(question, attempt, answer, now, done["call_version"], done["chat_version"])
+    settled = _settled(question, attempt, answer, now, done["call_version"], done["chat_version"])
+    settled.claimed = bool(done.get("claimed"))
+    return settled
 
 
 def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
@@ -322,32 +362,58 @@ def _decided_if_open(refuses_running: bool, *more: ColumnElement[bool]) -> Updat
     )
 
 
-def _bumped_call(decided: CTE) -> CTE:
-    """The version bump of the call of the question ``decided`` returns, if any."""
+def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
+    """The version bump of the call of the question ``decided`` returns, if any; with ``claim``, also the claim of
+    :class:`ClaimAlong` (parameters ``owner``, ``until``, ``read_version``, ``held_version``), and ``claimed``."""
+    values: dict[str, Any] = {"version": tool_calls.c.version + 1}
+    returned: list[ColumnElement[Any]] = [tool_calls.c.version]
+    if claim:
+        owner = bindparam("owner", type_=tool_calls.c.claimed_by.type)
+        until = bindparam("until", type_=tool_calls.c.claimed_until.type)
+        other_open = select(questions.c.id).where(
+            questions.c.tool_call_id == decided.c.tool_call_id,
+            questions.c.decision.is_(None),
+            questions.c.id != decided.c.id,
+        )
+        chat_held = select(chats.c.id).where(
+            chats.c.id == bindparam("woken_chat"), chats.c.version == bindparam("held_version")
+        )
+        # The statement's snapshot: the chat before the decision's own wake bumps it. The call's own columns are
+        # read from its newest row, should another process have changed it since.
+        freed = select(decided.c.id).where(~exists(other_open), exists(chat_held)).cte("freed")
+        free = and_(
+            tool_calls.c.claimed_by.is_(None), tool_calls.c.version == bindparam("read_version"), exists(freed.select())
+        )
+        values["claimed_by"] = case((free, owner), else_=tool_calls.c.claimed_by)
+        values["claimed_until"] = case((free, until), else_=tool_calls.c.claimed_until)
+        returned.append(and_(tool_calls.c.claimed_by == owner, tool_calls.c.claimed_until == until).label("claimed"))
     return (
         update(tool_calls)
         .where(tool_calls.c.id == select(decided.c.tool_call_id).scalar_subquery())
-        .values(version=tool_calls.c.version + 1)
-        .returning(tool_calls.c.version)
+        .values(values)
+        .returning(*returned)
         .cte("bumped")
     )
 
 
-def _decide_if_open(refuses_running: bool) -> Executable:
+def _decide_if_open(refuses_running: bool, *, claim: bool = False) -> Executable:
     """:data:`_DECIDE_AT_ONCE` that decides only as :func:`_decided_if_open` allows; every other part writes only if
-    it did."""
+    it did. With ``claim``, the call's bump claims it too (:func:`_bumped_call`)."""
     decided = _decided_if_open(refuses_running).returning(questions.c.id, questions.c.tool_call_id).cte("decided")
-    bumped = _bumped_call(decided)
+    bumped = _bumped_call(decided, claim=claim)
     woken = WAKE_NOTIFY.where(exists(decided.select())).cte("woken")
     logged = insert_event_from(decided)
+    claimed = [select(bumped.c.claimed).scalar_subquery().label("claimed")] if claim else []
     return select(
         select(func.count()).select_from(decided).scalar_subquery().label("decided"),
         select(bumped.c.version).scalar_subquery().label("call_version"),
         select(woken.c.version).scalar_subquery().label("chat_version"),
+        *claimed,
     ).add_cte(logged.cte("logged"))
 
 
 _DECIDE_IF_OPEN = {refuses_running: _decide_if_open(refuses_running) for refuses_running in (False, True)}
+_DECIDE_AND_CLAIM = _decide_if_open(False, claim=True)
 
 
 def _decide_unread(refuses_running: bool) -> Executable:

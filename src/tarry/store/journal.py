@@ -30,7 +30,7 @@ from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
 from tarry.store.cursor import Sendable, fetch_one, fetch_value, run
-from tarry.store.deciding import AnswerOf, Settled
+from tarry.store.deciding import AnswerOf, ClaimAlong, Settled
 from tarry.store.engine import Database
 from tarry.store.one_statement import (
     HELD_OPEN_CALL,
@@ -74,6 +74,9 @@ class Host(Protocol):
         by: str | Principal | None,
         channel: Channel,
         known: Question | None = None,
+        *,
+        claim: ClaimAlong | None = None,
+        on_claimed: Callable[[], None] | None = None,
     ) -> Settled: ...
 
 
@@ -91,6 +94,8 @@ class CallRow:
     """The row version this process last read (-1, which no row has, before it read the row)."""
     claimed: bool = False
     """True while this process holds the call's claim and must release it."""
+    renewal: asyncio.Task[None] | None = None
+    """The renewal of a claim a decision took (``decide(claim=True)``), until :meth:`StoreJournal.hold_call` uses it."""
 
 
 FRESH_FOR = 1.0
@@ -316,23 +321,27 @@ class StoreJournal:
         the chat is at the version this object holds.
         """
         row = self._calls[call_id]
-        row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
-        chat = None if self._check_at_claim is None else (self.chat_id, self._check_at_claim)
-        claim = await self._claim(
-            lambda c: claim_call(c, row_id, version, owner, lease, chat),
-            lambda claim: claim.held,
-            tool_calls,
-            row_id,
-        )
-        if chat is not None and claim is not Claim.STALE:  # the chat was at that version then
-            self._check_at_claim = None
-        if not claim.held:
-            if claim is Claim.STALE:
-                self._seen = None
-            yield claim
-            return
-        row.claimed = True
-        renewal = asyncio.create_task(self._renew(tool_calls, row_id))
+        renewal, row.renewal = row.renewal, None
+        if renewal is not None:  # the decision that freed the call claimed it, with the chat at the version held
+            claim = Claim.GRANTED
+        else:
+            row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
+            chat = None if self._check_at_claim is None else (self.chat_id, self._check_at_claim)
+            claim = await self._claim(
+                lambda c: claim_call(c, row_id, version, owner, lease, chat),
+                lambda claim: claim.held,
+                tool_calls,
+                row_id,
+            )
+            if chat is not None and claim is not Claim.STALE:  # the chat was at that version then
+                self._check_at_claim = None
+            if not claim.held:
+                if claim is Claim.STALE:
+                    self._seen = None
+                yield claim
+                return
+            row.claimed = True
+            renewal = asyncio.create_task(self._renew(tool_calls, row_id))
         try:
             yield claim
         except BaseException:
@@ -346,7 +355,7 @@ class StoreJournal:
                 await renewal
             claimed, row.claimed = row.claimed, False
             if claimed:
-                await self._release(tool_calls, row_id)
+                await self._release(tool_calls, row.id)
 
     @asynccontextmanager
     async def hold_turn(self) -> AsyncIterator[bool]:
@@ -378,11 +387,29 @@ class StoreJournal:
                 self._holding_turn = False
                 await self._release(chats, chat_id)
 
-    async def release_turn(self) -> None:
-        """Give back a turn claimed by a write and never held (the chat did not ask the model after all)."""
+    async def release_unused(self) -> None:
+        """Give back a turn claimed by a write and never held (the chat did not ask the model after all), and
+        every call a decision claimed that no :meth:`hold_call` used."""
         if self._claimed_early is not None:
             self._claimed_early = None
             await self._release(chats, self.chat_id)
+        for row in self._calls.values():
+            if row.renewal is not None:
+                await self._give_back(row)
+
+    async def _give_back(self, row: CallRow) -> None:
+        """Release the claim a decision took on ``row``'s call, which this chat will not carry on now."""
+        renewal, row.renewal, row.claimed = row.renewal, None, False
+        if renewal is not None:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
+        await self._release(tool_calls, row.id)
+
+    def _keep_claim(self, row: CallRow) -> None:
+        """Keep the claim a decision just took on ``row``'s call: renew it until :meth:`hold_call` uses it."""
+        row.claimed = True
+        row.renewal = asyncio.create_task(self._renew(tool_calls, row.id))
 
     async def save_call(self, call_id: str, outcome: Outcome, *, first_question: int, claim_turn: bool = False) -> None:
         """Save a call's result, or its new pause and questions; releases the claim in the same transaction.
@@ -484,24 +511,36 @@ class StoreJournal:
         *,
         running: bool,
         closed: bool,
+        claim: bool = False,
     ) -> Question | None:
         """Record the decision under the question's row lock (which checks the call as stored, not ``running``).
 
         When the chat held everything recorded before, it still does: the decision changed only
         the question and the versions, so the next :meth:`refresh` need not read the rows again.
+        With ``claim`` (the decision frees the call, and the chat carries it on next) PostgreSQL's
+        statement claims the call too when it stands as the chat holds it, so :meth:`hold_call`
+        need not; :meth:`release_unused` gives it back if the chat does not carry it on after all.
         """
         self._fresh = None  # whatever comes of it, a decision that lost or was refused shows another writer
-        settled = await self.store._decide(question.id, decision, lambda _: answer, note, by, channel, question)
+        row = None if question.tool_call is None else self._calls.get(question.tool_call.id)
+        along, kept = None, None
+        if claim and row is not None and not row.claimed and self._seen is not None and not self.db.is_sqlite:
+            along = ClaimAlong(row.id, row.version, self._seen, self.store.owner, utcnow() + self._lease)
+            kept = partial(self._keep_claim, row)
+        settled = await self.store._decide(
+            question.id, decision, lambda _: answer, note, by, channel, question, claim=along, on_claimed=kept
+        )
         decided = settled.question
         if decided is None:
             return None
-        row = None if decided.tool_call is None else self._calls.get(decided.tool_call.id)
         if settled.versions is not None:
             chat_version, call_version = settled.versions
             if row is not None and call_version == row.version + 1 and self._seen == chat_version - 1:
                 self._seen, row.version = chat_version, call_version
             else:
                 self._seen = None  # the chat changed in more than this decision: read it all again
+                if row is not None and row.renewal is not None:  # so what the chat would run is not known yet
+                    await self._give_back(row)
         return decided
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:

@@ -27,7 +27,15 @@ from tarry.questions import AnswerNeeded, Decision, Question
 from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
 from tarry.store.cursor import fetch_value, run
-from tarry.store.deciding import AnswerOf, Attempt, Settled, decide_if_open, decide_question, decide_unread
+from tarry.store.deciding import (
+    AnswerOf,
+    Attempt,
+    ClaimAlong,
+    Settled,
+    decide_if_open,
+    decide_question,
+    decide_unread,
+)
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import CHAT_VERSION, INSERT_CHAT, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
@@ -460,12 +468,16 @@ class Store:
         known: Question | None = None,
         *,
         unread: bool = False,
+        claim: ClaimAlong | None = None,
+        on_claimed: Callable[[], None] | None = None,
     ) -> Settled:
         """Record a decision (:func:`~tarry.store.deciding.decide_question`), log it and run the decision hooks.
 
         ``known``: the question as a chat object holds it, which spares PostgreSQL's common case its read.
         ``unread``: an approval or a decline, whose answer needs no fields, which spares it too
-        (:func:`~tarry.store.deciding.decide_unread`).
+        (:func:`~tarry.store.deciding.decide_unread`). ``claim``: the decision's statement may also claim
+        the question's call (:class:`~tarry.store.deciding.ClaimAlong`); when it did, ``on_claimed``
+        is called before the hooks run (a cancelled caller's too), so the claim is kept from then on.
 
         Returns what the attempt came to: the question as it left it (decided, or one more
         approval counted; ``None`` when another decision came first) and the versions it wrote;
@@ -479,7 +491,7 @@ class Store:
             if unread and known is None:
                 decide = partial(decide_unread, attempt=attempt)
             else:
-                decide = partial(decide_if_open, attempt=attempt, known=known)
+                decide = partial(decide_if_open, attempt=attempt, known=known, claim=claim)
             at_once = asyncio.ensure_future(self.db.run_direct(decide, write=True))
             try:
                 settled = await asyncio.shield(at_once)
@@ -487,8 +499,12 @@ class Store:
                 with contextlib.suppress(Exception):
                     recorded = await at_once
                     if recorded is not None:
+                        if recorded.claimed and on_claimed is not None:
+                            on_claimed()
                         await self._announce(recorded, decision)
                 raise
+            if settled is not None and settled.claimed and on_claimed is not None:
+                on_claimed()
         if settled is None:
             work = partial(decide_question, attempt=attempt, may_decide=self.may_decide, postgres=not self.db.is_sqlite)
             settled = await self.db.run_write(work, may_block=self.may_decide is not None)
