@@ -124,7 +124,7 @@ class Chat:
         *,
         approve: Iterable[Question | str] = (),
         by: str | Principal | None = None,
-        channel: Channel = "code",
+        channel: Channel | None = None,
     ) -> Message | None:
         """Carry the chat on until the model has replied or every open call waits.
 
@@ -133,19 +133,20 @@ class Chat:
         without calling the model.
 
         ``approve`` approves those questions first (each as :meth:`approve` would, ``by`` and
-        ``channel`` saying who and through what), in one write fewer per call they free: on
-        PostgreSQL, the statement that records the approval of the last question a call waits
-        on also claims the call for this chat object, so the call runs without a claim of its
-        own. An approval that another decision beat is not an error here: the chat carries on
-        from that decision. The errors of :meth:`approve` are raised before the chat carries
-        on; approvals recorded before the error stay recorded.
+        ``channel`` saying who and through what, ``"code"`` unless given), in one write fewer
+        per call they free: on PostgreSQL, the statement that records the approval of the last
+        question a call waits on also claims the call for this chat object, so the call runs
+        without a claim of its own. An approval that another decision beat is not an error
+        here: the chat carries on from that decision (the question shows which it was). The
+        errors of :meth:`approve` are raised before the chat carries on; approvals recorded
+        before the error stay recorded.
         """
         if isinstance(approve, str | Question):
             raise TypeError("complete(approve=...) takes a list of questions (or their ids), not one question")
         items = list(approve)
-        if not items and (by is not None or channel != "code"):
+        if not items and (by is not None or channel is not None):
             raise TypeError("complete() takes by= and channel= only with approve=: they say who approves")
-        principal, through = principal_of(by), check_channel(channel)
+        principal, through = principal_of(by), check_channel("code" if channel is None else channel)
         try:
             for item in items:
                 target = await self._find(item)
@@ -417,17 +418,21 @@ class Chat:
     ) -> bool:
         """Record a decision through the journal, then take it onto ``question``; False when another came first.
 
-        ``frees``: the chat carries on next, so when this decision leaves the call waiting on nothing
-        else, the journal may claim the call with it (see :meth:`Journal.decide`).
+        ``frees``: the chat carries on next, so when this decision leaves a call that has not run yet
+        waiting on nothing else, the journal may claim the call with it (see :meth:`Journal.decide`),
+        unless the chat must first load tools or wait on a question of its own.
         """
         record = self.record_of(question)
         running, closed = (record.running, not record.open) if record is not None else (False, False)
         frees_call = (
             frees
             and record is not None
+            and record.task is None
             and not running
             and not closed
             and record.pending_questions(utcnow()) == [question]
+            and all(source.loaded for source in self._sources)
+            and not self._waits_on_own_question()
         )
         asked = {"claim": True} if frees_call else {}
         decided = await self._journal.decide(

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from sqlalchemy import event
 
-from tarry import Question, Tool
+from tarry import Chat, Message, Question, Tool
 from tarry.errors import MissingToolsError
+from tarry.live import current_call
 from tarry.store import Store
-from tests.store.test_store import TRANSFER_TO_ANN, parked_on_transfers, statements_sent
+from tarry.testing import advance_clock
+from tests.store.test_store import TRANSFER_TO_ANN, parked_on_transfers, plain_url, statements_sent
 from tests.store.tools import all_tools, reactive_model
 
 
@@ -49,34 +54,131 @@ async def test_approving_several_questions_in_complete_runs_each_freed_call_once
         assert sent[:2] == ["decision", "decision"] and "claim" not in sent, f"a call was claimed apart: {sent}"
 
 
-async def test_a_call_claimed_with_its_approval_is_busy_for_another_process_while_it_runs(database_url: str) -> None:
-    entered, release, runs = asyncio.Event(), asyncio.Event(), []
+async def approval_held_in_its_hook(store: Store) -> tuple[Chat, asyncio.Task[Message | None], asyncio.Event]:
+    """A chat of ``store`` parked on an approval of a transfer to Ann, loaded afresh and carried on with
+    ``complete(approve=...)``, held in a decision hook once the approval is recorded: set the event to let it go on."""
+    hooked, go_on = asyncio.Event(), asyncio.Event()
+
+    async def hook(question: Question) -> None:
+        hooked.set()
+        await go_on.wait()
+
+    parked, _ = await parked_on_transfers(store, ["Ann"])
+    chat = await store.load_chat(parked.id, reactive_model([]), all_tools())
+    (question,) = await chat.pending_questions()
+    store.decision_hooks.append(hook)
+    approving = asyncio.create_task(chat.complete(approve=[question]))
+    async with asyncio.timeout(10):
+        await hooked.wait()
+    return chat, approving, go_on
+
+
+async def test_on_postgresql_the_call_is_the_approving_chat_s_from_the_approval_on(postgres_url: str) -> None:
+    async with Store(postgres_url) as store, Store(postgres_url) as other:
+        chat, approving, go_on = await approval_held_in_its_hook(store)  # recorded; the call has not run yet
+        elsewhere = await other.load_chat(chat.id, reactive_model([]), all_tools())
+        await elsewhere.complete()
+        assert elsewhere.waiting and tool_results(elsewhere.messages) == [], "another process ran the approved call"
+        go_on.set()
+        reply = await approving
+    assert reply is not None and reply.content == "All done." and tool_results(chat.messages) == ["Sent 1 to Ann"]
+
+
+async def test_approving_in_complete_a_question_that_a_running_call_awaits_elsewhere_leaves_the_call_to_it(
+    database_url: str,
+) -> None:
+    runs: list[int] = []
 
     class Wire(Tool):
-        """Wires money, once released."""
+        """Wires money, asking for an approval while it runs."""
 
-        requires_approval = True
+        async def execute(self, amount: int) -> str:
+            runs.append(amount)
+            live = current_call.get()
+            assert live is not None
+            asked = await live.ask(Question("", "approval", f"Wire {amount}?"))
+            return f"wired: {asked.decision}"
 
-        async def execute(self, to: str) -> str:
-            runs.append(to)
-            entered.set()
-            await release.wait()
-            return f"Wired to {to}"
-
-    calls = [{"name": "wire", "arguments": {"to": "Ann"}}]
-    async with Store(database_url) as store, Store(database_url) as other:
+    calls = [{"name": "wire", "arguments": {"amount": 5}}]
+    async with Store(database_url, poll_interval=0.01) as store, Store(database_url) as other:
         await store.setup()
-        chat = await store.start_chat("Wire Ann", reactive_model(calls), [Wire()])
-        (question,) = await chat.pending_questions()
-        running = asyncio.create_task(chat.complete(approve=[question]))
+        chat = await store.create_chat(reactive_model(calls), [Wire()])
+        running = asyncio.create_task(chat.ask("Wire 5"))
         async with asyncio.timeout(10):
-            await entered.wait()
+            while not await store.pending_questions(chat.id):
+                await asyncio.sleep(0.01)
         elsewhere = await other.load_chat(chat.id, reactive_model(calls), [Wire()])
-        await elsewhere.complete()  # finds the call held: runs nothing
-        assert elsewhere.waiting and runs == ["Ann"]
-        release.set()
+        (approval,) = await elsewhere.pending_questions()
+        async with asyncio.timeout(10):  # taking the call over would run the tool here, which asks again and waits
+            await elsewhere.complete(approve=[approval])
         reply = await running
-    assert reply is not None and reply.content == "All done." and runs == ["Ann"]
+    assert reply is not None and reply.content == "All done."
+    assert runs == [5] and tool_results(chat.messages) == ["wired: accept"]
+
+
+async def test_on_postgresql_an_approval_that_finds_the_chat_changing_reads_the_change_and_uses_its_claim(
+    postgres_url: str,
+) -> None:
+    async with Store(postgres_url) as store:
+        parked, (to_ann,) = await parked_on_transfers(store, ["Ann"])
+        chat = await store.load_chat(parked.id, reactive_model([]), all_tools())
+        await chat.pending_questions()
+        async with await psycopg.AsyncConnection.connect(plain_url(postgres_url)) as writer:
+            # Another writer holds the chat's row: the approval's wake waits for it, then bumps the version again.
+            await writer.execute("UPDATE tarry_chats SET version = version + 1 WHERE id = %s", (chat.id,))
+            with statements_sent(store) as sent:
+                approving = asyncio.create_task(chat.complete(approve=[to_ann]))
+                async with asyncio.timeout(10):
+                    while not await waits_on_a_lock(writer):
+                        await asyncio.sleep(0.01)
+                await writer.commit()
+                reply = await approving
+    assert reply is not None and reply.content == "All done."
+    assert tool_results(chat.messages) == ["Sent 1 to Ann"]
+    assert sent[:2] == ["decision", "load"] and "claim" not in sent, sent
+
+
+async def waits_on_a_lock(connection: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether another session of the database waits on a lock (seen from ``connection``'s transaction)."""
+    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    row = await (await connection.execute(query)).fetchone()
+    return row is not None and row[0] > 0
+
+
+async def test_on_postgresql_an_approval_s_claim_that_may_have_run_out_is_confirmed_before_the_call_runs(
+    postgres_url: str,
+) -> None:
+    async with Store(postgres_url) as store:
+        chat, approving, go_on = await approval_held_in_its_hook(store)
+        advance_clock(store.lease + 1)  # the claim ran out unrenewed; nobody took the call meanwhile
+        sent: list[str] = []
+        event.listen(store.db.sync_engine, "before_cursor_execute", lambda _c, _k, sql, *_: sent.append(sql))
+        go_on.set()
+        reply = await approving
+    assert reply is not None and reply.content == "All done." and tool_results(chat.messages) == ["Sent 1 to Ann"]
+    renewed = [sql for sql in sent if sql.startswith("UPDATE tarry_tool_calls SET claimed_until")]
+    claimed = [sql for sql in sent if sql.startswith("UPDATE tarry_tool_calls SET claimed_by")]
+    assert len(renewed) == 1 and not claimed, "the chat did not confirm, with a renewal alone, that the claim held"
+
+
+async def test_on_postgresql_an_approval_s_claim_that_ran_out_and_was_taken_over_runs_nothing(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    markers = tmp_path / "markers"
+    monkeypatch.setenv("TARRY_TEST_MARKERS", str(markers))  # the transfer tool writes a line each time it runs
+    async with Store(postgres_url) as store, Store(postgres_url) as other:
+        chat, approving, go_on = await approval_held_in_its_hook(store)
+        advance_clock(store.lease + 1)  # the claim ran out: another process takes the call over
+        elsewhere = await other.load_chat(chat.id, reactive_model([]), all_tools())
+        await elsewhere.complete()
+        (interrupted,) = tool_results(elsewhere.messages)
+        assert "interrupted" in interrupted
+        go_on.set()
+        reply = await approving
+    assert reply is not None and reply.content == "All done."
+    assert tool_results(chat.messages) == [interrupted]
+    ran = [line for line in markers.read_text().splitlines() if line.startswith("transfer")]
+    assert ran == [], "the tool ran after another process closed its call as interrupted"
 
 
 async def test_a_call_claimed_with_its_approval_is_given_back_when_the_chat_cannot_run_it(database_url: str) -> None:
@@ -94,24 +196,12 @@ async def test_a_call_claimed_with_its_approval_is_given_back_when_the_chat_cann
 
 
 async def test_a_caller_cancelled_after_the_approval_claimed_the_call_gives_the_call_back(database_url: str) -> None:
-    hooked, hold = asyncio.Event(), asyncio.Event()
-
-    async def slow_hook(question: Question) -> None:
-        hooked.set()
-        await hold.wait()
-
     async with Store(database_url) as store, Store(database_url) as other:
-        parked, _ = await parked_on_transfers(store, ["Ann"])
-        chat = await store.load_chat(parked.id, reactive_model([]), all_tools())
-        (question,) = await chat.pending_questions()
-        store.decision_hooks.append(slow_hook)
-        approving = asyncio.create_task(chat.complete(approve=[question]))
-        async with asyncio.timeout(10):
-            await hooked.wait()  # the decision (and its claim) is recorded; the hook runs
+        chat, approving, _ = await approval_held_in_its_hook(store)  # the approval (and its claim) is recorded
         approving.cancel()
         with pytest.raises(asyncio.CancelledError):
             await approving
-        elsewhere = await other.load_chat(parked.id, reactive_model([]), all_tools())
+        elsewhere = await other.load_chat(chat.id, reactive_model([]), all_tools())
         reply = await elsewhere.complete()
         assert reply is not None and reply.content == "All done.", "the call stayed claimed by the cancelled caller"
         assert tool_results(elsewhere.messages) == ["Sent 1 to Ann"]

@@ -96,6 +96,8 @@ class CallRow:
     """True while this process holds the call's claim and must release it."""
     renewal: asyncio.Task[None] | None = None
     """The renewal of a claim a decision took (``decide(claim=True)``), until :meth:`StoreJournal.hold_call` uses it."""
+    held_until: datetime | None = None
+    """Until when that claim is known to hold: each renewal that finds it pushes this on (``None``: lost)."""
 
 
 FRESH_FOR = 1.0
@@ -321,7 +323,7 @@ class StoreJournal:
         the chat is at the version this object holds.
         """
         row = self._calls[call_id]
-        renewal, row.renewal = row.renewal, None
+        renewal = await self._take_early_claim(row)
         if renewal is not None:  # the decision that freed the call claimed it, with the chat at the version held
             claim = Claim.GRANTED
         else:
@@ -388,28 +390,58 @@ class StoreJournal:
                 await self._release(chats, chat_id)
 
     async def release_unused(self) -> None:
-        """Give back a turn claimed by a write and never held (the chat did not ask the model after all), and
-        every call a decision claimed that no :meth:`hold_call` used."""
+        """Give back every call a decision claimed that no :meth:`hold_call` used, and a turn claimed by a write
+        and never held (the chat did not ask the model after all).
+
+        A call that cannot be given back is logged, not raised (the caller may be raising already): its
+        claim runs out with its lease.
+        """
+        unused = [row for row in self._calls.values() if row.renewal is not None]
+        for row in unused:
+            await self._stop_renewal(row)
+        for row in unused:
+            try:
+                await self._release(tool_calls, row.id)
+            except Exception:
+                logger.exception("Could not give back the claim on the %s call; it runs out with its lease", row.name)
         if self._claimed_early is not None:
             self._claimed_early = None
             await self._release(chats, self.chat_id)
-        for row in self._calls.values():
-            if row.renewal is not None:
-                await self._give_back(row)
 
-    async def _give_back(self, row: CallRow) -> None:
-        """Release the claim a decision took on ``row``'s call, which this chat will not carry on now."""
-        renewal, row.renewal, row.claimed = row.renewal, None, False
+    async def _stop_renewal(self, row: CallRow) -> None:
+        """Stop renewing the claim a decision took on ``row``'s call; this process no longer counts it as held."""
+        renewal, row.renewal, row.claimed, row.held_until = row.renewal, None, False, None
         if renewal is not None:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
-        await self._release(tool_calls, row.id)
 
-    def _keep_claim(self, row: CallRow) -> None:
-        """Keep the claim a decision just took on ``row``'s call: renew it until :meth:`hold_call` uses it."""
+    def _keep_claim(self, row: CallRow, until: datetime) -> None:
+        """Keep the claim a decision just took on ``row``'s call, until ``until``: renew it until :meth:`hold_call`
+        uses it."""
+        row.claimed, row.held_until = True, until
+        row.renewal = asyncio.create_task(self._renew(tool_calls, row.id, row))
+
+    async def _take_early_claim(self, row: CallRow) -> asyncio.Task[None] | None:
+        """The renewal of the claim a decision took on ``row``'s call, now the caller's to hold; ``None`` when there
+        is none, or it may have run out.
+
+        While renewals keep it well ahead of its lease it holds: no other process may take a claim
+        before it runs out. Otherwise (the database was away, the loop was blocked) one statement asks
+        whether it is still this process's: another process may have taken the call over meanwhile.
+        """
+        if row.renewal is None:
+            return None
+        margin = timedelta(seconds=self.store.lease / 3)
+        if row.held_until is not None and utcnow() < row.held_until - margin:
+            renewal, row.renewal, row.held_until = row.renewal, None, None
+            return renewal
+        await self._stop_renewal(row)
+        values = {"key": row.id, "owner": self.store.owner, "until": utcnow() + self._lease}
+        if not await self.db.run_direct(partial(run, statement=_RENEW[tool_calls.name], values=values), write=True):
+            return None
         row.claimed = True
-        row.renewal = asyncio.create_task(self._renew(tool_calls, row.id))
+        return asyncio.create_task(self._renew(tool_calls, row.id))
 
     async def save_call(self, call_id: str, outcome: Outcome, *, first_question: int, claim_turn: bool = False) -> None:
         """Save a call's result, or its new pause and questions; releases the claim in the same transaction.
@@ -526,7 +558,7 @@ class StoreJournal:
         along, kept = None, None
         if claim and row is not None and not row.claimed and self._seen is not None and not self.db.is_sqlite:
             along = ClaimAlong(row.id, row.version, self._seen, self.store.owner, utcnow() + self._lease)
-            kept = partial(self._keep_claim, row)
+            kept = partial(self._keep_claim, row, along.until)
         settled = await self.store._decide(
             question.id, decision, lambda _: answer, note, by, channel, question, claim=along, on_claimed=kept
         )
@@ -538,9 +570,9 @@ class StoreJournal:
             if row is not None and call_version == row.version + 1 and self._seen == chat_version - 1:
                 self._seen, row.version = chat_version, call_version
             else:
-                self._seen = None  # the chat changed in more than this decision: read it all again
-                if row is not None and row.renewal is not None:  # so what the chat would run is not known yet
-                    await self._give_back(row)
+                # The chat changed in more than this decision: read it all again. A claim the decision took
+                # stands (its statement checked the call's own row): the chat uses it if it still runs the call.
+                self._seen = None
         return decided
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:
@@ -596,15 +628,26 @@ class StoreJournal:
                     await self._release(table, key)
             raise
 
-    async def _renew(self, table: Table, key: Any) -> None:
+    async def _renew(self, table: Table, key: Any, early: CallRow | None = None) -> None:
+        """Renew this process's claim on ``table``'s row ``key`` every third of a lease, for as long as it runs.
+
+        ``early``: the call whose claim a decision took; each renewal records until when the claim
+        holds, and one that finds it gone (another process took the call over) stops.
+        """
         statement, owner = _RENEW[table.name], self.store.owner
         while True:
             await asyncio.sleep(self.store.lease / 3)
-            values = {"key": key, "owner": owner, "until": utcnow() + self._lease}
+            until = utcnow() + self._lease
+            values = {"key": key, "owner": owner, "until": until}
             try:
-                await self.db.run_direct(partial(_execute, statement, values), write=True)
+                renewed = await self.db.run_direct(partial(run, statement=statement, values=values), write=True)
             except Exception:
                 logger.exception("Renewing a lease failed; it will run out if this goes on")
+                continue
+            if early is not None:
+                early.held_until = until if renewed else None
+                if not renewed:
+                    return
 
     async def _release(self, table: Table, key: Any) -> None:
         values = {"key": key, "owner": self.store.owner}

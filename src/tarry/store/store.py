@@ -477,7 +477,8 @@ class Store:
         ``unread``: an approval or a decline, whose answer needs no fields, which spares it too
         (:func:`~tarry.store.deciding.decide_unread`). ``claim``: the decision's statement may also claim
         the question's call (:class:`~tarry.store.deciding.ClaimAlong`); when it did, ``on_claimed``
-        is called before the hooks run (a cancelled caller's too), so the claim is kept from then on.
+        is called as the statement ends, before the hooks run (a cancelled caller's too), so the claim is
+        kept from then on.
 
         Returns what the attempt came to: the question as it left it (decided, or one more
         approval counted; ``None`` when another decision came first) and the versions it wrote;
@@ -493,18 +494,16 @@ class Store:
             else:
                 decide = partial(decide_if_open, attempt=attempt, known=known, claim=claim)
             at_once = asyncio.ensure_future(self.db.run_direct(decide, write=True))
+            if on_claimed is not None:  # told as the statement ends, however often the caller is cancelled meanwhile
+                at_once.add_done_callback(partial(_tell_claimed, on_claimed))
             try:
                 settled = await asyncio.shield(at_once)
             except asyncio.CancelledError:  # its statement commits all the same: a decision it recorded is announced
                 with contextlib.suppress(Exception):
                     recorded = await at_once
                     if recorded is not None:
-                        if recorded.claimed and on_claimed is not None:
-                            on_claimed()
                         await self._announce(recorded, decision)
                 raise
-            if settled is not None and settled.claimed and on_claimed is not None:
-                on_claimed()
         if settled is None:
             work = partial(decide_question, attempt=attempt, may_decide=self.may_decide, postgres=not self.db.is_sqlite)
             settled = await self.db.run_write(work, may_block=self.may_decide is not None)
@@ -629,3 +628,11 @@ def _recorded_model(name: str | None) -> Model | str | None:
         return resolve_model(name)
     except ValueError:
         return None
+
+
+def _tell_claimed(on_claimed: Callable[[], None], done: asyncio.Future[Settled | None]) -> None:
+    """Call ``on_claimed`` if the decision's statement ``done`` claimed the question's call too."""
+    if not done.cancelled() and done.exception() is None:
+        settled = done.result()
+        if settled is not None and settled.claimed:
+            on_claimed()
