@@ -320,11 +320,12 @@ class StoreJournal:
         The claim holds only if the row is still at the version this process read, so nobody
         acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
         After a refresh that left the check to the claims (``at_claim``), it also holds only while
-        the chat is at the version this object holds.
+        the chat is at the version this object holds. A claim that the decision freeing the call
+        took (:meth:`decide` with ``claim``) is used as it is, without a statement of its own.
         """
         row = self._calls[call_id]
         renewal = await self._take_early_claim(row)
-        if renewal is not None:  # the decision that freed the call claimed it, with the chat at the version held
+        if renewal is not None:  # the decision that freed the call claimed it
             claim = Claim.GRANTED
         else:
             row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
