@@ -26,7 +26,7 @@ from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import AnswerNeeded, Decision, Question
 from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
-from tarry.store.cursor import fetch_value, run
+from tarry.store.cursor import fetch_all, fetch_value, run
 from tarry.store.deciding import (
     AnswerOf,
     Attempt,
@@ -335,9 +335,7 @@ class Store:
         if chat_id is not None and "\x00" in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
             return QuestionPage()
         query, parameters = pending_query(utcnow(), chat_id, None if limit is None else limit + 1, after)
-        rows = await self.db.run_alone(
-            lambda connection: connection.execute(query, parameters).mappings().all(), write=False
-        )
+        rows = await self.db.run_direct(lambda connection: fetch_all(connection, query, parameters), write=False)
         next_cursor = None
         if limit is not None and len(rows) > limit:
             rows = rows[:limit]
