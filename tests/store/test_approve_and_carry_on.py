@@ -33,9 +33,9 @@ async def test_approving_in_complete_claims_the_freed_call_with_the_decision(dat
         assert reply is not None and reply.content == "All done." and not chat.waiting
         assert question.decision == "accept" and question.decided_by is not None
         assert tool_results(await other.messages(chat.id)) == ["Sent 1 to Ann"]
-        (event,) = await other.history(chat.id)
-        assert (event.decision, event.outcome, event.channel) == ("accept", "decided", "web")
-        assert event.by is not None and event.by.id == "ann@example.com"
+        (trail,) = await other.history(chat.id)
+        assert (trail.decision, trail.outcome, trail.channel) == ("accept", "decided", "web")
+        assert trail.by is not None and trail.by.id == "ann@example.com"
     if not database_url.startswith("sqlite"):
         # The decision claims the call: then only the result and the reply, no claim of its own.
         assert sent[:1] == ["decision"] and "claim" not in sent, f"the call was claimed apart: {sent}"
