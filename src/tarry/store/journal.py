@@ -652,11 +652,7 @@ class StoreJournal:
 
     async def _release(self, table: Table, key: Any) -> None:
         values = {"key": key, "owner": self.store.owner}
-        await self.db.run_direct(partial(_execute, _RELEASE[table.name], values), write=True)
-
-
-def _execute(statement: Executable, values: dict[str, Any], connection: Sendable) -> None:
-    run(connection, statement, values)
+        await self.db.run_direct(partial(run, statement=_RELEASE[table.name], values=values), write=True)
 
 
 def bump_chat(
