@@ -465,12 +465,16 @@ async def query_plan(store: Store, cursor: str | None) -> str:
     return "\n".join(str(row[-1]) for row in rows)
 
 
-async def prepare_answers(url: str, count: int) -> list[str]:
+async def prepare_answers(url: str, count: int, lanes: int = 8) -> list[str]:
+    """``count`` chats, each parked on one approval, started ``lanes`` at a time; the questions' ids."""
     async with Store(url) as store:
         await store.setup()
-        for _ in range(count):
-            chat = await store.create_chat(transfer_model(), [Transfer()])
-            await chat.ask("Pay Bob 5")
+
+        async def park(share: int) -> None:
+            for _ in range(share):
+                await store.start_chat("Pay Bob 5", transfer_model(), [Transfer()])
+
+        await asyncio.gather(*(park(len(range(lane, count, lanes))) for lane in range(lanes)))
         return [question.id for question in await store.pending_questions()]
 
 
