@@ -9,6 +9,7 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from importlib.metadata import entry_points
 from typing import Any, TypeGuard, cast
@@ -141,16 +142,9 @@ class Chat:
         errors of :meth:`approve` are raised before the chat carries on; approvals recorded
         before the error stay recorded.
         """
-        if isinstance(approve, str | Question):
-            raise TypeError("complete(approve=...) takes a list of questions (or their ids), not one question")
-        items = list(approve)
-        if not items and (by is not None or channel is not None):
-            raise TypeError("complete() takes by= and channel= only with approve=: they say who approves")
-        principal, through = principal_of(by), check_channel("code" if channel is None else channel)
+        approving = _Approvals.of("complete", approve, by, channel)
         try:
-            for item in items:
-                target = await self._find(item)
-                await self._decide(target, "accept", target.check_answer(), None, principal, through, frees=True)
+            await self._approve_first(approving)
             async for _ in self._run(stream=False, once=False):
                 pass
         finally:
@@ -168,16 +162,40 @@ class Chat:
                 reply = event.message
         return reply
 
-    async def stream(self, text: str | None = None) -> AsyncIterator[StreamEvent]:
+    async def stream(
+        self,
+        text: str | None = None,
+        *,
+        approve: Iterable[Question | str] = (),
+        by: str | Principal | None = None,
+        channel: Channel | None = None,
+    ) -> AsyncIterator[StreamEvent]:
         """Like :meth:`ask` (or :meth:`complete` without ``text``), yielding the model's replies as they stream.
 
         Yields :class:`~tarry.messages.TextDelta` pieces, :class:`~tarry.messages.ToolCallEvent`
         for each call, and :class:`~tarry.messages.MessageDone` with every recorded reply.
-        The transcript afterwards is the same as without streaming.
+        The transcript afterwards is the same as without streaming. ``approve``, ``by`` and
+        ``channel`` approve questions first, as :meth:`complete` does; not with ``text``.
         """
-        current = await self._add_user_message(text, "stream") if text is not None else False
-        async for event in self._run(stream=True, once=False, current=current):
-            yield event
+        approving = _Approvals.of("stream", approve, by, channel)
+        if text is not None and approving.questions:
+            raise TypeError("stream() takes text or approve=, not both")
+        try:
+            await self._approve_first(approving)
+            current = await self._add_user_message(text, "stream") if text is not None else False
+            async for event in self._run(stream=True, once=False, current=current):
+                yield event
+        finally:
+            if approving.questions:
+                await self._journal.release_unused()
+
+    async def _approve_first(self, approving: _Approvals) -> None:
+        """Approve ``approving``'s questions, each freeing its call's claim for this chat object where it can."""
+        for item in approving.questions:
+            target = await self._find(item)
+            await self._decide(
+                target, "accept", target.check_answer(), None, approving.by, approving.channel, frees=True
+            )
 
     async def pending_questions(self) -> list[Question]:
         """The questions the chat waits on: its own first (a login), then its calls', in the order of the calls."""
@@ -884,6 +902,27 @@ class Chat:
             if attempt == 0:
                 await self._refresh()  # another process may have asked it since we last looked
         raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
+
+
+@dataclass(frozen=True)
+class _Approvals:
+    """The questions ``complete()`` or ``stream()`` approve before carrying the chat on, by whom, through what."""
+
+    questions: list[Question | str]
+    by: Principal | None
+    channel: Channel
+
+    @classmethod
+    def of(
+        cls, verb: str, approve: Iterable[Question | str], by: str | Principal | None, channel: Channel | None
+    ) -> _Approvals:
+        """Check a verb's ``approve``, ``by`` and ``channel`` (``"code"`` unless given)."""
+        if isinstance(approve, str | Question):
+            raise TypeError(f"{verb}(approve=...) takes a list of questions (or their ids), not one question")
+        questions = list(approve)
+        if not questions and (by is not None or channel is not None):
+            raise TypeError(f"{verb}() takes by= and channel= only with approve=: they say who approves")
+        return cls(questions, principal_of(by), check_channel("code" if channel is None else channel))
 
 
 class _Turn:

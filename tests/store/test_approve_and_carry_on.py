@@ -13,6 +13,7 @@ from sqlalchemy import event
 from tarry import Chat, Message, Question, Tool
 from tarry.errors import MissingToolsError
 from tarry.live import current_call
+from tarry.messages import MessageDone
 from tarry.store import Store
 from tarry.testing import advance_clock
 from tests.store.test_store import TRANSFER_TO_ANN, parked_on_transfers, plain_url, statements_sent
@@ -21,6 +22,14 @@ from tests.store.tools import all_tools, reactive_model
 
 def tool_results(messages: list[Any]) -> list[str]:
     return [str(message.content) for message in messages if message.role == "tool"]
+
+
+async def paid_ann_as_approved_on_the_web(store: Store, chat_id: str) -> None:
+    """The chat's transfer to Ann ran once, and the trail shows ann@example.com approved it on the web."""
+    assert tool_results(await store.messages(chat_id)) == ["Sent 1 to Ann"]
+    (trail,) = await store.history(chat_id)
+    assert (trail.decision, trail.outcome, trail.channel) == ("accept", "decided", "web")
+    assert trail.by is not None and trail.by.id == "ann@example.com"
 
 
 async def test_approving_in_complete_claims_the_freed_call_with_the_decision(database_url: str) -> None:
@@ -32,13 +41,35 @@ async def test_approving_in_complete_claims_the_freed_call_with_the_decision(dat
             reply = await chat.complete(approve=[question], by="ann@example.com", channel="web")
         assert reply is not None and reply.content == "All done." and not chat.waiting
         assert question.decision == "accept" and question.decided_by is not None
-        assert tool_results(await other.messages(chat.id)) == ["Sent 1 to Ann"]
-        (trail,) = await other.history(chat.id)
-        assert (trail.decision, trail.outcome, trail.channel) == ("accept", "decided", "web")
-        assert trail.by is not None and trail.by.id == "ann@example.com"
+        await paid_ann_as_approved_on_the_web(other, chat.id)
     if not database_url.startswith("sqlite"):
         # The decision claims the call: then only the result and the reply, no claim of its own.
         assert sent[:1] == ["decision"] and "claim" not in sent, f"the call was claimed apart: {sent}"
+
+
+async def test_stream_approves_the_questions_it_is_given_then_streams_the_chat_on(database_url: str) -> None:
+    async with Store(database_url) as store, Store(database_url) as other:
+        parked, _ = await parked_on_transfers(store, ["Ann"])
+        chat = await store.load_chat(parked.id, reactive_model(TRANSFER_TO_ANN), all_tools())
+        (question,) = await chat.pending_questions()
+        with statements_sent(store) as sent:
+            events = [event async for event in chat.stream(approve=[question.id], by="ann@example.com", channel="web")]
+        done = [event.message.content for event in events if isinstance(event, MessageDone)]
+        assert done == ["All done."] and chat.last_reply is not None and chat.last_reply.content == "All done."
+        await paid_ann_as_approved_on_the_web(other, chat.id)
+    if not database_url.startswith("sqlite"):
+        assert sent[:1] == ["decision"] and "claim" not in sent, f"the call was claimed apart: {sent}"
+
+
+async def test_stream_refuses_text_with_approve_and_one_question_for_approve(store: Store) -> None:
+    chat, (to_ann,) = await parked_on_transfers(store, ["Ann"])
+    with pytest.raises(TypeError, match="text or approve"):
+        [event async for event in chat.stream("And Bob?", approve=[to_ann])]
+    with pytest.raises(TypeError, match="list of questions"):
+        [event async for event in chat.stream(approve=to_ann)]  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="only with approve"):
+        [event async for event in chat.stream(channel="web")]
+    assert chat.waiting and [question.id for question in await store.pending_questions(chat.id)] == [to_ann.id]
 
 
 async def test_approving_several_questions_in_complete_runs_each_freed_call_once(database_url: str) -> None:
