@@ -62,7 +62,7 @@ _QUESTION = (
     .outerjoin(tool_calls, questions.c.tool_call_id == tool_calls.c.id)  # a chat's own question has no call
     .where(questions.c.id == bindparam("question_id"))
 )
-_LOCKED_QUESTION = _QUESTION.with_for_update(of=questions)
+_LOCKED_QUESTION = _QUESTION.with_for_update(of=questions, key_share=True)
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,7 @@ async def pick_due(store: Store, agents: Collection[str], skip: Collection[str],
     if skip:
         due = due.where(chats.c.id.not_in(list(skip)))
     if not store.db.is_sqlite:
-        due = due.with_for_update(skip_locked=True)
+        due = due.with_for_update(skip_locked=True, key_share=True)
     statement = (
         update(chats)
         .where(chats.c.id.in_(due.scalar_subquery()))

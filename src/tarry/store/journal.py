@@ -577,10 +577,18 @@ class StoreJournal:
         return decided
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:
-        """Save a question the running call asks while it runs."""
-        row_id, chat_id = self._calls[call_id].id, self.chat_id
+        """Save a question the running call asks while it runs.
+
+        Raises :class:`ClaimLostError`, saving nothing, when this process no longer holds the open call
+        (its lease ran out and another process took the call over, or closed it).
+        """
+        row = self._calls[call_id]
+        row_id, owner, chat_id = row.id, self.store.owner, self.chat_id
 
         def write(connection: Connection) -> int:
+            # The call's row first, then the chat's: the order every other write takes them in.
+            if connection.scalar(_HOLD_OPEN_CALL, {"row_id": row_id, "owner": owner}) is None:
+                raise ClaimLostError(f"The claim on the {row.name} call {call_id} was lost: its question is not saved")
             version, _ = bump_chat(connection, chat_id)
             insert_questions(connection, chat_id, row_id, number, [question])
             return version
@@ -936,6 +944,8 @@ _INSERT_MESSAGE = insert(messages)
 _INSERT_MESSAGE_RETURNING_ID = insert(messages).returning(messages.c.id)
 _INSERT_CALL = insert(tool_calls).returning(tool_calls.c.id)
 _INSERT_QUESTION = insert(questions)
+_HOLD_OPEN_CALL = select(tool_calls.c.id).where(*HELD_OPEN_CALL).with_for_update(key_share=True)
+"""Locks the call row ``row_id`` while it is open and ``owner`` holds it (``FOR NO KEY UPDATE``: see docs/store.md)."""
 _SAVE_HELD_CALL = (
     update(tool_calls)
     .where(*HELD_OPEN_CALL)

@@ -213,7 +213,7 @@ def _result_statement(message_columns: tuple[str, ...], claim: bool) -> Executab
     only if it found the call, inserts the message only if it bumped the chat, and closes the call with
     the message's id only if it inserted one.
     """
-    held = select(tool_calls.c.id).where(*HELD_OPEN_CALL).with_for_update().cte("held")
+    held = select(tool_calls.c.id).where(*HELD_OPEN_CALL).with_for_update(key_share=True).cte("held")
     claiming, claimed = claiming_turn() if claim else ({}, literal(False).label("claimed"))
     bumped = _one_more_message(exists(held.select()), **claiming).returning(*_BUMPED, claimed).cte("bumped")
     message = _message_after(bumped, message_columns).returning(messages.c.id).cte("message")

@@ -542,7 +542,7 @@ class Store:
 
         def write(connection: Connection) -> bool:
             row = connection.execute(
-                select(chats.c.cancel_requested_at).where(chats.c.id == chat_id).with_for_update()
+                select(chats.c.cancel_requested_at).where(chats.c.id == chat_id).with_for_update(key_share=True)
             ).one_or_none()
             if row is None:
                 raise ChatNotFoundError(f"No chat has the id {chat_id!r}")

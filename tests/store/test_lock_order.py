@@ -1,0 +1,137 @@
+"""Row locks: the writes that may meet on one call take its rows in one order, and only a process that still holds
+a call saves the questions its tool asks while it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import text
+
+from tarry import Chat, tool
+from tarry.errors import ClaimLostError
+from tarry.live import current_call
+from tarry.store import Store
+from tarry.testing import ScriptedModel
+from tarry.tools import ask
+from tests.store.test_store import plain_url
+
+SLOW_CALL = [{"name": "slow", "arguments": {}}]
+
+
+class SlowTool:
+    """A tool that, once ``go`` is set, asks a question while it runs; what its ask came to is kept."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.go = asyncio.Event()
+        self.asked: list[object] = []
+
+        @tool
+        async def slow() -> str:
+            """Asks which colour, once let go."""
+            self.started.set()
+            await self.go.wait()
+            try:
+                answered = await current_call.get().ask(ask("Which colour?", colour=str))
+            except ClaimLostError as lost:
+                self.asked.append(lost)
+                raise
+            self.asked.append(answered)
+            return f"colour {answered.answer}"
+
+        self.tool = slow
+
+    async def running(self, store: Store) -> tuple[asyncio.Task[Chat], str]:
+        """A new chat of ``store`` whose model calls this tool, running until ``go`` is set; and the chat's id."""
+        await store.setup()
+        started = asyncio.create_task(store.start_chat("Go", ScriptedModel([SLOW_CALL, "done"]), [self.tool]))
+        await asyncio.wait_for(self.started.wait(), 10)
+        (chat_id,) = [summary.id for summary in await store.list_chats()]
+        return started, chat_id
+
+
+async def until(condition: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_question_asked_after_another_process_took_the_call_over_is_not_saved(database_url: str) -> None:
+    slow = SlowTool()
+    async with Store(database_url) as first, Store(database_url) as second:
+        started, chat_id = await slow.running(first)
+        await second.db.run_write(
+            lambda connection: connection.execute(
+                text("UPDATE tarry_tool_calls SET claimed_until = :past WHERE chat_id = :chat"),
+                {"past": "2000-01-01 00:00:00+00:00", "chat": chat_id},
+            )
+        )
+        taking_over = await second.load_chat(chat_id, ScriptedModel(["done"]), [slow.tool])
+        reply = await asyncio.wait_for(taking_over.complete(), 10)
+        assert reply is not None and reply.content == "done"
+        slow.go.set()
+        await asyncio.wait_for(started, 10)  # before: the question was saved on the closed call, and waited forever
+        assert len(slow.asked) == 1 and isinstance(slow.asked[0], ClaimLostError)
+        assert await second.pending_questions(chat_id) == []
+        results = [message.content for message in await second.messages(chat_id) if message.role == "tool"]
+        assert len(results) == 1 and "interrupted" in str(results[0])
+
+
+def blocked_behind(holder: psycopg.Connection[Any], watcher: psycopg.Connection[Any]) -> int:
+    """How many sessions wait, directly or through others, on a lock ``holder``'s session holds."""
+    query = """
+        WITH RECURSIVE blocked(pid) AS (
+            SELECT pid FROM pg_stat_activity WHERE %(holder)s = ANY(pg_blocking_pids(pid))
+            UNION
+            SELECT activity.pid FROM pg_stat_activity activity
+            JOIN blocked ON blocked.pid = ANY(pg_blocking_pids(activity.pid))
+        )
+        SELECT count(*) FROM blocked
+    """
+    row = watcher.execute(query, {"holder": holder.info.backend_pid}).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_live_question_and_the_takeover_that_closes_its_call_do_not_deadlock(postgres_url: str) -> None:
+    """Process A's tool asks a question as its lapsed call is taken over by B, which closes it as interrupted.
+
+    A session that holds the chat's row lines the two up: A's question waits for the chat's row, then B's
+    close does. Before, A held the chat's row when its question's foreign-key check needed the call's row,
+    which B's close held while it waited for the chat's: PostgreSQL found a deadlock and ended one of them.
+    """
+    slow = SlowTool()
+    async with Store(postgres_url) as first, Store(postgres_url) as second:
+        started, chat_id = await slow.running(first)
+        with (
+            psycopg.connect(plain_url(postgres_url)) as holder,
+            psycopg.connect(plain_url(postgres_url), autocommit=True) as watcher,
+        ):
+            holder.execute(
+                "UPDATE tarry_tool_calls SET claimed_until = now() - interval '1 hour' WHERE chat_id = %s", (chat_id,)
+            )
+            holder.commit()
+            holder.execute("SELECT 1 FROM tarry_chats WHERE id = %s FOR NO KEY UPDATE", (chat_id,))
+            slow.go.set()
+            await until(lambda: blocked_behind(holder, watcher) >= 1, "the question to wait for the chat's row")
+            taking_over = await second.load_chat(chat_id, ScriptedModel(["done"]), [slow.tool])
+            closing = asyncio.create_task(taking_over.complete())
+            await until(lambda: blocked_behind(holder, watcher) >= 2, "the takeover to wait behind it")
+            holder.commit()
+            reply = await asyncio.wait_for(closing, 10)  # before: one of the two ended with "deadlock detected"
+            asked = "SELECT count(*) FROM tarry_questions WHERE chat_id = %s AND message = 'Which colour?'"
+            (saved,) = watcher.execute(asked, (chat_id,)).fetchone() or (0,)
+        assert reply is not None and reply.content == "done"
+        results = [message.content for message in await second.messages(chat_id) if message.role == "tool"]
+        assert len(results) == 1 and "interrupted" in str(results[0])
+        # A still held the call when it asked: its question is saved, and its tool waits for the answer.
+        assert saved == 1 and not slow.asked and not started.done()
+        started.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await started
