@@ -120,7 +120,8 @@ class Journal(Protocol):
         """Wait until a decision on ``question`` is recorded (in any process) or it expires.
 
         Returns the question as recorded then (``question`` itself when nothing was decided).
-        A stored journal polls the question's row.
+        A stored journal polls the question's row, and raises :class:`~tarry.errors.ClaimLostError`
+        once another process holds the question's call (or closed it): no decision can come then.
         """
         ...
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-import pytest
 from sqlalchemy import text
 
 from tarry import Chat, tool
@@ -54,6 +53,19 @@ class SlowTool:
         (chat_id,) = [summary.id for summary in await store.list_chats()]
         return started, chat_id
 
+    async def taken_over(self, store: Store, chat_id: str) -> None:
+        """The call's lease runs out (its process stalled, say) and ``store`` takes it over: it closes the call as
+        interrupted and the model replies."""
+        await store.db.run_write(
+            lambda connection: connection.execute(
+                text("UPDATE tarry_tool_calls SET claimed_until = :past WHERE chat_id = :chat"),
+                {"past": "2000-01-01 00:00:00+00:00", "chat": chat_id},
+            )
+        )
+        taking_over = await store.load_chat(chat_id, ScriptedModel(["done"]), [self.tool])
+        reply = await asyncio.wait_for(taking_over.complete(), 10)
+        assert reply is not None and reply.content == "done"
+
 
 async def until(condition: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
     deadline = time.monotonic() + seconds
@@ -66,15 +78,7 @@ async def test_a_question_asked_after_another_process_took_the_call_over_is_not_
     slow = SlowTool()
     async with Store(database_url) as first, Store(database_url) as second:
         started, chat_id = await slow.running(first)
-        await second.db.run_write(
-            lambda connection: connection.execute(
-                text("UPDATE tarry_tool_calls SET claimed_until = :past WHERE chat_id = :chat"),
-                {"past": "2000-01-01 00:00:00+00:00", "chat": chat_id},
-            )
-        )
-        taking_over = await second.load_chat(chat_id, ScriptedModel(["done"]), [slow.tool])
-        reply = await asyncio.wait_for(taking_over.complete(), 10)
-        assert reply is not None and reply.content == "done"
+        await slow.taken_over(second, chat_id)
         slow.go.set()
         await asyncio.wait_for(started, 10)  # before: the question was saved on the closed call, and waited forever
         assert len(slow.asked) == 1 and isinstance(slow.asked[0], ClaimLostError)
@@ -130,8 +134,21 @@ async def test_a_live_question_and_the_takeover_that_closes_its_call_do_not_dead
         assert reply is not None and reply.content == "done"
         results = [message.content for message in await second.messages(chat_id) if message.role == "tool"]
         assert len(results) == 1 and "interrupted" in str(results[0])
-        # A still held the call when it asked: its question is saved, and its tool waits for the answer.
-        assert saved == 1 and not slow.asked and not started.done()
-        started.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await started
+        # A still held the call when it asked, so its question is saved; once B closed the call, no answer can
+        # come, and the tool's ask() says so instead of waiting for ever.
+        await asyncio.wait_for(started, 10)
+        assert saved == 1 and len(slow.asked) == 1 and isinstance(slow.asked[0], ClaimLostError)
+
+
+async def test_a_tool_waiting_for_an_answer_hears_that_another_process_took_its_call_over(database_url: str) -> None:
+    slow = SlowTool()
+    async with Store(database_url, poll_interval=0.05) as first, Store(database_url) as second:
+        started, chat_id = await slow.running(first)
+        slow.go.set()
+        deadline = time.monotonic() + 10
+        while not await second.pending_questions(chat_id):
+            assert time.monotonic() < deadline, "the tool's question was never saved"
+            await asyncio.sleep(0.02)
+        await slow.taken_over(second, chat_id)
+        await asyncio.wait_for(started, 10)  # before: the tool waited for an answer that could not come
+        assert len(slow.asked) == 1 and isinstance(slow.asked[0], ClaimLostError)

@@ -608,12 +608,23 @@ class StoreJournal:
         return True
 
     async def wait_for_decision(self, question: Question) -> Question:
-        """Poll the question's row until a decision is recorded in any process, or its time runs out."""
-        query = select(questions).where(questions.c.id == question.id)
+        """Poll the question's row until a decision is recorded in any process, or its time runs out.
+
+        Raises :class:`ClaimLostError` once this process no longer holds the question's open call (another
+        process took it over, or closed it): no decision can come then.
+        """
+        query = (
+            select(questions, tool_calls.c.claimed_by.label("call_claimed_by"), tool_calls.c.result_message_id)
+            .outerjoin(tool_calls, tool_calls.c.id == questions.c.tool_call_id)
+            .where(questions.c.id == question.id)
+        )
         while question.decision is None and not question.expired(utcnow()):
             row = await self.db.run_alone(lambda connection: connection.execute(query).mappings().one(), write=False)
             if row["decision"] is not None:
                 return question_from_row(row, question.tool_call)
+            held = row["call_claimed_by"] == self.store.owner and row["result_message_id"] is None
+            if row["tool_call_id"] is not None and not held:
+                raise ClaimLostError(f"The call of question {question.id} was taken over; its answer cannot come")
             await asyncio.sleep(self.store.poll_interval)
         return question
 
