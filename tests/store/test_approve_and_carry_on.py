@@ -277,3 +277,21 @@ async def test_complete_refuses_one_question_for_approve_and_by_without_approve(
     with pytest.raises(TypeError, match="only with approve"):
         await chat.complete(by="ann@example.com")
     assert chat.waiting and [question.id for question in await store.pending_questions(chat.id)] == [to_ann.id]
+
+
+async def test_on_postgresql_an_approval_claims_nothing_along_on_a_call_changed_since_the_chat_read_it(
+    postgres_url: str,
+) -> None:
+    """Another writer changed the call after the chat read it: the approval's statement records the approval
+    alone, and the chat claims the call as usual, having read the change."""
+    async with Store(postgres_url) as store, Store(postgres_url) as other:
+        parked, (to_ann,) = await parked_on_transfers(store, ["Ann"])
+        chat = await store.load_chat(parked.id, reactive_model([]), all_tools())
+        await chat.pending_questions()
+        with psycopg.connect(plain_url(postgres_url), autocommit=True) as writer:
+            writer.execute("UPDATE tarry_tool_calls SET version = version + 1 WHERE chat_id = %s", (chat.id,))
+        with statements_sent(store) as sent:
+            reply = await chat.complete(approve=[to_ann])
+        assert reply is not None and reply.content == "All done."
+        assert tool_results(await other.messages(chat.id)) == ["Sent 1 to Ann"]
+    assert sent[:1] == ["decision"] and sent.count("claim") == 1, f"the call was claimed along or twice: {sent}"
