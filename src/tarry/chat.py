@@ -662,7 +662,16 @@ class Chat:
                 checking = runs_tool and record.task is not None
                 attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, **_span_ids(ids)}
                 with span(f"execute_tool {name}", {**attributes, "gen_ai.tool.call.id": call_id}):
-                    outcome = await run()
+                    try:
+                        outcome = await run()
+                    except ClaimLostError:  # the tool asked a question after another process took its call over
+                        logger.warning(
+                            "Lost the claim on the %s call %s while it ran; another process carries it on",
+                            name,
+                            call_id,
+                            extra=ids,
+                        )
+                        return False
                 if outcome.task is not None:
                     paused: dict[str, str | int] = {
                         "tarry.pause.reason": "question" if outcome.task.questions else "task",
@@ -732,6 +741,8 @@ class Chat:
             returned = await call_maybe_async(method, *args, **arguments)
             if not isinstance(returned, Task):
                 return Outcome(result=Message("tool", result_text(returned), tool_call_id=call.id))
+        except ClaimLostError:  # another process holds the call now: it carries the call on, not this result
+            raise
         except ToolCallError as error:  # the tool chose its error result: no traceback to log
             logger.info("The %s call ended with an error: %s", call.name, error)
             return Outcome(result=_error(call, str(error), **error.details))

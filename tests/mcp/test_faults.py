@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 from mcp_helpers import SERVERS, booking_command, wait_for_questions
+from sqlalchemy import text
 
 from tarry import Chat
 from tarry.mcp import MCPServer, McpTask
+from tarry.store import Store
 from tarry.testing import ScriptedModel
+from tests.store.conftest import database_url  # noqa: F401  (the fixture: SQLite, then PostgreSQL)
 
 
 def tool_results(chat: Chat) -> dict[str, Any]:
@@ -187,3 +190,36 @@ async def test_url_elicitation_required_is_a_url_question_then_a_retry(
         assert "completed the URL elicitation" in tool_results(chat)["trigger-url-elicitation"]
     tarry_logs = "\n".join(record.getMessage() for record in caplog.records if record.name.startswith("tarry"))
     assert "secret-url-token-2718" not in tarry_logs  # (the SDK itself logs HTTP messages at DEBUG)
+
+
+async def test_a_pushed_question_whose_call_another_process_took_over_is_cancelled(
+    database_url: str,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server asks through a call whose lease ran out; another process takes the call over and closes it as
+    interrupted. No answer can come through this process now: the server is told "cancel", and the process
+    says so, with no traceback of a failed handler."""
+    async with (
+        Store(database_url, poll_interval=0.05) as store,
+        Store(database_url) as other,
+        MCPServer(command=booking_command(), protocol="legacy") as server,
+    ):
+        await store.setup()
+        model = ScriptedModel([[{"name": "book", "arguments": {"restaurant": "Chez"}}], "went on"])
+        chat = await store.create_chat(model, [server])
+        asking = asyncio.create_task(chat.ask("book"))
+        async with asyncio.timeout(60):
+            while not await other.pending_questions(chat.id):
+                await asyncio.sleep(0.05)
+        await other.db.run_write(
+            lambda connection: connection.execute(
+                text("UPDATE tarry_tool_calls SET claimed_until = :past WHERE chat_id = :chat"),
+                {"past": "2000-01-01 00:00:00+00:00", "chat": chat.id},
+            )
+        )
+        elsewhere = await other.load_chat(chat.id, ScriptedModel(["taken over"]), [server])
+        assert await asyncio.wait_for(elsewhere.complete(), 60) is not None
+        assert "interrupted" in str(tool_results(elsewhere)["book"])
+        await asyncio.wait_for(asking, 60)
+    assert "'booking' asked through is another process's now; cancelled" in caplog.text
+    assert not [record for record in caplog.records if record.levelname == "ERROR"], caplog.text

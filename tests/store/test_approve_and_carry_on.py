@@ -226,6 +226,21 @@ async def test_a_call_claimed_with_its_approval_is_given_back_when_the_chat_cann
         assert tool_results(elsewhere.messages) == ["Sent 1 to Ann"]
 
 
+async def test_a_call_claimed_with_its_approval_in_stream_is_given_back_when_the_chat_cannot_run_it(
+    database_url: str,
+) -> None:
+    async with Store(database_url) as store, Store(database_url) as other:
+        parked, _ = await parked_on_transfers(store, ["Ann"])
+        toolless = await store.load_chat(parked.id, reactive_model([]), [])
+        (question,) = await toolless.pending_questions()
+        with pytest.raises(MissingToolsError, match="transfer_money"):
+            [event async for event in toolless.stream(approve=[question])]
+        elsewhere = await other.load_chat(parked.id, reactive_model([]), all_tools())
+        reply = await elsewhere.complete()  # at once, not once a lease ran out
+        assert reply is not None and reply.content == "All done."
+        assert tool_results(elsewhere.messages) == ["Sent 1 to Ann"]
+
+
 async def test_a_caller_cancelled_after_the_approval_claimed_the_call_gives_the_call_back(database_url: str) -> None:
     async with Store(database_url) as store, Store(database_url) as other:
         chat, approving, _ = await approval_held_in_its_hook(store)  # the approval (and its claim) is recorded

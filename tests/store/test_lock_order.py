@@ -9,7 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from sqlalchemy import text
+import pytest
+from sqlalchemy import event, text
 
 from tarry import Chat, tool
 from tarry.errors import ClaimLostError
@@ -17,7 +18,7 @@ from tarry.live import current_call
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 from tarry.tools import ask
-from tests.store.test_store import plain_url
+from tests.store.test_store import parked_on_transfers, plain_url
 
 SLOW_CALL = [{"name": "slow", "arguments": {}}]
 
@@ -29,10 +30,12 @@ class SlowTool:
         self.started = asyncio.Event()
         self.go = asyncio.Event()
         self.asked: list[object] = []
+        self.call_id = ""
 
         @tool
         async def slow() -> str:
             """Asks which colour, once let go."""
+            self.call_id = current_call.get().call.id
             self.started.set()
             await self.go.wait()
             try:
@@ -74,7 +77,9 @@ async def until(condition: Callable[[], bool], what: str, seconds: float = 10.0)
         await asyncio.sleep(0.02)
 
 
-async def test_a_question_asked_after_another_process_took_the_call_over_is_not_saved(database_url: str) -> None:
+async def test_a_question_asked_after_another_process_took_the_call_over_is_not_saved(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     slow = SlowTool()
     async with Store(database_url) as first, Store(database_url) as second:
         started, chat_id = await slow.running(first)
@@ -85,6 +90,11 @@ async def test_a_question_asked_after_another_process_took_the_call_over_is_not_
         assert await second.pending_questions(chat_id) == []
         results = [message.content for message in await second.messages(chat_id) if message.role == "tool"]
         assert len(results) == 1 and "interrupted" in str(results[0])
+    # Not a crash of the tool: the process lost the call, and says so once.
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
+    assert [record.getMessage() for record in caplog.records if "Lost the claim" in record.getMessage()] == [
+        f"Lost the claim on the slow call {slow.call_id} while it ran; another process carries it on"
+    ]
 
 
 def blocked_behind(holder: psycopg.Connection[Any], watcher: psycopg.Connection[Any]) -> int:
@@ -152,3 +162,20 @@ async def test_a_tool_waiting_for_an_answer_hears_that_another_process_took_its_
         await slow.taken_over(second, chat_id)
         await asyncio.wait_for(started, 10)  # before: the tool waited for an answer that could not come
         assert len(slow.asked) == 1 and isinstance(slow.asked[0], ClaimLostError)
+
+
+async def test_on_postgresql_every_row_lock_tarry_takes_lets_foreign_key_checks_through(postgres_url: str) -> None:
+    """tarry never changes a row's key, so it locks rows FOR NO KEY UPDATE: an insert's foreign-key check (FOR KEY
+    SHARE on the row it refers to) never waits for such a lock, so never closes a cycle of waits with it."""
+    sent: list[str] = []
+    async with Store(postgres_url) as store:
+        event.listen(store.db.sync_engine, "before_cursor_execute", lambda _c, _k, sql, *_: sent.append(sql))
+        chat, (to_ann,) = await parked_on_transfers(store, ["Ann"])
+        assert await store.approve(to_ann.id) is True
+        assert await store.approve(to_ann.id) is False  # decided already: the row lock, to put "lost" on the trail
+        reply = await chat.complete()  # the call's claim, its result under the lock of the held call, the reply
+        assert reply is not None and reply.content == "All done."
+        assert await store.cancel(chat.id) is True  # under the chat's row lock
+    locks = [" ".join(sql.split()).rsplit(" FOR ", 1)[1] for sql in sent if " FOR " in " ".join(sql.split())]
+    taken = [lock for lock in locks if "UPDATE" in lock or "SHARE" in lock]
+    assert len(taken) >= 3 and all(lock.startswith("NO KEY UPDATE") for lock in taken), taken

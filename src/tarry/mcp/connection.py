@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from tarry.errors import ClaimLostError
 from tarry.live import LiveCall, current_call
 from tarry.mcp import legacy_tasks, task_extension
 from tarry.mcp.convert import elicit_response, question_for
@@ -372,6 +373,11 @@ class Connection:
         deadline.pause()
         try:
             decided = await live.ask(question)
+        except ClaimLostError:
+            logger.warning(
+                "The call that the MCP server %r asked through is another process's now; cancelled", self.name
+            )
+            return {"action": "cancel"}
         finally:
             deadline.resume()
         return elicit_response(decided)

@@ -624,7 +624,10 @@ class StoreJournal:
                 return question_from_row(row, question.tool_call)
             held = row["call_claimed_by"] == self.store.owner and row["result_message_id"] is None
             if row["tool_call_id"] is not None and not held:
-                raise ClaimLostError(f"The call of question {question.id} was taken over; its answer cannot come")
+                raise ClaimLostError(
+                    f"The call of question {question.id} is no longer this process's (another process took it over, "
+                    "or it was closed): its answer cannot come here"
+                )
             await asyncio.sleep(self.store.poll_interval)
         return question
 
