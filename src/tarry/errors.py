@@ -115,6 +115,11 @@ class StoreCorruptError(StoreError):
     """The database file is damaged or is not a database at all."""
 
 
+class StoreConflictError(StoreError):
+    """The database ended a write to break a deadlock (or a serialization conflict) with another transaction; the
+    write saved nothing, and trying it again is safe."""
+
+
 class ProviderError(TarryError):
     """A model provider failed to answer; ``status`` is its HTTP status when it sent one."""
 

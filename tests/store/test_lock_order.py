@@ -97,7 +97,9 @@ async def test_a_question_asked_after_another_process_took_the_call_over_is_not_
     ]
 
 
-def blocked_behind(holder: psycopg.Connection[Any], watcher: psycopg.Connection[Any]) -> int:
+def blocked_behind(
+    holder: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], watcher: psycopg.Connection[Any]
+) -> int:
     """How many sessions wait, directly or through others, on a lock ``holder``'s session holds."""
     query = """
         WITH RECURSIVE blocked(pid) AS (
@@ -179,3 +181,41 @@ async def test_on_postgresql_every_row_lock_tarry_takes_lets_foreign_key_checks_
     locks = [" ".join(sql.split()).rsplit(" FOR ", 1)[1] for sql in sent if " FOR " in " ".join(sql.split())]
     taken = [lock for lock in locks if "UPDATE" in lock or "SHARE" in lock]
     assert len(taken) >= 3 and all(lock.startswith("NO KEY UPDATE") for lock in taken), taken
+
+
+async def test_on_postgresql_a_result_whose_save_the_database_ends_to_break_a_deadlock_is_saved_again(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another session holds the chat's row, the tool's result save holds the call's and waits for it, then that
+    session asks for the call's row: PostgreSQL ends the save, the first to wait, with "deadlock detected". The
+    save saved nothing, and the tool has run: tarry saves the result again once the other session is done."""
+    runs: list[str] = []
+    started, go = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def paint(wall: str) -> str:
+        """Paints a wall, once let go."""
+        started.set()
+        await go.wait()
+        runs.append(wall)
+        return f"painted {wall}"
+
+    async with Store(postgres_url) as store:
+        await store.setup()
+        chat = await store.create_chat(
+            ScriptedModel([[{"name": "paint", "arguments": {"wall": "north"}}], "done"]), [paint]
+        )
+        asking = asyncio.create_task(chat.ask("Paint the north wall"))
+        await asyncio.wait_for(started.wait(), 10)
+        async with await psycopg.AsyncConnection.connect(plain_url(postgres_url)) as other:
+            await other.execute("SELECT 1 FROM tarry_chats WHERE id = %s FOR NO KEY UPDATE", (chat.id,))
+            go.set()
+            with psycopg.connect(plain_url(postgres_url), autocommit=True) as watcher:
+                await until(lambda: blocked_behind(other, watcher) >= 1, "the result's save to wait for the chat")
+            # Waits for the call's row, which the save holds, until PostgreSQL ends the save.
+            await other.execute("SELECT 1 FROM tarry_tool_calls WHERE chat_id = %s FOR NO KEY UPDATE", (chat.id,))
+            await other.rollback()
+        reply = await asyncio.wait_for(asking, 30)  # before: "deadlock detected" from ask(), the result lost
+    assert reply is not None and reply.content == "done" and runs == ["north"]
+    assert [message.content for message in chat.messages if message.role == "tool"] == ["painted north"]
+    assert "met another transaction; trying again" in caplog.text

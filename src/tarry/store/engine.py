@@ -37,6 +37,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import NullPool
 
 from tarry.errors import (
+    StoreConflictError,
     StoreCorruptError,
     StoreError,
     StoreFullError,
@@ -489,6 +490,8 @@ _SQLSTATES = {
     "XX002": "corrupt",
     "42P01": "schema",
     "42703": "schema",
+    "40P01": "conflict",
+    "40001": "conflict",
 }
 _SQLITE_CODES = {
     sqlite3.SQLITE_FULL: "full",
@@ -512,6 +515,11 @@ _KINDS: dict[str, tuple[type[StoreError], str, str]] = {
         StoreCorruptError,
         "is damaged or not a database",
         "Restore it from a backup; for SQLite, `sqlite3 FILE .recover` may rescue what is left.",
+    ),
+    "conflict": (
+        StoreConflictError,
+        "ended this write to resolve a conflict with another transaction",
+        "It saved nothing: try it again.",
     ),
     "schema": (
         StoreSchemaError,

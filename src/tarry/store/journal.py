@@ -25,7 +25,13 @@ from sqlalchemy import Connection, Executable, Table, and_, bindparam, exists, i
 from tarry.calls import CallRecord, Claim, Outcome
 from tarry.changes import CallChange, Changes
 from tarry.clock import utcnow
-from tarry.errors import ChatNotFoundError, ClaimLostError, PendingToolCallsError, StoreUnavailableError
+from tarry.errors import (
+    ChatNotFoundError,
+    ClaimLostError,
+    PendingToolCallsError,
+    StoreConflictError,
+    StoreUnavailableError,
+)
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
@@ -507,12 +513,12 @@ class StoreJournal:
         ``alone``: ``write`` is one statement sent through :mod:`tarry.store.cursor` without a transaction
         around it (:meth:`~tarry.store.engine.Database.run_direct`).
 
-        The tool has already run, so its result must not be lost to a dropped connection: the
-        write is tried again with backoff (the lease is renewed meanwhile, once the database is
-        back) for up to five leases. A write whose commit went through before the connection
-        dropped finds the claim released on its next try and raises :class:`ClaimLostError`;
-        the chat then reads the saved result back. So does a write whose lease ran out while the
-        database was away and another process closed the call as interrupted meanwhile.
+        The tool has already run, so its result must not be lost to a dropped connection, nor to a
+        deadlock the database broke by ending this write: the write is tried again with backoff (the
+        lease is renewed meanwhile, once the database is back) for up to five leases. A write whose
+        commit went through before the connection dropped finds the claim released on its next try and
+        raises :class:`ClaimLostError`; the chat then reads the saved result back. So does a write whose
+        lease ran out while the database was away and another process closed the call as interrupted.
         """
         deadline = asyncio.get_running_loop().time() + 5 * self.store.lease
         pause = 0.05
@@ -521,15 +527,19 @@ class StoreJournal:
                 if alone:
                     return await self.db.run_direct(cast("Callable[[Sendable], T]", write), write=True)
                 return await self.db.run_write(write)
-            except StoreUnavailableError:
+            except (StoreUnavailableError, StoreConflictError) as error:  # either way the write saved nothing
                 if asyncio.get_running_loop().time() + pause > deadline:
                     logger.error(
-                        "Could not save what %s came to: the database stayed out of reach. "
+                        "Could not save what %s came to within five leases (%s). "
                         "Its tool ran; once the lease runs out the call is closed as interrupted.",
                         what,
+                        error,
                     )
                     raise
-                logger.warning("Lost the database while saving %s; trying again in %.2f s", what, pause)
+                if isinstance(error, StoreConflictError):  # a deadlock the database broke by ending this write
+                    logger.warning("Saving %s met another transaction; trying again in %.2f s", what, pause)
+                else:
+                    logger.warning("Lost the database while saving %s; trying again in %.2f s", what, pause)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 2.0)
 
