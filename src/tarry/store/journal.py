@@ -444,8 +444,7 @@ class StoreJournal:
             renewal, row.renewal, row.held_until = row.renewal, None, None
             return renewal
         await self._stop_renewal(row)
-        values = {"key": row.id, "owner": self.store.owner, "until": utcnow() + self._lease}
-        if not await self.db.run_direct(partial(run, statement=_RENEW[tool_calls.name], values=values), write=True):
+        if await self._extend(tool_calls, row.id) is None:
             return None
         row.claimed = True
         return asyncio.create_task(self._renew(tool_calls, row.id))
@@ -667,20 +666,25 @@ class StoreJournal:
         ``early``: the call whose claim a decision took; each renewal records until when the claim
         holds, and one that finds it gone (another process took the call over) stops.
         """
-        statement, owner = _RENEW[table.name], self.store.owner
         while True:
             await asyncio.sleep(self.store.lease / 3)
-            until = utcnow() + self._lease
-            values = {"key": key, "owner": owner, "until": until}
             try:
-                renewed = await self.db.run_direct(partial(run, statement=statement, values=values), write=True)
+                until = await self._extend(table, key)
             except Exception:
                 logger.exception("Renewing a lease failed; it will run out if this goes on")
                 continue
             if early is not None:
-                early.held_until = until if renewed else None
-                if not renewed:
+                early.held_until = until
+                if until is None:
                     return
+
+    async def _extend(self, table: Table, key: Any) -> datetime | None:
+        """Push this process's claim on ``table``'s row ``key`` a lease ahead; until when it now holds, or ``None``
+        when it is not this process's any more."""
+        until = utcnow() + self._lease
+        values = {"key": key, "owner": self.store.owner, "until": until}
+        renewed = await self.db.run_direct(partial(run, statement=_RENEW[table.name], values=values), write=True)
+        return until if renewed else None
 
     async def _release(self, table: Table, key: Any) -> None:
         values = {"key": key, "owner": self.store.owner}
