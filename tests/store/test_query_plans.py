@@ -2,11 +2,13 @@
 
 Every statement the store sends while a chat runs, waits, is answered, carried on and listed is
 planned again by the database itself (PostgreSQL's ``EXPLAIN``, SQLite's ``EXPLAIN QUERY PLAN``),
-and no plan may scan the chats, messages, calls or questions of every chat.
+and no plan may scan the chats, messages, calls or questions of every chat. A decision's statement, which
+finds its question by id, looks it up by its key even in a cached generic plan, whatever waits.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import uuid
@@ -20,6 +22,7 @@ from sqlalchemy import Connection, event, insert, select, text
 from tarry.clock import utcnow
 from tarry.store import Store
 from tarry.store.tables import chats, messages, questions, tool_calls
+from tests.store.test_store import plain_url
 from tests.store.tools import all_tools, reactive_model
 
 OTHER_CHATS = 5_000
@@ -114,3 +117,66 @@ async def test_no_step_of_a_chat_reads_every_chat(database_url: str) -> None:
             assert await store.cancel(third.id)
         assert len(sent) > 20
         assert whole_table_reads(database_url, sent) == []
+
+
+def whole_index_reads(plan: dict[str, Any], indexes: set[str]) -> list[str]:
+    """The ones of ``indexes`` that a plan node reads from end to end (an index scan without an index condition)."""
+    found = [plan["Index Name"]] if plan.get("Index Name") in indexes and "Index Cond" not in plan else []
+    for child in plan.get("Plans", []):
+        found += whole_index_reads(child, indexes)
+    return found
+
+
+def generic_plan(connection: psycopg.Connection[Any], statement: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """PostgreSQL's generic plan of ``statement`` (psycopg's named parameters), as a prepared statement run often
+    gets it: planned once for any values. ``connection`` binds values on the client (``EXECUTE`` takes no typeless
+    parameter)."""
+    names: list[str] = []
+
+    def numbered(found: re.Match[str]) -> str:
+        if found[1] not in names:
+            names.append(found[1])
+        return f"${names.index(found[1]) + 1}"
+
+    prepared = re.sub(r"%\((\w+)\)s", numbered, statement).replace("%%", "%")
+    connection.execute(f"PREPARE looked_at AS {prepared}")
+    try:
+        connection.execute("SET plan_cache_mode = force_generic_plan")
+        values = ", ".join(["%s"] * len(names))
+        ((plan,),) = connection.execute(
+            f"EXPLAIN (FORMAT JSON) EXECUTE looked_at({values})", [parameters[name] for name in names]
+        ).fetchall()
+    finally:
+        connection.execute("DEALLOCATE looked_at")
+    return dict((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+
+
+async def test_the_statements_of_a_decision_look_their_rows_up_by_key_in_a_cached_generic_plan(
+    postgres_url: str,
+) -> None:
+    """psycopg prepares a statement it sends often, and PostgreSQL may then plan it once for every value. With
+    the statistics of young tables, it rated reading all of a partial index (of undecided questions, of open
+    calls) as cheap as looking a key up: each decision read an entry of every waiting question, and each save of
+    a result one of every open call."""
+    async with Store(postgres_url) as store:
+        await store.setup()
+        with psycopg.connect(plain_url(postgres_url), autocommit=True) as connection:  # statistics as young as now
+            for table in ("tarry_questions", "tarry_tool_calls"):
+                connection.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+        parked = [await store.start_chat("Pay Bob 5", reactive_model(TRANSFER), all_tools()) for _ in range(40)]
+        waiting = [question for chat in parked for question in await chat.pending_questions()]
+        with statements_of(store) as sent:
+            assert await store.approve(waiting[0].id) and await store.decline(waiting[1].id, "Not today")
+            chat = await store.load_chat(parked[2].id, reactive_model(TRANSFER), all_tools())
+            reply = await chat.complete(approve=[waiting[2]])
+            assert await store.approve(waiting[3].id)
+            elsewhere = await store.load_chat(parked[3].id, reactive_model(TRANSFER), all_tools())
+            carried = await elsewhere.complete()
+            assert reply is not None and carried is not None and carried.content == reply.content == "All done."
+    kinds = [" ".join(statement.split()[:4]) for statement, _ in sent]
+    assert kinds.count("WITH decided AS (UPDATE") == 4, kinds
+    assert "UPDATE tarry_tool_calls SET claimed_by=%(owner)s::VARCHAR," in kinds and "WITH held AS (SELECT" in kinds
+    with psycopg.connect(plain_url(postgres_url), autocommit=True, cursor_factory=psycopg.ClientCursor) as connection:
+        for statement, parameters in sent:
+            read = whole_index_reads(generic_plan(connection, statement, parameters), set(OPEN_ONLY.split("|")))
+            assert read == [], f"{statement[:70]}… reads all of {read}"

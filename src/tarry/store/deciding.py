@@ -50,7 +50,7 @@ from tarry.store.audit import (
 from tarry.store.cursor import Sendable, fetch_one
 from tarry.store.rows import Row, call_from_row, decider_values, question_from_row
 from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of
-from tarry.store.tables import chats, questions, tool_calls
+from tarry.store.tables import UNDECIDED_BY_KEY, chats, questions, tool_calls
 
 AnswerOf = Callable[[Question], dict[str, Any] | None]
 """Checks an answer against the question as stored and returns the values to record (raises when invalid)."""
@@ -302,7 +302,7 @@ def _settled(
 
 _DECIDE = (
     update(questions)
-    .where(questions.c.id == bindparam("decided_question"), questions.c.decision.is_(None))
+    .where(questions.c.id == bindparam("decided_question"), UNDECIDED_BY_KEY)
     .values(
         {
             **{
@@ -372,7 +372,7 @@ def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
         until = bindparam("until", type_=tool_calls.c.claimed_until.type)
         other_open = select(questions.c.id).where(
             questions.c.tool_call_id == decided.c.tool_call_id,
-            questions.c.decision.is_(None),
+            UNDECIDED_BY_KEY,
             questions.c.id != decided.c.id,
         )
         chat_held = select(chats.c.id).where(

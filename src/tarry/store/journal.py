@@ -59,7 +59,7 @@ from tarry.store.rows import (
     waiting_on,
 )
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
-from tarry.store.tables import UTCDateTime, chats, messages, questions, tool_calls
+from tarry.store.tables import OPEN_BY_KEY, UTCDateTime, chats, messages, questions, tool_calls
 from tarry.tasks import Task
 
 
@@ -988,7 +988,7 @@ _PAUSE_CALL = _SAVE_HELD_CALL.values(
 _OPEN_AT_VERSION = (
     tool_calls.c.id == bindparam("row_id"),
     tool_calls.c.version == bindparam("read_version"),
-    tool_calls.c.result_message_id.is_(None),
+    OPEN_BY_KEY,
 )
 _CLAIM_CALL = update(tool_calls).values(claimed_by=bindparam("owner"), claimed_until=bindparam("until"))
 _CLAIM_FREE_CALL = _CLAIM_CALL.where(*_OPEN_AT_VERSION, tool_calls.c.claimed_by.is_(None)).returning(tool_calls.c.id)

@@ -37,14 +37,14 @@ from tarry.errors import ClaimLostError
 from tarry.messages import Message
 from tarry.store.cursor import Sendable, fetch_one
 from tarry.store.rows import call_values, message_values, question_values
-from tarry.store.tables import chats, messages, questions, tool_calls
+from tarry.store.tables import OPEN_BY_KEY, chats, messages, questions, tool_calls
 
 TURN_FREE = or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < bindparam("now"))
 """No claim on the chat's turn holds at ``now``."""
 HELD_OPEN_CALL = (
     tool_calls.c.id == bindparam("row_id"),
     tool_calls.c.claimed_by == bindparam("owner"),
-    tool_calls.c.result_message_id.is_(None),
+    OPEN_BY_KEY,
 )
 """The call row ``row_id`` is open and ``owner`` holds its claim."""
 

@@ -123,6 +123,10 @@ tool_calls = Table(
     ),
 )
 
+OPEN_BY_KEY = tool_calls.c.result_message_id.is_(None).is_(True)
+"""Open, in a statement that finds its call by id: ``result_message_id IS NULL``, written so that PostgreSQL cannot
+take the partial index of open calls for it (see :data:`UNDECIDED_BY_KEY`)."""
+
 questions = Table(
     "tarry_questions",
     metadata,
@@ -173,6 +177,16 @@ questions = Table(
         postgresql_where=Column("tool_call_id").is_(None),
     ),
 )
+
+UNDECIDED_BY_KEY = questions.c.decision.is_(None).is_(True)
+"""Undecided, in a statement that finds its questions by a key (their id, their call's): ``decision IS NULL``,
+written so that PostgreSQL cannot take the partial indexes of undecided questions for it.
+
+From ``decision IS NULL`` the planner proves those indexes' condition, and in a cached generic plan (psycopg
+prepares a statement sent often), with the statistics of a young table, it rated reading all of such an index as
+cheap as looking the key up: each decision then read an entry of every waiting question. The listings, which
+page through those indexes, keep ``decision IS NULL``.
+"""
 
 # OAuth for MCP servers (0005): one login (tokens and client registration) per server and identity,
 # shared by every process, and the logins a person has yet to finish (the PKCE verifier stays here).

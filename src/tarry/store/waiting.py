@@ -9,7 +9,7 @@ from sqlalchemy import Connection, select
 
 from tarry.errors import CorruptStateError
 from tarry.store.rows import Row, call_from_row, load_task, read_each, waiting_on
-from tarry.store.tables import chats, questions, tool_calls
+from tarry.store.tables import UNDECIDED_BY_KEY, chats, questions, tool_calls
 from tarry.tasks import Task
 
 
@@ -48,9 +48,7 @@ def waiting_tasks(connection: Connection, chat_id: str | None, skipped: list[Cor
     undecided: set[str] = set()
     if waiting:
         undecided = set(
-            connection.execute(
-                select(questions.c.id).where(questions.c.id.in_(waiting), questions.c.decision.is_(None))
-            ).scalars()
+            connection.execute(select(questions.c.id).where(questions.c.id.in_(waiting), UNDECIDED_BY_KEY)).scalars()
         )
     return [
         WaitingTask(task, row["chat_id"], row["created_at"], row["version"], row["next_check_at"])
