@@ -480,10 +480,11 @@ async def prepare_answers(url: str, count: int, lanes: int = 8) -> list[str]:
 
 def answers_per_second(
     url: str, processes: int, per_process: int, concurrency: int = 1, *, floor: bool = False
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """``processes`` processes approve their shares of the questions, each ``concurrency`` at a time.
 
-    Each process reports how many decisions it recorded and the CPU seconds its answers took.
+    Each process reports how many decisions it recorded and the CPU seconds its answers took; the machine's busy
+    CPU time over the run (every process, the database server's too) is measured where Linux tells it.
     Each question is approved by one process; afterwards every question must be decided and the
     processes' counts of recorded decisions must add up to the number of questions. With ``floor``
     the processes use no library: see :func:`floor_part`.
@@ -514,10 +515,11 @@ def answers_per_second(
         ready = [Path(folder) / f"part{number}.json.ready" for number in range(processes)]
         while not all(path.exists() for path in ready):
             time.sleep(0.01)
-        started = time.perf_counter()
+        started, busy = time.perf_counter(), machine_busy_seconds()
         go.touch()
         told = [worker.communicate()[0].split() for worker in workers]
         elapsed = time.perf_counter() - started
+        busy_after = machine_busy_seconds()
         recorded = sum(int(answered) for answered, _ in told)
         cpu = sum(float(seconds) for _, seconds in told)
     undecided = asyncio.run(count_undecided(url))
@@ -529,7 +531,19 @@ def answers_per_second(
         "seconds": elapsed,
         "per_second": recorded / elapsed,
         "cpu_ms": cpu / recorded * 1000,
+        "machine_cpu_ms": None if busy is None or busy_after is None else (busy_after - busy) / recorded * 1000,
     }
+
+
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every core of the machine has been busy since it booted (Linux's ``/proc/stat``: all but idle
+    and waiting for the disk), or ``None`` where there is no such file."""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return None
+    ticks = [int(value) for value in first[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 async def count_undecided(url: str) -> int:
