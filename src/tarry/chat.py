@@ -347,8 +347,20 @@ class Chat:
             source.loaded = True
         return self.tools
 
-    async def _ask_live(self, record: CallRecord, question: Question) -> Question:
-        """Record ``question`` for the running call of ``record`` and wait for its decision."""
+    async def _ask_live(self, record: CallRecord, question: Question, repeats: list[Question]) -> Question:
+        """Record ``question`` for the running call of ``record`` and wait for its decision.
+
+        ``repeats``: what the run this one runs again (its process stopped) asked, in order, less what this run
+        asked again so far. While this run asks the same questions in the same order, each is the earlier one:
+        an answer a person gave it is not asked for twice, and one still to come reaches this run.
+        """
+        earlier = repeats.pop(0) if repeats else None
+        if earlier is not None and _asks_the_same(earlier, question) and not _lapsed(earlier):
+            if earlier.decision is None:
+                earlier.take_decision(await self._journal.wait_for_decision(earlier))
+            question.take_decision(earlier)
+            return earlier
+        repeats.clear()  # it asks something else: what the earlier run asked next is no longer this run's
         question.extra["awaited"] = True
         self._mint(question, record.call)
         await self._journal.add_question(record.call.id, len(record.questions), question)
@@ -637,7 +649,8 @@ class Chat:
             if claim is Claim.STALE:
                 return False
             standing = self._standing(record, resumed)
-            run = None if claim is Claim.BUSY else self._next_step(record, standing)
+            repeats = _asked_by_the_last_run(record) if claim is Claim.RECLAIMED else []
+            run = None if claim is Claim.BUSY else self._next_step(record, standing, repeats)
             if run is None:
                 return True
             runs_tool = standing.state is CallState.RUNS
@@ -698,16 +711,21 @@ class Chat:
     def _standing(self, record: CallRecord, resumed: set[str]) -> Standing:
         return call_state(record, utcnow(), checked=record.call.id in resumed)
 
-    def _next_step(self, record: CallRecord, standing: Standing) -> CallStep | None:
-        """What carries ``record`` on from where it stands, or ``None`` while it waits (or is closed)."""
+    def _next_step(self, record: CallRecord, standing: Standing, repeats: list[Question]) -> CallStep | None:
+        """What carries ``record`` on from where it stands, or ``None`` while it waits (or is closed).
+
+        ``repeats``: the questions the run this step runs again asked while it ran (see :meth:`_ask_live`).
+        """
         if standing.state is CallState.CLOSES:
             return _closing(record.call, standing.reason or "", standing.note)
         if standing.state is not CallState.RUNS:
             return None
         task = record.task
-        return (lambda: self._execute(record)) if task is None else (lambda: self._resume(record, task))
+        if task is None:
+            return lambda: self._execute(record, repeats)
+        return lambda: self._resume(record, task, repeats)
 
-    async def _execute(self, record: CallRecord) -> Outcome:
+    async def _execute(self, record: CallRecord, repeats: list[Question]) -> Outcome:
         call = record.call
         tool = self.tools.get(call.name)
         if tool is None:
@@ -717,9 +735,9 @@ class Chat:
             arguments = tool.validate(call.arguments)
         except InvalidArgumentsError as error:
             return Outcome(result=_error(call, str(error)))
-        return await self._invoke(record, tool.execute, arguments)
+        return await self._invoke(record, repeats, tool.execute, arguments)
 
-    async def _resume(self, record: CallRecord, task: Task) -> Outcome:
+    async def _resume(self, record: CallRecord, task: Task, repeats: list[Question]) -> Outcome:
         own = [question for question in task.questions if question.source is None]
         if own:
             task.answer = own[0].answer
@@ -730,13 +748,18 @@ class Chat:
             arguments = tool.validate(record.call.arguments)
         except InvalidArgumentsError as error:  # the tool's parameters changed since the call was made
             return Outcome(result=_error(record.call, str(error)))
-        return await self._invoke(record, tool.resume, arguments, task)
+        return await self._invoke(record, repeats, tool.resume, arguments, task)
 
     async def _invoke(
-        self, record: CallRecord, method: Callable[..., Any], arguments: dict[str, Any], *args: Any
+        self,
+        record: CallRecord,
+        repeats: list[Question],
+        method: Callable[..., Any],
+        arguments: dict[str, Any],
+        *args: Any,
     ) -> Outcome:
         call = record.call
-        live = current_call.set(LiveCall(call, self.id, lambda question: self._ask_live(record, question)))
+        live = current_call.set(LiveCall(call, self.id, lambda question: self._ask_live(record, question, repeats)))
         try:
             returned = await call_maybe_async(method, *args, **arguments)
             if not isinstance(returned, Task):
@@ -982,6 +1005,27 @@ def _tail_start(messages: list[Message]) -> int:
 def _span_ids(ids: dict[str, str]) -> dict[str, str]:
     """A log record's ids as span attributes."""
     return {f"tarry.{key}": value for key, value in ids.items()}
+
+
+def _asked_by_the_last_run(record: CallRecord) -> list[Question]:
+    """The questions the call's last run asked while it ran: those after the last one its tool asked by pausing
+    (an earlier run's, which that pause ended)."""
+    paused = [number for number, question in enumerate(record.questions) if not question.extra.get("awaited")]
+    return record.questions[paused[-1] + 1 if paused else 0 :]
+
+
+def _asks_the_same(earlier: Question, question: Question) -> bool:
+    """Whether ``question`` asks what ``earlier`` asked: the same kind, words, fields, page and asker."""
+
+    def asked(one: Question) -> tuple[Any, ...]:
+        return one.kind, one.message, one.requested_schema if one.fields else None, one.url, one.source
+
+    return asked(earlier) == asked(question)
+
+
+def _lapsed(question: Question) -> bool:
+    """Undecided, and its time to live ran out: no answer can come."""
+    return question.decision is None and question.expired(utcnow())
 
 
 def _error(call: ToolCall, text: str, **extra: Any) -> Message:

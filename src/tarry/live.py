@@ -33,7 +33,9 @@ class LiveCall:
         ``"decline"`` (with ``question.note``) or ``"cancel"``; it is ``None`` when the
         question's time to live ran out first (``question.expired(now)`` is then true).
         The question is marked ``extra["awaited"] = True``, so a person may decline it
-        while the call runs.
+        while the call runs. When a process took the call over and runs its idempotent tool again,
+        a question the same as the one the earlier run asked at that point returns that question,
+        with the answer a person gave it (or waits for it): a person answers once.
         """
         return await self._asker(question)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tarry import Chat, Question
 from tarry.store import Store
-from tests.store.tools import TransferMoney, reactive_model
+from tests.store.tools import TransferMoney, all_tools, reactive_model
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSFER = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
@@ -132,6 +134,64 @@ async def test_a_process_killed_while_a_tool_runs(database_url: str, tmp_path: P
     else:
         assert "interrupted" in json.loads(result)["error"]
         assert len(runs) == 1, "a non-idempotent tool ran twice"
+
+
+BOOK = [{"name": "book_seats", "arguments": {"restaurant": "Roma"}}]
+
+
+async def asked_in_a_process_then_killed(store: Store, tmp_path: Path) -> tuple[str, Question]:
+    """A chat whose call asked a question while it ran, in a process killed before anyone answered."""
+    await store.setup()
+    chat_id = (await store.create_chat()).id
+    doomed = start("run", str(store.db.url), chat_id, "1.0", json.dumps(BOOK), "Book Roma", markers=tmp_path / "m")
+    deadline = time.monotonic() + 30
+    while not (waiting := await store.pending_questions(chat_id)):
+        assert time.monotonic() < deadline and doomed.poll() is None, "the question was never asked"
+        await asyncio.sleep(0.05)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(timeout=30)
+    return chat_id, waiting[0]
+
+
+async def run_again(store: Store, chat_id: str, runs: Path) -> tuple[Chat, asyncio.Task[object]]:
+    """Carry the chat on in this process, once its lease ran out: the call's tool runs again."""
+    deadline = time.monotonic() + 30
+    while True:
+        chat = await store.load_chat(chat_id, reactive_model(BOOK), all_tools())
+        carrying = asyncio.create_task(chat.complete())
+        while not carrying.done() and len(marker_lines(runs, "book")) < 2:
+            await asyncio.sleep(0.02)
+        if len(marker_lines(runs, "book")) == 2:
+            return chat, carrying
+        await carrying  # the lease still held: the call waits for the process that ran it
+        assert time.monotonic() < deadline, "the call was never taken over"
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize("answered", ["before the tool runs again", "while it runs again"])
+async def test_a_tool_run_again_after_its_process_died_is_not_asked_its_question_twice(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answered: str
+) -> None:
+    """An idempotent tool that asked a question while it ran runs again once its process died. It asks the same
+    question, and gets the answer given to the first run (or waits for it): a person answers once."""
+    runs = tmp_path / "m"
+    monkeypatch.setenv("TARRY_TEST_MARKERS", str(runs))
+    async with Store(database_url, lease=1.0, poll_interval=0.05) as store:
+        chat_id, question = await asked_in_a_process_then_killed(store, tmp_path)
+        if answered == "before the tool runs again":
+            assert await store.answer(question.id, {"seats": 3}, by="ann@example.com")
+        chat, carrying = await run_again(store, chat_id, runs)
+        if answered == "while it runs again":
+            assert await store.answer(question.id, {"seats": 3}, by="ann@example.com")
+        reply = await asyncio.wait_for(carrying, 30)
+        assert reply is not None and reply == chat.last_reply and not chat.waiting
+        assert [message.content for message in await store.messages(chat_id) if message.role == "tool"] == [
+            "Booked 3 at Roma"
+        ]
+        (record,) = chat.records.values()
+        assert [asked.id for asked in record.questions] == [question.id], "the question was asked again"
+        assert [event.outcome for event in await store.history(chat_id)] == ["decided"]
+    assert marker_lines(runs, "book") == ["Roma", "Roma"]
 
 
 @pytest.mark.parametrize("durability", ["full", "fast"])

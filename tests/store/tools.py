@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from tarry import Field, Message, Task, Tool
+from tarry.live import current_call
 from tarry.testing import ScriptedModel
+from tarry.tools import ask
 
 
 def mark(kind: str, call_id: str) -> None:
@@ -89,6 +91,21 @@ class BlockLoop(Tool):
         return "first run"
 
 
+class BookSeats(Tool):
+    """Asks how many seats while it runs, then books them; safe to run again."""
+
+    idempotent = True
+
+    async def execute(self, restaurant: str) -> str:
+        mark("book", restaurant)
+        live = current_call.get()
+        assert live is not None
+        answered = await live.ask(ask(f"How many seats at {restaurant}?", seats=int))
+        if answered.decision != "accept" or answered.answer is None:
+            return "Not booked"
+        return f"Booked {answered.answer['seats']} at {restaurant}"
+
+
 def reactive_model(calls: list[dict[str, Any]], final: str = "All done.") -> ScriptedModel:
     """A model that makes ``calls`` after a user message and replies ``final`` once results are in.
 
@@ -104,4 +121,4 @@ def reactive_model(calls: list[dict[str, Any]], final: str = "All done.") -> Scr
 
 def all_tools() -> list[Tool]:
     """One of each tool."""
-    return [TransferMoney(), PickColour(), SlowJob(), Hang(), IdempotentHang(), BlockLoop()]
+    return [TransferMoney(), PickColour(), SlowJob(), Hang(), IdempotentHang(), BlockLoop(), BookSeats()]
