@@ -9,7 +9,7 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from importlib.metadata import entry_points
 from typing import Any, TypeGuard, cast
@@ -347,25 +347,28 @@ class Chat:
             source.loaded = True
         return self.tools
 
-    async def _ask_live(self, record: CallRecord, question: Question, repeats: list[Question]) -> Question:
+    async def _ask_live(self, record: CallRecord, question: Question, run: _Run) -> Question:
         """Record ``question`` for the running call of ``record`` and wait for its decision.
 
-        ``repeats``: what the run this one runs again (its process stopped) asked, in order, less what this run
-        asked again so far. While this run asks the same questions in the same order, each is the earlier one:
-        an answer a person gave it is not asked for twice, and one still to come reaches this run.
+        When ``run`` runs again what a stopped process ran, while it asks the same questions in the same order,
+        each is the earlier run's: ``question`` takes it over (its id, its answer), so an answer a person gave
+        it is not asked for twice, and one still to come reaches this run.
         """
-        earlier = repeats.pop(0) if repeats else None
+        earlier = run.repeats.pop(0) if run.repeats else None
         if earlier is not None and _asks_the_same(earlier, question) and not _lapsed(earlier):
-            if earlier.decision is None:
-                earlier.take_decision(await self._journal.wait_for_decision(earlier))
-            question.take_decision(earlier)
-            return earlier
-        repeats.clear()  # it asks something else: what the earlier run asked next is no longer this run's
-        question.extra["awaited"] = True
-        self._mint(question, record.call)
-        await self._journal.add_question(record.call.id, len(record.questions), question)
-        record.questions.append(question)
-        question.take_decision(await self._journal.wait_for_decision(question))
+            vars(question).update(vars(earlier))  # one object for the question, as for one asked anew
+            record.questions[record.questions.index(earlier)] = question
+        else:
+            run.repeats.clear()  # it asks something else: what the earlier run asked next is not this run's
+            question.extra["awaited"] = True
+            if run.asked:
+                question.extra["before"] = list(run.asked)
+            self._mint(question, record.call)
+            await self._journal.add_question(record.call.id, len(record.questions), question)
+            record.questions.append(question)
+        run.asked.append(question.id)
+        if question.decision is None:
+            question.take_decision(await self._journal.wait_for_decision(question))
         return question
 
     # What the chat shows
@@ -649,8 +652,8 @@ class Chat:
             if claim is Claim.STALE:
                 return False
             standing = self._standing(record, resumed)
-            repeats = _asked_by_the_last_run(record) if claim is Claim.RECLAIMED else []
-            run = None if claim is Claim.BUSY else self._next_step(record, standing, repeats)
+            again = _Run(_asked_by_the_last_run(record) if claim is Claim.RECLAIMED else [])
+            run = None if claim is Claim.BUSY else self._next_step(record, standing, again)
             if run is None:
                 return True
             runs_tool = standing.state is CallState.RUNS
@@ -711,21 +714,18 @@ class Chat:
     def _standing(self, record: CallRecord, resumed: set[str]) -> Standing:
         return call_state(record, utcnow(), checked=record.call.id in resumed)
 
-    def _next_step(self, record: CallRecord, standing: Standing, repeats: list[Question]) -> CallStep | None:
-        """What carries ``record`` on from where it stands, or ``None`` while it waits (or is closed).
-
-        ``repeats``: the questions the run this step runs again asked while it ran (see :meth:`_ask_live`).
-        """
+    def _next_step(self, record: CallRecord, standing: Standing, run: _Run) -> CallStep | None:
+        """What carries ``record`` on from where it stands (as ``run``), or ``None`` while it waits (or is closed)."""
         if standing.state is CallState.CLOSES:
             return _closing(record.call, standing.reason or "", standing.note)
         if standing.state is not CallState.RUNS:
             return None
         task = record.task
         if task is None:
-            return lambda: self._execute(record, repeats)
-        return lambda: self._resume(record, task, repeats)
+            return lambda: self._execute(record, run)
+        return lambda: self._resume(record, task, run)
 
-    async def _execute(self, record: CallRecord, repeats: list[Question]) -> Outcome:
+    async def _execute(self, record: CallRecord, run: _Run) -> Outcome:
         call = record.call
         tool = self.tools.get(call.name)
         if tool is None:
@@ -735,9 +735,9 @@ class Chat:
             arguments = tool.validate(call.arguments)
         except InvalidArgumentsError as error:
             return Outcome(result=_error(call, str(error)))
-        return await self._invoke(record, repeats, tool.execute, arguments)
+        return await self._invoke(record, run, tool.execute, arguments)
 
-    async def _resume(self, record: CallRecord, task: Task, repeats: list[Question]) -> Outcome:
+    async def _resume(self, record: CallRecord, task: Task, run: _Run) -> Outcome:
         own = [question for question in task.questions if question.source is None]
         if own:
             task.answer = own[0].answer
@@ -748,18 +748,18 @@ class Chat:
             arguments = tool.validate(record.call.arguments)
         except InvalidArgumentsError as error:  # the tool's parameters changed since the call was made
             return Outcome(result=_error(record.call, str(error)))
-        return await self._invoke(record, repeats, tool.resume, arguments, task)
+        return await self._invoke(record, run, tool.resume, arguments, task)
 
     async def _invoke(
         self,
         record: CallRecord,
-        repeats: list[Question],
+        run: _Run,
         method: Callable[..., Any],
         arguments: dict[str, Any],
         *args: Any,
     ) -> Outcome:
         call = record.call
-        live = current_call.set(LiveCall(call, self.id, lambda question: self._ask_live(record, question, repeats)))
+        live = current_call.set(LiveCall(call, self.id, lambda question: self._ask_live(record, question, run)))
         try:
             returned = await call_maybe_async(method, *args, **arguments)
             if not isinstance(returned, Task):
@@ -1007,20 +1007,33 @@ def _span_ids(ids: dict[str, str]) -> dict[str, str]:
     return {f"tarry.{key}": value for key, value in ids.items()}
 
 
+@dataclass
+class _Run:
+    """One run of a call's tool: what the run it repeats asked and this one has not asked again yet, in order
+    (see :meth:`Chat._ask_live`), and the ids of the questions this run asked so far."""
+
+    repeats: list[Question]
+    asked: list[str] = field(default_factory=list)
+
+
 def _asked_by_the_last_run(record: CallRecord) -> list[Question]:
-    """The questions the call's last run asked while it ran: those after the last one its tool asked by pausing
-    (an earlier run's, which that pause ended)."""
-    paused = [number for number, question in enumerate(record.questions) if not question.extra.get("awaited")]
-    return record.questions[paused[-1] + 1 if paused else 0 :]
+    """What the call's last run asked while it ran, in order, when it ran ``execute`` and no run recorded a pause
+    (each earlier run was then cut short, and the last one asked the last question); otherwise nothing."""
+    asked = {question.id: question for question in record.questions if question.extra.get("awaited")}
+    if record.task is not None or not asked:
+        return []
+    last = list(asked.values())[-1]
+    return [asked[number] for number in last.extra.get("before", []) if number in asked] + [last]
 
 
 def _asks_the_same(earlier: Question, question: Question) -> bool:
-    """Whether ``question`` asks what ``earlier`` asked: the same kind, words, fields, page and asker."""
+    """Whether ``question`` asks what ``earlier`` asked: the same kind, words, fields and asker. Never a page to
+    visit: what a visit completes is the request that named it (an MCP server's elicitation id)."""
 
     def asked(one: Question) -> tuple[Any, ...]:
-        return one.kind, one.message, one.requested_schema if one.fields else None, one.url, one.source
+        return one.kind, one.message, one.requested_schema if one.fields else None, one.source
 
-    return asked(earlier) == asked(question)
+    return question.kind != "url" and asked(earlier) == asked(question)
 
 
 def _lapsed(question: Question) -> bool:

@@ -2,9 +2,10 @@
 
 Each command loads a stored chat whose tools come from one MCP server (given as JSON:
 ``{"command": [...]}`` or ``{"url": ...}``, plus ``MCPServer`` options), does one thing,
-and prints the chat's state as JSON. tarry's and the MCP SDK's logs go to stderr at DEBUG
-(other libraries' at WARNING: a database driver logs its SQL parameters at DEBUG), so the
-tests can check that no request state reaches the logs.
+and prints the chat's state as JSON (``TARRY_TEST_LEASE`` sets the store's lease, in seconds).
+tarry's and the MCP SDK's logs go to stderr at DEBUG (other libraries' at WARNING: a database
+driver logs its SQL parameters at DEBUG), so the tests can check that no request state reaches
+the logs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -45,7 +47,7 @@ def state(chat: Chat) -> dict[str, Any]:
 
 
 async def _open(url: str, chat_id: str, server: str, calls: str) -> tuple[Store, MCPServer, Chat]:
-    store = Store(url)
+    store = Store(url, lease=float(os.environ.get("TARRY_TEST_LEASE", "60")))
     options = json.loads(server)
     login = options.pop("oauth", None)  # {"redirect_uri": ...}: the login kept in the store
     if login is not None:

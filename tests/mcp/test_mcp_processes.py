@@ -22,9 +22,9 @@ from tests.store.conftest import database_url  # noqa: F401  (the fixture: SQLit
 BOOK = [{"name": "book", "arguments": {"restaurant": "Chez Nous"}}]
 
 
-def start(*args: str) -> subprocess.Popen[str]:
-    """``python tests/mcp/proc.py *args`` in a new process."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def start(*args: str, lease: float = 60) -> subprocess.Popen[str]:
+    """``python tests/mcp/proc.py *args`` in a new process (its store's lease ``lease`` seconds)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TARRY_TEST_LEASE": str(lease)}
     return subprocess.Popen(
         [sys.executable, str(HERE / "proc.py"), *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -127,6 +127,40 @@ async def test_pushed_question_is_answered_by_another_process_while_the_connecti
             holder.kill()
             holder.communicate()
     assert done == {"reply": "Done: Booked Chez Nous for 2 at 18:00", "waiting": False, "tasks": []}
+
+
+QUOTE = [{"name": "quote", "arguments": {"restaurant": "Chez Nous"}}]
+
+
+async def test_a_pushed_question_answered_after_its_process_died_reaches_the_call_made_again(
+    database_url: str,  # noqa: F811
+) -> None:
+    """A 2025-11-25 server pushes a question while an idempotent call of it runs, and the process holding the
+    connection dies. Once its lease ran out, another process makes the call again; the server asks the same
+    question and gets the answer a person gave meanwhile: asked once, answered once."""
+    url = database_url
+    chat_id = await new_chat(url)
+    server = json.dumps({"command": booking_command(), "protocol": "legacy"})
+    doomed = start("ask", url, chat_id, server, json.dumps(QUOTE), "Quote Chez Nous", lease=1)
+    try:
+        async with Store(url) as store:
+            question = await _next_question(store, chat_id, doomed)
+            doomed.kill()
+            doomed.communicate()
+            assert await store.answer(question.id, 4)
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+            doomed.communicate()
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 60
+    while (done := finish(start("carry", url, chat_id, server, json.dumps(QUOTE), lease=1))[0])["waiting"]:
+        assert loop.time() < end, "the call was never made again"  # the lease still held: the call waits
+        await asyncio.sleep(0.2)
+    assert done == {"reply": "Done: A table at Chez Nous for 4 costs 100 euros", "waiting": False, "tasks": []}
+    async with Store(url) as store:
+        (record,) = (await store.load_chat(chat_id)).records.values()
+    assert [asked.id for asked in record.questions] == [question.id], "the question was asked again"
 
 
 async def _next_question(store: Store, chat_id: str, process: subprocess.Popen[str], within: float = 60.0) -> Any:

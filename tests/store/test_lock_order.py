@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 import pytest
 from sqlalchemy import event, text
 
-from tarry import Chat, tool
+from tarry import Chat, Task, Tool, tool
 from tarry.errors import ClaimLostError
 from tarry.live import current_call
 from tarry.store import Store
@@ -164,6 +164,131 @@ async def test_a_tool_waiting_for_an_answer_hears_that_another_process_took_its_
         await slow.taken_over(second, chat_id)
         await asyncio.wait_for(started, 10)  # before: the tool waited for an answer that could not come
         assert len(slow.asked) == 1 and isinstance(slow.asked[0], ClaimLostError)
+
+
+class Seats:
+    """An idempotent tool that asks how many seats while it runs; what each run's ask came to is kept."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.outcomes: list[object] = []
+
+        @tool(idempotent=True)
+        async def book() -> str:
+            """Books seats, asking how many."""
+            self.runs += 1
+            live = current_call.get()
+            assert live is not None
+            try:
+                answered = await live.ask(ask("How many seats?", seats=int))
+            except ClaimLostError as lost:
+                self.outcomes.append(lost)
+                raise
+            self.outcomes.append(answered.answer)
+            return f"booked {answered.answer}"
+
+        self.tool = book
+
+
+async def test_a_stalled_process_and_the_one_that_took_its_call_over_do_not_both_act_on_the_answer(
+    database_url: str,
+) -> None:
+    """A process whose lease ran out unnoticed still waits for the answer to its tool's question when another
+    takes the call over and runs the tool again, which asks the same question: the one answer reaches the new
+    run only, and the stalled tool hears that the call is no longer its own."""
+    seats = Seats()
+    calls = ScriptedModel([[{"name": "book", "arguments": {}}], "done"])
+    async with Store(database_url, poll_interval=0.05) as first, Store(database_url, poll_interval=0.05) as second:
+        await first.setup()
+        stalled = asyncio.create_task(first.start_chat("Book", calls, [seats.tool]))
+        deadline = time.monotonic() + 10
+        while not (waiting := await second.pending_questions()):
+            assert time.monotonic() < deadline, "the tool's question was never saved"
+            await asyncio.sleep(0.02)
+        (question,) = waiting
+        await second.db.run_write(
+            lambda connection: connection.execute(
+                text("UPDATE tarry_tool_calls SET claimed_until = :past"), {"past": "2000-01-01 00:00:00+00:00"}
+            )
+        )
+        assert question.chat_id is not None
+        taking_over = await second.load_chat(question.chat_id, ScriptedModel(["done"]), [seats.tool])
+        carrying = asyncio.create_task(taking_over.complete())
+        await until(lambda: seats.runs == 2, "the tool to run again")
+        assert await second.answer(question.id, 2)
+        reply = await asyncio.wait_for(carrying, 10)
+        await asyncio.wait_for(stalled, 10)
+        assert reply is not None and reply.content == "done"
+        assert await second.pending_questions() == []
+        results = [message.content for message in await second.messages(question.chat_id) if message.role == "tool"]
+        assert results == ["booked {'seats': 2}"]
+    # Before, both runs got the answer, and the tool's work went on twice at once.
+    assert seats.outcomes.count({"seats": 2}) == 1, seats.outcomes
+    assert len(seats.outcomes) == 2 and any(isinstance(outcome, ClaimLostError) for outcome in seats.outcomes)
+
+
+class GoAheadTwice(Tool):
+    """Asks to go ahead while it runs, then waits on a job; asks again when it checks the job (safe to run
+    again). What each ask came to is kept."""
+
+    idempotent = True
+    asked: ClassVar[list[tuple[str, object]]] = []
+
+    async def execute(self) -> Task:
+        self.asked.append(("execute", await self._go_ahead()))
+        return Task(status_message="queued", poll_interval=0.01)
+
+    async def resume(self, task: Task) -> str:
+        self.asked.append(("resume", await self._go_ahead()))
+        return "checked"
+
+    async def _go_ahead(self) -> object:
+        live = current_call.get()
+        assert live is not None
+        return (await live.ask(ask("Go ahead?", ok=bool))).answer
+
+
+async def test_a_check_run_again_after_a_takeover_does_not_take_the_answer_the_first_run_got(
+    database_url: str,
+) -> None:
+    """The tool asked "Go ahead?" as it started its job, and asks it again when it checks on it. A check cut
+    short and run again by another process is not a repeat of the start: its question goes to a person."""
+    GoAheadTwice.asked = []
+    model = ScriptedModel([[{"name": "go_ahead_twice", "arguments": {}}], "done"])
+    async with Store(database_url, poll_interval=0.02) as first, Store(database_url, poll_interval=0.02) as second:
+        await first.setup()
+        starting = asyncio.create_task(first.start_chat("Go", model, [GoAheadTwice()]))
+        started = await one_new_question(second, set())
+        assert await second.answer(started.id, ok=True)
+        chat = await asyncio.wait_for(starting, 10)
+        checking = asyncio.create_task(chat.complete())
+        checked = await one_new_question(second, {started.id})
+        await second.db.run_write(
+            lambda connection: connection.execute(
+                text("UPDATE tarry_tool_calls SET claimed_until = :past"), {"past": "2000-01-01 00:00:00+00:00"}
+            )
+        )
+        taking_over = await second.load_chat(chat.id, ScriptedModel(["done"]), [GoAheadTwice()])
+        carrying = asyncio.create_task(taking_over.complete())
+        again = await one_new_question(second, {started.id, checked.id})  # before: it took the start's answer
+        assert GoAheadTwice.asked == [("execute", {"ok": True})]
+        assert await second.answer(again.id, ok=False)
+        reply = await asyncio.wait_for(carrying, 10)
+        await asyncio.wait_for(checking, 10)
+        assert reply is not None and reply.content == "done"
+    assert GoAheadTwice.asked[-1] == ("resume", {"ok": False})
+
+
+async def one_new_question(store: Store, known: set[str]) -> Any:
+    """The one undecided question of ``store`` whose id is not in ``known``, once there is one."""
+    deadline = time.monotonic() + 10
+    while True:
+        new = [question for question in await store.pending_questions() if question.id not in known]
+        if new:
+            (question,) = new
+            return question
+        assert time.monotonic() < deadline, "no new question was asked"
+        await asyncio.sleep(0.02)
 
 
 async def test_on_postgresql_every_row_lock_tarry_takes_lets_foreign_key_checks_through(postgres_url: str) -> None:

@@ -620,7 +620,8 @@ class StoreJournal:
         """Poll the question's row until a decision is recorded in any process, or its time runs out.
 
         Raises :class:`ClaimLostError` once this process no longer holds the question's open call (another
-        process took it over, or closed it): no decision can come then.
+        process took it over, or closed it), also when the answer is there: the process that holds the call
+        now acts on it (a tool it runs again asks the same question and gets the same answer).
         """
         query = (
             select(questions, tool_calls.c.claimed_by.label("call_claimed_by"), tool_calls.c.result_message_id)
@@ -629,14 +630,14 @@ class StoreJournal:
         )
         while question.decision is None and not question.expired(utcnow()):
             row = await self.db.run_alone(lambda connection: connection.execute(query).mappings().one(), write=False)
-            if row["decision"] is not None:
-                return question_from_row(row, question.tool_call)
             held = row["call_claimed_by"] == self.store.owner and row["result_message_id"] is None
-            if row["tool_call_id"] is not None and not held:
+            if row["tool_call_id"] is not None and not held:  # an answer, too, is then the new run's to act on
                 raise ClaimLostError(
                     f"The call of question {question.id} is no longer this process's (another process took it over, "
                     "or it was closed): its answer cannot come here"
                 )
+            if row["decision"] is not None:
+                return question_from_row(row, question.tool_call)
             await asyncio.sleep(self.store.poll_interval)
         return question
 

@@ -185,7 +185,8 @@ written so that PostgreSQL cannot take the partial indexes of undecided question
 From ``decision IS NULL`` the planner proves those indexes' condition, and in a cached generic plan (psycopg
 prepares a statement sent often), with the statistics of a young table, it rated reading all of such an index as
 cheap as looking the key up: each decision then read an entry of every waiting question. The listings, which
-page through those indexes, keep ``decision IS NULL``.
+page through those indexes, keep ``decision IS NULL``. tests/store/test_query_plans.py checks the plans: should
+a later PostgreSQL see through ``IS TRUE``, it fails there.
 """
 
 # OAuth for MCP servers (0005): one login (tokens and client registration) per server and identity,

@@ -69,6 +69,12 @@ def book(
     return f"Booked {restaurant} for {party.size} at {slot.data.time}{where}"
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
+def quote(restaurant: str, party: Annotated[Party, Resolve(ask_party)]) -> str:
+    """Quotes a table's price, asking for the party size; safe to call again."""
+    return f"A table at {restaurant} for {party.size} costs {25 * party.size} euros"
+
+
 @server.tool()
 def fail() -> str:
     """Always fails."""
