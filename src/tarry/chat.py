@@ -356,13 +356,14 @@ class Chat:
         """
         earlier = run.repeats.pop(0) if run.repeats else None
         if earlier is not None and _asks_the_same(earlier, question) and not _lapsed(earlier):
-            vars(question).update(vars(earlier))  # one object for the question, as for one asked anew
+            # One object for the question, as for one asked anew; its dicts and lists its own.
+            vars(question).update({name: copy.copy(value) for name, value in vars(earlier).items()})
             record.questions[record.questions.index(earlier)] = question
         else:
             run.repeats.clear()  # it asks something else: what the earlier run asked next is not this run's
             question.extra["awaited"] = True
             if run.asked:
-                question.extra["before"] = list(run.asked)
+                question.extra["after"] = run.asked[-1]
             self._mint(question, record.call)
             await self._journal.add_question(record.call.id, len(record.questions), question)
             record.questions.append(question)
@@ -1018,12 +1019,17 @@ class _Run:
 
 def _asked_by_the_last_run(record: CallRecord) -> list[Question]:
     """What the call's last run asked while it ran, in order, when it ran ``execute`` and no run recorded a pause
-    (each earlier run was then cut short, and the last one asked the last question); otherwise nothing."""
+    (each earlier run was then cut short, and the last one asked the last question); otherwise nothing.
+
+    Each question a run asks anew names the one the run asked before it (``extra["after"]``).
+    """
     asked = {question.id: question for question in record.questions if question.extra.get("awaited")}
     if record.task is not None or not asked:
         return []
-    last = list(asked.values())[-1]
-    return [asked[number] for number in last.extra.get("before", []) if number in asked] + [last]
+    chain = [list(asked.values())[-1]]
+    while (before := asked.get(chain[-1].extra.get("after", ""))) is not None and before not in chain:
+        chain.append(before)
+    return chain[::-1]
 
 
 def _asks_the_same(earlier: Question, question: Question) -> bool:

@@ -227,6 +227,101 @@ async def test_a_stalled_process_and_the_one_that_took_its_call_over_do_not_both
     assert len(seats.outcomes) == 2 and any(isinstance(outcome, ClaimLostError) for outcome in seats.outcomes)
 
 
+async def lapse_and_take_over(store: Store, chat_id: str, tools: list[Any]) -> asyncio.Task[Any]:
+    """The chat's calls' leases run out (their process stalled, say); ``store`` carries the chat on."""
+    await store.db.run_write(
+        lambda connection: connection.execute(
+            text("UPDATE tarry_tool_calls SET claimed_until = :past"), {"past": "2000-01-01 00:00:00+00:00"}
+        )
+    )
+    taking_over = await store.load_chat(chat_id, ScriptedModel(["done"]), tools)
+    return asyncio.create_task(taking_over.complete())
+
+
+async def test_a_run_taken_over_twice_repeats_what_both_earlier_runs_asked(database_url: str) -> None:
+    """The second run got the first question's answer and asked a second question; the third run, after another
+    takeover, gets both answers without a person asking anything again."""
+    outcomes: list[object] = []
+
+    @tool(idempotent=True)
+    async def book() -> str:
+        """Books seats, asking how many, then when."""
+        live = current_call.get()
+        assert live is not None
+        try:
+            seats = await live.ask(ask("How many seats?", seats=int))
+            when = await live.ask(ask("Which time?", time=str))
+        except ClaimLostError as lost:
+            outcomes.append(lost)
+            raise
+        outcomes.append((seats.answer, when.answer))
+        return f"booked {seats.answer} at {when.answer}"
+
+    model = ScriptedModel([[{"name": "book", "arguments": {}}], "done"])
+    async with (
+        Store(database_url, poll_interval=0.02) as first,
+        Store(database_url, poll_interval=0.02) as second,
+        Store(database_url, poll_interval=0.02) as third,
+    ):
+        await first.setup()
+        runs = [asyncio.create_task(first.start_chat("Book", model, [book]))]
+        seats = await one_new_question(third, set())
+        assert seats.chat_id is not None
+        runs.append(await lapse_and_take_over(second, seats.chat_id, [book]))
+        await until(lambda: sum(isinstance(outcome, ClaimLostError) for outcome in outcomes) == 1, "a lost run")
+        assert await third.answer(seats.id, 2)
+        when = await one_new_question(third, {seats.id})
+        runs.append(await lapse_and_take_over(third, seats.chat_id, [book]))
+        await until(lambda: sum(isinstance(outcome, ClaimLostError) for outcome in outcomes) == 2, "two lost runs")
+        assert await third.answer(when.id, time="19:00")
+        reply = await asyncio.wait_for(runs[-1], 10)
+        await asyncio.wait_for(asyncio.gather(*runs[:-1]), 10)
+        assert reply is not None and reply.content == "done"
+        results = [message.content for message in await third.messages(seats.chat_id) if message.role == "tool"]
+        assert results == ["booked {'seats': 2} at {'time': '19:00'}"]
+        assert await third.pending_questions() == []  # before: the third run asked the first question again
+    assert outcomes[-1] == ({"seats": 2}, {"time": "19:00"})
+
+
+async def test_an_answer_that_finds_the_lease_run_out_is_taken_only_with_the_lease_renewed(database_url: str) -> None:
+    """The tool's process stalled past its lease, and nobody took the call over yet, when the answer came: the
+    process renews its lease before it goes on, so a process looking at the chat then finds the call held and
+    does not run the tool again."""
+    answered, finish = asyncio.Event(), asyncio.Event()
+    runs: list[object] = []
+
+    @tool(idempotent=True)
+    async def book() -> str:
+        """Books seats, asking how many."""
+        live = current_call.get()
+        assert live is not None
+        seats = (await live.ask(ask("How many seats?", seats=int))).answer
+        runs.append(seats)
+        answered.set()
+        await finish.wait()
+        return f"booked {seats}"
+
+    model = ScriptedModel([[{"name": "book", "arguments": {}}], "done"])
+    async with Store(database_url, poll_interval=0.02) as first, Store(database_url) as second:
+        await first.setup()
+        running = asyncio.create_task(first.start_chat("Book", model, [book]))
+        question = await one_new_question(second, set())
+        assert question.chat_id is not None
+        await second.db.run_write(
+            lambda connection: connection.execute(
+                text("UPDATE tarry_tool_calls SET claimed_until = :past"), {"past": "2000-01-01 00:00:00+00:00"}
+            )
+        )
+        assert await second.answer(question.id, 2)
+        await asyncio.wait_for(answered.wait(), 10)
+        looking = await second.load_chat(question.chat_id, ScriptedModel(["done"]), [book])
+        await asyncio.wait_for(looking.complete(), 10)  # before: the lease stayed run out, and this ran the tool
+        assert looking.waiting and runs == [{"seats": 2}]
+        finish.set()
+        chat = await asyncio.wait_for(running, 10)
+        assert chat.last_reply is not None and chat.last_reply.content == "done" and runs == [{"seats": 2}]
+
+
 class GoAheadTwice(Tool):
     """Asks to go ahead while it runs, then waits on a job; asks again when it checks the job (safe to run
     again). What each ask came to is kept."""

@@ -621,10 +621,17 @@ class StoreJournal:
 
         Raises :class:`ClaimLostError` once this process no longer holds the question's open call (another
         process took it over, or closed it), also when the answer is there: the process that holds the call
-        now acts on it (a tool it runs again asks the same question and gets the same answer).
+        now acts on it (a tool it runs again asks the same question and gets the same answer). An answer that
+        finds this process's lease run out is taken only once the lease is renewed: else the process that
+        takes the call over next would act on it too.
         """
         query = (
-            select(questions, tool_calls.c.claimed_by.label("call_claimed_by"), tool_calls.c.result_message_id)
+            select(
+                questions,
+                tool_calls.c.claimed_by.label("call_claimed_by"),
+                tool_calls.c.claimed_until.label("call_claimed_until"),
+                tool_calls.c.result_message_id,
+            )
             .outerjoin(tool_calls, tool_calls.c.id == questions.c.tool_call_id)
             .where(questions.c.id == question.id)
         )
@@ -637,6 +644,9 @@ class StoreJournal:
                     "or it was closed): its answer cannot come here"
                 )
             if row["decision"] is not None:
+                lapsed = row["call_claimed_until"] is not None and row["call_claimed_until"] <= utcnow()
+                if lapsed and await self._extend(tool_calls, row["tool_call_id"]) is None:
+                    raise ClaimLostError(f"The call of question {question.id} was taken over as its answer came")
                 return question_from_row(row, question.tool_call)
             await asyncio.sleep(self.store.poll_interval)
         return question
