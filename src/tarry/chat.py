@@ -9,7 +9,7 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from importlib.metadata import entry_points
 from typing import Any, TypeGuard, cast
@@ -362,12 +362,12 @@ class Chat:
         else:
             run.repeats.clear()  # it asks something else: what the earlier run asked next is not this run's
             question.extra["awaited"] = True
-            if run.asked:
-                question.extra["after"] = run.asked[-1]
+            if run.last_asked is not None:
+                question.extra["after"] = run.last_asked
             self._mint(question, record.call)
             await self._journal.add_question(record.call.id, len(record.questions), question)
             record.questions.append(question)
-        run.asked.append(question.id)
+        run.last_asked = question.id
         if question.decision is None:
             question.take_decision(await self._journal.wait_for_decision(question))
         return question
@@ -1011,10 +1011,10 @@ def _span_ids(ids: dict[str, str]) -> dict[str, str]:
 @dataclass
 class _Run:
     """One run of a call's tool: what the run it repeats asked and this one has not asked again yet, in order
-    (see :meth:`Chat._ask_live`), and the ids of the questions this run asked so far."""
+    (see :meth:`Chat._ask_live`), and the id of the question this run asked last."""
 
     repeats: list[Question]
-    asked: list[str] = field(default_factory=list)
+    last_asked: str | None = None
 
 
 def _asked_by_the_last_run(record: CallRecord) -> list[Question]:

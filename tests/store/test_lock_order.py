@@ -166,6 +166,34 @@ async def test_a_tool_waiting_for_an_answer_hears_that_another_process_took_its_
         assert len(slow.asked) == 1 and isinstance(slow.asked[0], ClaimLostError)
 
 
+async def lapse(store: Store) -> None:
+    """Every call's lease runs out (its process stalled, say)."""
+    await store.db.run_write(
+        lambda connection: connection.execute(
+            text("UPDATE tarry_tool_calls SET claimed_until = :past"), {"past": "2000-01-01 00:00:00+00:00"}
+        )
+    )
+
+
+async def lapse_and_take_over(store: Store, chat_id: str, tools: list[Any]) -> asyncio.Task[Any]:
+    """The chat's calls' leases run out; ``store`` carries the chat on."""
+    await lapse(store)
+    taking_over = await store.load_chat(chat_id, ScriptedModel(["done"]), tools)
+    return asyncio.create_task(taking_over.complete())
+
+
+async def one_new_question(store: Store, known: set[str]) -> Any:
+    """The one undecided question of ``store`` whose id is not in ``known``, once there is one."""
+    deadline = time.monotonic() + 10
+    while True:
+        new = [question for question in await store.pending_questions() if question.id not in known]
+        if new:
+            (question,) = new
+            return question
+        assert time.monotonic() < deadline, "no new question was asked"
+        await asyncio.sleep(0.02)
+
+
 class Seats:
     """An idempotent tool that asks how many seats while it runs; what each run's ask came to is kept."""
 
@@ -201,19 +229,9 @@ async def test_a_stalled_process_and_the_one_that_took_its_call_over_do_not_both
     async with Store(database_url, poll_interval=0.05) as first, Store(database_url, poll_interval=0.05) as second:
         await first.setup()
         stalled = asyncio.create_task(first.start_chat("Book", calls, [seats.tool]))
-        deadline = time.monotonic() + 10
-        while not (waiting := await second.pending_questions()):
-            assert time.monotonic() < deadline, "the tool's question was never saved"
-            await asyncio.sleep(0.02)
-        (question,) = waiting
-        await second.db.run_write(
-            lambda connection: connection.execute(
-                text("UPDATE tarry_tool_calls SET claimed_until = :past"), {"past": "2000-01-01 00:00:00+00:00"}
-            )
-        )
+        question = await one_new_question(second, set())
         assert question.chat_id is not None
-        taking_over = await second.load_chat(question.chat_id, ScriptedModel(["done"]), [seats.tool])
-        carrying = asyncio.create_task(taking_over.complete())
+        carrying = await lapse_and_take_over(second, question.chat_id, [seats.tool])
         await until(lambda: seats.runs == 2, "the tool to run again")
         assert await second.answer(question.id, 2)
         reply = await asyncio.wait_for(carrying, 10)
@@ -225,17 +243,6 @@ async def test_a_stalled_process_and_the_one_that_took_its_call_over_do_not_both
     # Before, both runs got the answer, and the tool's work went on twice at once.
     assert seats.outcomes.count({"seats": 2}) == 1, seats.outcomes
     assert len(seats.outcomes) == 2 and any(isinstance(outcome, ClaimLostError) for outcome in seats.outcomes)
-
-
-async def lapse_and_take_over(store: Store, chat_id: str, tools: list[Any]) -> asyncio.Task[Any]:
-    """The chat's calls' leases run out (their process stalled, say); ``store`` carries the chat on."""
-    await store.db.run_write(
-        lambda connection: connection.execute(
-            text("UPDATE tarry_tool_calls SET claimed_until = :past"), {"past": "2000-01-01 00:00:00+00:00"}
-        )
-    )
-    taking_over = await store.load_chat(chat_id, ScriptedModel(["done"]), tools)
-    return asyncio.create_task(taking_over.complete())
 
 
 async def test_a_run_taken_over_twice_repeats_what_both_earlier_runs_asked(database_url: str) -> None:
@@ -307,11 +314,7 @@ async def test_an_answer_that_finds_the_lease_run_out_is_taken_only_with_the_lea
         running = asyncio.create_task(first.start_chat("Book", model, [book]))
         question = await one_new_question(second, set())
         assert question.chat_id is not None
-        await second.db.run_write(
-            lambda connection: connection.execute(
-                text("UPDATE tarry_tool_calls SET claimed_until = :past"), {"past": "2000-01-01 00:00:00+00:00"}
-            )
-        )
+        await lapse(second)
         assert await second.answer(question.id, 2)
         await asyncio.wait_for(answered.wait(), 10)
         looking = await second.load_chat(question.chat_id, ScriptedModel(["done"]), [book])
@@ -358,13 +361,7 @@ async def test_a_check_run_again_after_a_takeover_does_not_take_the_answer_the_f
         chat = await asyncio.wait_for(starting, 10)
         checking = asyncio.create_task(chat.complete())
         checked = await one_new_question(second, {started.id})
-        await second.db.run_write(
-            lambda connection: connection.execute(
-                text("UPDATE tarry_tool_calls SET claimed_until = :past"), {"past": "2000-01-01 00:00:00+00:00"}
-            )
-        )
-        taking_over = await second.load_chat(chat.id, ScriptedModel(["done"]), [GoAheadTwice()])
-        carrying = asyncio.create_task(taking_over.complete())
+        carrying = await lapse_and_take_over(second, chat.id, [GoAheadTwice()])
         again = await one_new_question(second, {started.id, checked.id})  # before: it took the start's answer
         assert GoAheadTwice.asked == [("execute", {"ok": True})]
         assert await second.answer(again.id, ok=False)
@@ -372,18 +369,6 @@ async def test_a_check_run_again_after_a_takeover_does_not_take_the_answer_the_f
         await asyncio.wait_for(checking, 10)
         assert reply is not None and reply.content == "done"
     assert GoAheadTwice.asked[-1] == ("resume", {"ok": False})
-
-
-async def one_new_question(store: Store, known: set[str]) -> Any:
-    """The one undecided question of ``store`` whose id is not in ``known``, once there is one."""
-    deadline = time.monotonic() + 10
-    while True:
-        new = [question for question in await store.pending_questions() if question.id not in known]
-        if new:
-            (question,) = new
-            return question
-        assert time.monotonic() < deadline, "no new question was asked"
-        await asyncio.sleep(0.02)
 
 
 async def test_on_postgresql_every_row_lock_tarry_takes_lets_foreign_key_checks_through(postgres_url: str) -> None:
