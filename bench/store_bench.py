@@ -584,7 +584,10 @@ def floor_part(url: str, ids: list[str], part: str, go: str) -> None:
     import psycopg
 
     plain = url.replace("postgresql+psycopg://", "postgresql://")
-    record = "UPDATE tarry_questions SET decision = 'accept', decided_at = now() WHERE id = %s AND decision IS NULL"
+    # Written as tarry writes it: with a plain ``decision IS NULL``, the generic plan that psycopg's prepared
+    # statement gets on young tables reads the whole partial index of undecided questions (store/tables.py).
+    record = "UPDATE tarry_questions SET decision = 'accept', decided_at = now() WHERE id = %s"
+    record += " AND (decision IS NULL) IS TRUE"
     with psycopg.connect(plain, autocommit=True) as connection:
         connection.execute("SELECT 1")  # connects before the clock starts
         ready_and_wait(part, go)

@@ -1,7 +1,8 @@
 """What the accountable-decision tests share with the approver processes they start.
 
-``python -m tests.store.approvers URL IDS_FILE START_FILE WHO`` approves every question in
-``IDS_FILE`` as ``WHO`` once ``START_FILE`` appears, and prints what came of each attempt.
+``python -m tests.store.approvers URL IDS_FILE START_FILE WHO [at-once]`` approves every question in
+``IDS_FILE`` as ``WHO`` once ``START_FILE`` appears (one after another, or all at once), and prints
+what came of each attempt.
 """
 
 from __future__ import annotations
@@ -48,21 +49,29 @@ class Unlock(Tool):
         return f"{vault} unlocked ({len(task.answer['pin'])} digits)"
 
 
-async def approve_all(url: str, ids_file: str, start_file: str, who: str) -> None:
-    """Approve every question as ``who`` after the start signal; print each attempt's outcome."""
+async def approve_all(url: str, ids_file: str, start_file: str, who: str, how: str = "one-by-one") -> None:
+    """Approve every question as ``who`` after the start signal, one after another or (``how="at-once"``) all at
+    once; print each attempt's outcome."""
     ids = json.loads(Path(ids_file).read_text())
     outcomes: dict[str, str] = {}
     async with Store(url, may_decide=may_decide) as store:
         await store.pending_questions()  # open the pool before the start signal
         while not Path(start_file).exists():
             await asyncio.sleep(0.01)
-        for question_id in ids:
+
+        async def approve(question_id: str) -> None:
             try:
                 outcomes[question_id] = (
                     "recorded" if await store.approve(question_id, by=who, channel="api") else "lost"
                 )
             except NotAllowedError:
                 outcomes[question_id] = "refused"
+
+        if how == "at-once":
+            await asyncio.gather(*(approve(question_id) for question_id in ids))
+        else:
+            for question_id in ids:
+                await approve(question_id)
     print(json.dumps(outcomes))
 
 

@@ -173,9 +173,13 @@ def with_its_call(decided: CTE) -> Join:
     return decided.outerjoin(tool_calls, tool_calls.c.id == decided.c.tool_call_id)
 
 
-def insert_event_of_decided(decided: CTE) -> Insert:
+def insert_event_of_decided(decided: CTE, *, decisions_too: bool = False) -> Insert:
     """:func:`insert_event_from` for ``decided``, a CTE that returns whole question rows: the columns of the trail's
-    row that describe the question (its chat, kind, message and call) come from the row and its call."""
+    row that describe the question (its chat, kind, message and call) come from the row and its call.
+
+    ``decisions_too``: so do the ones that describe the decision each row records (when, what, the
+    answer, the note, who, through what), for a statement that decides several questions.
+    """
     of_the_question = {
         "chat_id": decided.c.chat_id,
         "question_id": decided.c.id,
@@ -185,6 +189,16 @@ def insert_event_of_decided(decided: CTE) -> Insert:
         "kind": decided.c.kind,
         "message": decided.c.message,
     }
+    if decisions_too:
+        of_the_question |= {
+            "at": decided.c.decided_at,
+            "decision": decided.c.decision,
+            "answer": decided.c.answer,
+            "note": decided.c.note,
+            "by_id": decided.c.decided_by,
+            "by_name": decided.c.decided_by_name,
+            "channel": decided.c.channel,
+        }
     return insert_event_from(with_its_call(decided), of_the_question)
 
 

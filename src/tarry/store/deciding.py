@@ -8,7 +8,7 @@ the checks, the row lock and what a decision changes live in one place, like ``c
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -19,8 +19,10 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Executable,
+    String,
     Update,
     and_,
+    any_,
     bindparam,
     case,
     exists,
@@ -29,6 +31,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql
 
 from tarry.approvals import MayDecide, Vote, judge
 from tarry.calls import check_decision
@@ -47,9 +50,9 @@ from tarry.store.audit import (
     record_attempt,
     with_its_call,
 )
-from tarry.store.cursor import Sendable, fetch_one
+from tarry.store.cursor import Sendable, fetch_all, fetch_one
 from tarry.store.rows import Row, call_from_row, decider_values, question_from_row
-from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of
+from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of, wake_where
 from tarry.store.tables import UNDECIDED_BY_KEY, chats, questions, tool_calls
 
 AnswerOf = Callable[[Question], dict[str, Any] | None]
@@ -345,16 +348,16 @@ _NOT_AWAITED = func.coalesce(questions.c.extra["awaited"].as_string(), "false") 
 """The question was not asked by its call while it runs (``Question.extra["awaited"]``)."""
 
 
-def _decided_if_open(refuses_running: bool, *more: ColumnElement[bool]) -> Update:
-    """:data:`_DECIDE` on a question still open, without an approval policy, with time left, whose call has not
-    ended (and, with ``refuses_running``, is not running), and that meets ``more``."""
+def _decided_if_open(refuses_running: bool, *more: ColumnElement[bool], decide: Update = _DECIDE) -> Update:
+    """``decide`` (:data:`_DECIDE` unless told) on a question still open, without an approval policy, with time
+    left, whose call has not ended (and, with ``refuses_running``, is not running), and that meets ``more``."""
     moment = bindparam("moment", type_=questions.c.decided_at.type)
     call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
     blocked = [call.where(tool_calls.c.result_message_id.is_not(None))]
     if refuses_running:  # unless the running call awaits this very question
         running = call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > moment)
         blocked.append(running.where(_NOT_AWAITED))
-    return _DECIDE.where(
+    return decide.where(
         questions.c.policy.is_(None),
         or_(questions.c.expires_at.is_(None), questions.c.expires_at > moment),
         *(~exists(query) for query in blocked),
@@ -416,21 +419,24 @@ _DECIDE_IF_OPEN = {refuses_running: _decide_if_open(refuses_running) for refuses
 _DECIDE_AND_CLAIM = _decide_if_open(False, claim=True)
 
 
+_ODD_CALL = select(tool_calls.c.id).where(
+    tool_calls.c.id == questions.c.tool_call_id, func.json_typeof(tool_calls.c.arguments) != "object"
+)
+_READABLE = (  # an approval whose row reads back (see question_from_row); the locked path finds the rest
+    questions.c.kind == "approval",
+    questions.c.requested_schema.is_(None),
+    questions.c.votes.is_(None),
+    or_(questions.c.extra.is_(None), func.json_typeof(questions.c.extra) == "object"),
+    ~exists(_ODD_CALL),
+)
+"""What :func:`decide_unread` asks of a question besides being open: an approval whose row reads back."""
+
+
 def _decide_unread(refuses_running: bool) -> Executable:
     """The decision of :func:`decide_unread`: :func:`_decide_if_open` on a question without fields, whose chat and
     call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
     question with its call's columns (as :data:`_QUESTION` reads them) and the versions, or no row."""
-    odd_call = select(tool_calls.c.id).where(
-        tool_calls.c.id == questions.c.tool_call_id, func.json_typeof(tool_calls.c.arguments) != "object"
-    )
-    readable = (  # an approval whose row reads back (see question_from_row); the locked path finds the rest
-        questions.c.kind == "approval",
-        questions.c.requested_schema.is_(None),
-        questions.c.votes.is_(None),
-        or_(questions.c.extra.is_(None), func.json_typeof(questions.c.extra) == "object"),
-        ~exists(odd_call),
-    )
-    decided = _decided_if_open(refuses_running, *readable).returning(*questions.c).cte("decided")
+    decided = _decided_if_open(refuses_running, *_READABLE).returning(*questions.c).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
     logged = insert_event_of_decided(decided)
@@ -447,6 +453,104 @@ def _decide_unread(refuses_running: bool) -> Executable:
 
 
 _DECIDE_UNREAD: dict[Decision, Executable] = {"accept": _decide_unread(False), "decline": _decide_unread(True)}
+
+
+def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) -> list[Settled | None]:
+    """:func:`decide_unread` for several attempts of one decision, each on another question, in one statement.
+
+    Returns what each attempt came to, in order, or ``None`` for one the statement wrote nothing
+    for: :func:`decide_question` then decides it alone, as after :func:`decide_unread`. The
+    decisions share one moment; each has its own row on the trail, with its own decider,
+    channel and note. Two questions of one chat wake it once, and bump it one version.
+    """
+    decision = attempts[0].decision
+    if any(attempt.decision != decision for attempt in attempts):
+        raise ValueError("Attempts decided together must all make one decision")
+    if len({attempt.question_id for attempt in attempts}) != len(attempts):
+        raise ValueError("Attempts decided together must each name another question")
+    now = utcnow()
+    answer: dict[str, Any] | None = {} if decision == "accept" else None
+    deciders = [decider_values(attempt.by, attempt.channel) for attempt in attempts]
+    values = {
+        "moment": now,
+        "new_decision": decision,
+        "new_answer": answer,
+        "given_question": [attempt.question_id for attempt in attempts],
+        "given_note": [attempt.note for attempt in attempts],
+        **{f"given_{column}": [decider[column] for decider in deciders] for column in _DECIDERS},
+        "event_outcome": "decided",
+        "event_detail": None,
+    }
+    rows = {row["id"]: row for row in fetch_all(connection, _DECIDE_UNREAD_TOGETHER[decision], values)}
+    settled: list[Settled | None] = []
+    for attempt in attempts:
+        row = rows.get(attempt.question_id)
+        if row is None:
+            settled.append(None)
+            continue
+        question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+        settled.append(_settled(question, attempt, answer, now, row["call_version"], row["chat_version"]))
+    return settled
+
+
+_DECIDERS = ("decided_by", "decided_by_name", "channel")
+"""The columns of a question that say who decided it, through what (:func:`~tarry.store.rows.decider_values`)."""
+
+
+def _decide_unread_together(refuses_running: bool) -> Executable:
+    """The statement of :func:`decide_unread_together`: :func:`_decide_unread`'s, for each question the array
+    ``given_question`` names, with the note and decider of the same place in ``given_note`` and ``given_<column>``;
+    each decided question's call is bumped and its chat woken once, however many of its questions it decided."""
+    names = ("question", "note", *_DECIDERS)
+    given = (
+        func.unnest(*(bindparam(f"given_{name}", type_=postgresql.ARRAY(String)) for name in names))
+        .table_valued(*names)
+        .render_derived(name="given")
+    )
+    listed = bindparam("given_question", type_=postgresql.ARRAY(String))
+    decide = (
+        update(questions)
+        # By the id twice: as a list the planner looks up in the key's index, and to join each question to its
+        # own values.
+        .where(questions.c.id == any_(listed), questions.c.id == given.c.question, UNDECIDED_BY_KEY)
+        .values(
+            decision=bindparam("new_decision", type_=questions.c.decision.type),
+            answer=bindparam("new_answer", type_=questions.c.answer.type),
+            decided_at=bindparam("moment", type_=questions.c.decided_at.type),
+            note=given.c.note,
+            **{column: given.c[column] for column in _DECIDERS},
+        )
+    )
+    decided = _decided_if_open(refuses_running, *_READABLE, decide=decide).returning(*questions.c).cte("decided")
+    bumped = (
+        update(tool_calls)
+        .where(tool_calls.c.id.in_(select(decided.c.tool_call_id)))
+        .values(version=tool_calls.c.version + 1)
+        .returning(tool_calls.c.id, tool_calls.c.version)
+        .cte("bumped")
+    )
+    woken = wake_where(chats.c.id.in_(select(decided.c.chat_id))).returning(chats.c.id, NOTIFIED).cte("woken")
+    logged = insert_event_of_decided(decided, decisions_too=True)
+    return (
+        select(
+            decided,
+            *(tool_calls.c[name] for name in _CALL_COLUMNS),
+            bumped.c.version.label("call_version"),
+            woken.c.version.label("chat_version"),
+        )
+        .select_from(
+            with_its_call(decided)
+            .outerjoin(bumped, bumped.c.id == decided.c.tool_call_id)
+            .join(woken, woken.c.id == decided.c.chat_id)
+        )
+        .add_cte(logged.cte("logged"))
+    )
+
+
+_DECIDE_UNREAD_TOGETHER: dict[Decision, Executable] = {
+    "accept": _decide_unread_together(False),
+    "decline": _decide_unread_together(True),
+}
 
 
 def _why_lost(question: Question) -> str:

@@ -35,9 +35,14 @@ def wake(connection: Connection, chat_id: str, *, postgres: bool) -> int | None:
 def wake_of(chat_id: ColumnElement[Any]) -> Update:
     """The wake of :func:`wake` for the chat ``chat_id`` names (a parameter, or a value of a statement around
     it); it returns the chat's new version."""
+    return wake_where(chats.c.id == chat_id)
+
+
+def wake_where(condition: ColumnElement[bool]) -> Update:
+    """The wake of :func:`wake` for each chat that meets ``condition``; it returns each one's new version."""
     return (
         update(chats)
-        .where(chats.c.id == chat_id)
+        .where(condition)
         .values(
             next_check_at=bindparam("moment", type_=chats.c.next_check_at.type),
             schedule_version=chats.c.schedule_version + 1,

@@ -35,6 +35,7 @@ from tarry.store.deciding import (
     decide_if_open,
     decide_question,
     decide_unread,
+    decide_unread_together,
 )
 from tarry.store.engine import Database, Durability, database_url
 from tarry.store.journal import CHAT_VERSION, INSERT_CHAT, StoreJournal, fetch_chat, fetch_tail
@@ -45,6 +46,7 @@ from tarry.store.problems import Problem, find_problems
 from tarry.store.rows import Row, call_from_row, message_from_row, question_from_row, read_each
 from tarry.store.schedule import wake
 from tarry.store.tables import LARGEST_ID, chats, questions, tool_calls
+from tarry.store.together import DecisionsTogether
 from tarry.store.waiting import WaitingTask, waiting_tasks
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource
@@ -103,6 +105,11 @@ class Store:
         """The application's check of who may decide a question whose approval policy names ``by``."""
         self.oauth = OAuthRecords(self)
         """Logins to OAuth-protected MCP servers (tokens, registrations, codes), shared by every process."""
+        self._together = DecisionsTogether(
+            lambda attempt: self.db.run_direct(partial(decide_unread, attempt=attempt), write=True),
+            lambda attempts: self.db.run_direct(partial(decide_unread_together, attempts=attempts), write=True),
+        )
+        """Approvals and declines by id on PostgreSQL: those that arrive while one is on its way go together."""
         self._reported: set[Problem] = set()
 
     @property
@@ -488,10 +495,10 @@ class Store:
         settled = None
         if not self.db.is_sqlite:  # the common case in one or two statements, without BEGIN and COMMIT
             if unread and known is None:
-                decide = partial(decide_unread, attempt=attempt)
+                at_once = self._together.decide(attempt)
             else:
                 decide = partial(decide_if_open, attempt=attempt, known=known, claim=claim)
-            at_once = asyncio.ensure_future(self.db.run_direct(decide, write=True))
+                at_once = asyncio.ensure_future(self.db.run_direct(decide, write=True))
             if on_claimed is not None:  # told as the statement ends, however often the caller is cancelled meanwhile
                 at_once.add_done_callback(partial(_tell_claimed, on_claimed))
             try:
