@@ -43,7 +43,7 @@ from tarry.messages import (
     result_text,
 )
 from tarry.principals import Channel, Principal, check_channel, principal_of
-from tarry.questions import AnswerNeeded, Decision, Question
+from tarry.questions import AnswerNeeded, Decision, Question, check_note
 from tarry.running import sync_twin
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource, call_maybe_async, settle, tool
@@ -257,8 +257,7 @@ class Chat:
 
         Raises :class:`ToolCallRunningError` when the question's call runs right now.
         """
-        if note is not None and not isinstance(note, str):
-            raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
+        check_note(note)
         principal, through = principal_of(by), check_channel(channel)
         return await self._decide(await self._find(question), "decline", None, note, principal, through)
 

@@ -187,6 +187,15 @@ class Question:
         }
 
 
+def check_note(note: object) -> str | None:
+    """A decline's note as given, once it is text a database can hold (or ``None``); raises otherwise."""
+    if note is not None and not isinstance(note, str):
+        raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
+    if note is not None and "\x00" in note:
+        raise ValueError("A decline note cannot hold NUL characters (\\x00)")
+    return note
+
+
 def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 

@@ -7,11 +7,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -29,6 +30,7 @@ from tests.store.test_store import plain_url, waiting_for_a_lock
 from tests.store.tools import TransferMoney, reactive_model
 
 ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 
 
 @contextmanager
@@ -202,7 +204,9 @@ async def test_a_statement_takes_at_most_its_share_and_the_rest_go_in_the_next(p
         assert sent == [MOST_TOGETHER, 6]
 
 
-async def test_a_failed_statement_fails_every_decision_in_it_and_records_none(postgres_url: str) -> None:
+async def test_a_statement_the_database_refuses_is_sent_again_one_by_one_and_only_the_refused_attempt_fails(
+    postgres_url: str,
+) -> None:
     async with Store(postgres_url) as store:
         await store.setup()
         (_, first), (_, second), (_, third) = await parked(store, 3)
@@ -218,14 +222,29 @@ async def test_a_failed_statement_fails_every_decision_in_it_and_records_none(po
             )
         with decisions_sent(store) as sent:
             outcomes = await asyncio.gather(
-                *(store.approve(q.id) for q in (first, second, third)), return_exceptions=True
+                *(store.approve(q.id, by="ann") for q in (first, second, third)), return_exceptions=True
             )
-        assert sent == [3]
-        assert all("refused by the test" in str(error) for error in outcomes), outcomes
-        for question in (first, second, third):
-            assert (await store.question(question.id)).decision is None, "nothing of the statement was kept"
-        assert await store.history() == []
-        assert await store.approve(first.id) is True, "the next statement records what it may"
+        assert sent == [3, 1, 1, 1], "the statement of three saved nothing; each went again alone"
+        assert outcomes[:2] == [True, True]
+        assert "refused by the test" in str(outcomes[2])
+        assert (await store.question(third.id)).decision is None
+        assert sorted(e.question_id for e in await store.history()) == sorted([first.id, second.id])
+        await check_trail(store)
+
+
+async def test_a_decline_note_no_database_can_hold_fails_only_its_own_decline(database_url: str) -> None:
+    async with Store(database_url) as store:
+        await store.setup()
+        (chat, first), (_, second) = await parked(store, 2)
+        outcomes = await asyncio.gather(
+            store.decline(first.id, "no\x00pe"), store.decline(second.id, "not now"), return_exceptions=True
+        )
+        assert isinstance(outcomes[0], ValueError) and "NUL" in str(outcomes[0]), outcomes
+        assert outcomes[1] is True
+        with pytest.raises(ValueError, match="NUL"):
+            await chat.decline(first, "no\x00pe")
+        assert (await store.question(first.id)).decision is None and await store.history(question_id=first.id) == []
+        assert (await store.question(second.id)).note == "not now"
 
 
 async def test_a_caller_cancelled_while_its_statement_runs_still_has_its_decision_announced(
@@ -290,3 +309,46 @@ def approver(url: str, ids_file: Path, start_file: Path, who: str) -> subprocess
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "tests.store.approvers", url, str(ids_file), str(start_file), who, "at-once"]
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+async def test_decisions_whose_sender_is_cancelled_before_it_starts_end_and_the_next_are_sent(
+    postgres_url: str,
+) -> None:
+    async with Store(postgres_url) as store:
+        await store.setup()
+        ids = [approval.id for _, approval in await parked(store, 3)]
+
+        async def cancel_everything_then_approve() -> tuple[list[object], bool]:
+            async with Store(postgres_url) as other:
+                approvals = [asyncio.ensure_future(other.approve(question_id)) for question_id in ids]
+                await asyncio.sleep(0)  # each approval now waits for the task that will send them, not started yet
+                for task in asyncio.all_tasks():  # as a shutdown that cancels every task does
+                    if task is not asyncio.current_task():
+                        task.cancel()
+                outcomes = await asyncio.gather(*approvals, return_exceptions=True)
+                return outcomes, await other.approve(ids[0])
+
+        outcomes, later = await on_a_loop_of_its_own(cancel_everything_then_approve())
+        assert all(isinstance(outcome, asyncio.CancelledError) for outcome in outcomes), outcomes
+        assert later is True, "an approval after them was sent"
+        assert [q.id for q in await store.pending_questions()] == ids[1:]
+
+
+async def on_a_loop_of_its_own(work: Coroutine[Any, Any, T], within: float = 10) -> T:
+    """What ``work`` returns, run by ``asyncio.run`` in a thread of its own; fails (leaving the thread, which cannot be
+    stopped, to the end of the tests) if it does not end within ``within`` seconds."""
+    ended: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def run() -> None:
+        try:
+            outcome = asyncio.run(work)
+        except BaseException as error:
+            ended.get_loop().call_soon_threadsafe(ended.set_exception, error)
+        else:
+            ended.get_loop().call_soon_threadsafe(ended.set_result, outcome)
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        return await asyncio.wait_for(ended, within)
+    except TimeoutError:
+        pytest.fail(f"the event loop of its own did not end within {within} s")

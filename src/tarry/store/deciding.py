@@ -455,13 +455,14 @@ def _decide_unread(refuses_running: bool) -> Executable:
 _DECIDE_UNREAD: dict[Decision, Executable] = {"accept": _decide_unread(False), "decline": _decide_unread(True)}
 
 
-def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) -> list[Settled | None]:
+def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) -> list[Settled | Exception | None]:
     """:func:`decide_unread` for several attempts of one decision, each on another question, in one statement.
 
     Returns what each attempt came to, in order, or ``None`` for one the statement wrote nothing
     for: :func:`decide_question` then decides it alone, as after :func:`decide_unread`. The
     decisions share one moment; each has its own row on the trail, with its own decider,
-    channel and note. Two questions of one chat wake it once, and bump it one version.
+    channel and note. Two questions of one chat wake it once, and bump it one version. A
+    decided question whose row does not read back gets the error that says why, and only it.
     """
     decision = attempts[0].decision
     if any(attempt.decision != decision for attempt in attempts):
@@ -482,13 +483,17 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
         "event_detail": None,
     }
     rows = {row["id"]: row for row in fetch_all(connection, _DECIDE_UNREAD_TOGETHER[decision], values)}
-    settled: list[Settled | None] = []
+    settled: list[Settled | Exception | None] = []
     for attempt in attempts:
         row = rows.get(attempt.question_id)
         if row is None:
             settled.append(None)
             continue
-        question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+        try:
+            question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+        except Exception as error:  # recorded all the same, as the others in the statement
+            settled.append(error)
+            continue
         settled.append(_settled(question, attempt, answer, now, row["call_version"], row["chat_version"]))
     return settled
 

@@ -23,7 +23,7 @@ from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, CorruptStateError, UnknownQuestionError
 from tarry.messages import Message, Model, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
-from tarry.questions import AnswerNeeded, Decision, Question
+from tarry.questions import AnswerNeeded, Decision, Question, check_note
 from tarry.running import sync_twin
 from tarry.store.audit import DecisionEvent, read_history
 from tarry.store.cursor import fetch_all, fetch_value, run
@@ -433,8 +433,7 @@ class Store:
 
         Raises :class:`ToolCallRunningError` while the question's call runs.
         """
-        if note is not None and not isinstance(note, str):
-            raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
+        check_note(note)
         settled = await self._decide(question_id, "decline", _no_answer, note, by, channel, unread=True)
         return settled.question is not None
 

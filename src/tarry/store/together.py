@@ -19,7 +19,11 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
+from sqlalchemy.exc import DBAPIError
+
+from tarry.errors import StoreError, StoreUnavailableError
 from tarry.questions import Decision
 from tarry.store.deciding import Attempt, Settled
 
@@ -28,15 +32,20 @@ MOST_TOGETHER = 64
 
 SendAlone = Callable[[Attempt], Awaitable[Settled | None]]
 """Sends one decision's statement (:func:`~tarry.store.deciding.decide_unread`)."""
-SendTogether = Callable[[Sequence[Attempt]], Awaitable[list[Settled | None]]]
+SendTogether = Callable[[Sequence[Attempt]], Awaitable[Sequence[Settled | Exception | None]]]
 """Sends the statement of several (:func:`~tarry.store.deciding.decide_unread_together`)."""
+
+
+Waiting = tuple[Attempt, "asyncio.Future[Settled | None]"]
+"""A decision waiting to be sent, and the future its caller waits on."""
 
 
 @dataclass
 class _Queue:
-    """The decisions of one kind waiting on one event loop, and whether a statement of them is on its way."""
+    """The decisions of one kind on one event loop: those waiting, those on their way, and the task sending them."""
 
-    waiting: list[tuple[Attempt, asyncio.Future[Settled | None]]] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)
+    on_their_way: list[Waiting] = field(default_factory=list)
     sender: asyncio.Task[None] | None = None
     """The task that sends them, while there is one (held here: the event loop keeps only weak references)."""
 
@@ -63,43 +72,58 @@ class DecisionsTogether:
             queue = self._loops.setdefault(loop, {}).setdefault(attempt.decision, _Queue())
         told: asyncio.Future[Settled | None] = loop.create_future()
         queue.waiting.append((attempt, told))
-        if queue.sender is None:
+        if queue.sender is None or queue.sender.done():
             # It starts on the loop's next turn: what else is asked on this turn goes with it.
             queue.sender = loop.create_task(self._send(queue))
-            queue.sender.add_done_callback(_retrieved)
+            queue.sender.add_done_callback(partial(_ended, queue))
         return told
 
     async def _send(self, queue: _Queue) -> None:
-        try:
-            while queue.waiting:
-                batch = _take(queue)
-                try:
-                    if len(batch) == 1:
-                        results = [await self._alone(batch[0][0])]
-                    else:
-                        results = await self._together([attempt for attempt, _ in batch])
-                except Exception as error:
-                    for _, told in batch:
-                        if not told.done():
-                            told.set_exception(error)
+        while queue.waiting:
+            queue.on_their_way = batch = _take(queue)
+            try:
+                results = await self._sent([attempt for attempt, _ in batch])
+            except Exception as error:
+                results = [error] * len(batch)
+            queue.on_their_way = []
+            for (_, told), result in zip(batch, results, strict=True):
+                if told.done():
                     continue
-                except BaseException:  # cancelled: the event loop shuts down
-                    for _, told in batch + queue.waiting:
-                        told.cancel()
-                    queue.waiting.clear()
-                    raise
-                for (_, told), result in zip(batch, results, strict=True):
-                    if not told.done():
-                        told.set_result(result)
-        finally:
-            queue.sender = None
+                if isinstance(result, BaseException):
+                    told.set_exception(result)
+                else:
+                    told.set_result(result)
+
+    async def _sent(self, attempts: list[Attempt]) -> Sequence[Settled | Exception | None]:
+        """What each attempt came to, or the error its statement raised.
+
+        A statement of several that the database refused (a deadlock, a value it does not take) saved
+        nothing: each attempt is then sent again alone, so that one attempt's trouble is its own. One
+        whose connection failed may have committed, and is not sent again.
+        """
+        if len(attempts) == 1:
+            return [await self._alone(attempts[0])]
+        try:
+            return await self._together(attempts)
+        except StoreUnavailableError:
+            raise
+        except (StoreError, DBAPIError):
+            pass
+        alone: list[Settled | Exception | None] = []
+        for attempt in attempts:
+            try:
+                alone.append(await self._alone(attempt))
+            except Exception as error:
+                alone.append(error)
+        return alone
 
 
-def _take(queue: _Queue) -> list[tuple[Attempt, asyncio.Future[Settled | None]]]:
-    """The next statement's decisions: the first waiting on each question, up to :data:`MOST_TOGETHER`; the others
-    stay for a later one (two decisions of one question in one statement could not tell which was recorded)."""
-    batch: list[tuple[Attempt, asyncio.Future[Settled | None]]] = []
-    rest: list[tuple[Attempt, asyncio.Future[Settled | None]]] = []
+def _take(queue: _Queue) -> list[Waiting]:
+    """The next statement's decisions, in the order of their questions' ids (the order every statement locks them
+    in): the first waiting on each question, up to :data:`MOST_TOGETHER`; the others stay for a later one (two
+    decisions of one question in one statement could not tell which was recorded)."""
+    batch: list[Waiting] = []
+    rest: list[Waiting] = []
     named: set[str] = set()
     for waiting in queue.waiting:
         if len(batch) < MOST_TOGETHER and waiting[0].question_id not in named:
@@ -108,9 +132,21 @@ def _take(queue: _Queue) -> list[tuple[Attempt, asyncio.Future[Settled | None]]]
         else:
             rest.append(waiting)
     queue.waiting = rest
-    return batch
+    return sorted(batch, key=lambda waiting: waiting[0].question_id)
 
 
-def _retrieved(sender: asyncio.Future[None]) -> None:
-    if not sender.cancelled():
-        sender.exception()  # each caller was told; nothing is left to report
+def _ended(queue: _Queue, sender: asyncio.Task[None]) -> None:
+    """Once the sender ends: if it was cancelled (the event loop shuts down), perhaps before it started, or failed,
+    its callers are told so, and so are those still waiting, unless another sender has taken them on."""
+    error = None if sender.cancelled() else sender.exception()
+    left, queue.on_their_way = queue.on_their_way, []
+    if queue.sender is sender:
+        queue.sender = None
+        left, queue.waiting = left + queue.waiting, []
+    for _, told in left:
+        if told.done():
+            continue
+        if error is None:
+            told.cancel()
+        else:
+            told.set_exception(error)
