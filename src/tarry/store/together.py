@@ -23,7 +23,7 @@ from functools import partial
 
 from sqlalchemy.exc import DBAPIError
 
-from tarry.errors import StoreError, StoreUnavailableError
+from tarry.errors import StoreConflictError
 from tarry.questions import Decision
 from tarry.store.deciding import Attempt, Settled
 
@@ -42,10 +42,9 @@ Waiting = tuple[Attempt, "asyncio.Future[Settled | None]"]
 
 @dataclass
 class _Queue:
-    """The decisions of one kind on one event loop: those waiting, those on their way, and the task sending them."""
+    """The decisions of one kind on one event loop that wait to be sent, and the task sending them."""
 
     waiting: list[Waiting] = field(default_factory=list)
-    on_their_way: list[Waiting] = field(default_factory=list)
     sender: asyncio.Task[None] | None = None
     """The task that sends them, while there is one (held here: the event loop keeps only weak references)."""
 
@@ -80,12 +79,15 @@ class DecisionsTogether:
 
     async def _send(self, queue: _Queue) -> None:
         while queue.waiting:
-            queue.on_their_way = batch = _take(queue)
+            batch = _take(queue)
             try:
                 results = await self._sent([attempt for attempt, _ in batch])
             except Exception as error:
                 results = [error] * len(batch)
-            queue.on_their_way = []
+            except BaseException:  # cancelled: the event loop shuts down
+                for _, told in batch:
+                    told.cancel()
+                raise
             for (_, told), result in zip(batch, results, strict=True):
                 if told.done():
                     continue
@@ -97,18 +99,20 @@ class DecisionsTogether:
     async def _sent(self, attempts: list[Attempt]) -> Sequence[Settled | Exception | None]:
         """What each attempt came to, or the error its statement raised.
 
-        A statement of several that the database refused (a deadlock, a value it does not take) saved
-        nothing: each attempt is then sent again alone, so that one attempt's trouble is its own. One
-        whose connection failed may have committed, and is not sent again.
+        A statement of several that the database refused (a deadlock, a value it does not take: an
+        error with the server's SQLSTATE) saved nothing: each attempt is then sent again alone, so that
+        one attempt's trouble is its own. Any other error may have come after the commit (a
+        connection that failed, rows that did not decode), and is every attempt's.
         """
         if len(attempts) == 1:
             return [await self._alone(attempts[0])]
         try:
             return await self._together(attempts)
-        except StoreUnavailableError:
-            raise
-        except (StoreError, DBAPIError):
+        except StoreConflictError:
             pass
+        except DBAPIError as error:
+            if getattr(error.orig, "sqlstate", None) is None:
+                raise
         alone: list[Settled | Exception | None] = []
         for attempt in attempts:
             try:
@@ -137,12 +141,12 @@ def _take(queue: _Queue) -> list[Waiting]:
 
 def _ended(queue: _Queue, sender: asyncio.Task[None]) -> None:
     """Once the sender ends: if it was cancelled (the event loop shuts down), perhaps before it started, or failed,
-    its callers are told so, and so are those still waiting, unless another sender has taken them on."""
+    those still waiting are told so, unless another sender has taken them on."""
     error = None if sender.cancelled() else sender.exception()
-    left, queue.on_their_way = queue.on_their_way, []
-    if queue.sender is sender:
-        queue.sender = None
-        left, queue.waiting = left + queue.waiting, []
+    if queue.sender is not sender:
+        return
+    queue.sender = None
+    left, queue.waiting = queue.waiting, []
     for _, told in left:
         if told.done():
             continue
