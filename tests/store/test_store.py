@@ -1118,6 +1118,34 @@ async def test_on_postgresql_an_answer_cancelled_while_its_statement_runs_is_sti
         assert [event.outcome for event in await store.history(chat.id)] == ["decided"]
 
 
+@pytest.mark.parametrize("how", ["by id", "through the chat"])
+async def test_on_postgresql_an_answer_cancelled_again_while_its_statement_runs_is_still_announced(
+    postgres_url: str, how: str
+) -> None:
+    async with Store(postgres_url) as store:
+        await store.setup()
+        announced: list[str] = []
+        store.decision_hooks.append(lambda question: announced.append(question.id))
+        chat = await store.create_chat(reactive_model(PAY_AND_PAINT[:1]), all_tools())
+        await chat.ask("Pay Bob")
+        (approval,) = await store.pending_questions(chat.id)
+        plain = plain_url(postgres_url)
+        with psycopg.connect(plain) as other:  # holds the chat's row: the decision's wake waits for it
+            other.execute("UPDATE tarry_chats SET version = version WHERE id = %s", (chat.id,))
+            decide = store.approve(approval.id) if how == "by id" else chat.approve(approval)
+            answering = asyncio.create_task(decide)
+            await waiting_for_a_lock(plain, "WITH decided")
+            for _ in range(3):  # a caller cancelled, and cancelled again while it waits for the statement to end
+                answering.cancel()
+                await asyncio.sleep(0.05)
+            assert not answering.done(), "it waits for the statement, which waits for the lock"
+            other.rollback()
+        with pytest.raises(asyncio.CancelledError):
+            await answering
+        assert (await store.question(approval.id)).decision == "accept", "the statement committed all the same"
+        assert announced == [approval.id], "a decision the database recorded was not announced"
+
+
 async def test_on_postgresql_the_model_s_reply_with_its_calls_and_questions_is_one_statement(postgres_url: str) -> None:
     calls = [
         {"name": "transfer_money", "arguments": {"to": "Ann", "amount": 1}},

@@ -503,10 +503,7 @@ class Store:
             try:
                 settled = await asyncio.shield(at_once)
             except asyncio.CancelledError:  # its statement commits all the same: a decision it recorded is announced
-                with contextlib.suppress(Exception):
-                    recorded = await at_once
-                    if recorded is not None:
-                        await self._announce(recorded, decision)
+                await _announce_when_done(at_once, partial(self._announce, decision=decision))
                 raise
         if settled is None:
             work = partial(decide_question, attempt=attempt, may_decide=self.may_decide, postgres=not self.db.is_sqlite)
@@ -581,6 +578,22 @@ class Store:
 
     async def _run_hooks(self, question: Question) -> None:
         await _call_hooks(self.decision_hooks, question, f"decision hook for question {question.id}")
+
+
+async def _announce_when_done(
+    at_once: asyncio.Future[Settled | None], announce: Callable[[Settled], Awaitable[Settled]]
+) -> None:
+    """For a caller cancelled while its decision's statement runs: wait for the statement however often the caller
+    is cancelled again meanwhile, then ``announce`` a decision it recorded (its errors are the statement's)."""
+    while not at_once.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(at_once)
+    if at_once.cancelled() or at_once.exception() is not None:
+        return
+    recorded = at_once.result()
+    if recorded is not None:
+        with contextlib.suppress(Exception):
+            await announce(recorded)
 
 
 async def _call_hooks(hooks: Iterable[Callable[[Any], Awaitable[None] | None]], argument: Any, what: str) -> None:
