@@ -1096,31 +1096,11 @@ async def test_on_postgresql_an_answer_that_finds_another_decision_holding_the_r
         assert [event.outcome for event in await store.history(chat.id)] == ["lost"]
 
 
-async def test_on_postgresql_an_answer_cancelled_while_its_statement_runs_is_still_announced(postgres_url: str) -> None:
-    async with Store(postgres_url) as store:
-        await store.setup()
-        announced: list[str] = []
-        store.decision_hooks.append(lambda question: announced.append(question.id))
-        chat = await store.create_chat(reactive_model(PAY_AND_PAINT[:1]), all_tools())
-        await chat.ask("Pay Bob")
-        (approval,) = await store.pending_questions(chat.id)
-        plain = plain_url(postgres_url)
-        with psycopg.connect(plain) as other:  # holds the chat's row: the decision's wake waits for it
-            other.execute("UPDATE tarry_chats SET version = version WHERE id = %s", (chat.id,))
-            answering = asyncio.create_task(store.approve(approval.id))
-            await waiting_for_a_lock(plain, "WITH decided")
-            answering.cancel()
-            other.rollback()
-        with pytest.raises(asyncio.CancelledError):
-            await answering
-        assert (await store.question(approval.id)).decision == "accept", "the statement committed all the same"
-        assert announced == [approval.id], "a decision the database recorded was not announced"
-        assert [event.outcome for event in await store.history(chat.id)] == ["decided"]
-
-
-@pytest.mark.parametrize("how", ["by id", "through the chat"])
-async def test_on_postgresql_an_answer_cancelled_again_while_its_statement_runs_is_still_announced(
-    postgres_url: str, how: str
+@pytest.mark.parametrize(
+    ("how", "cancellations"), [("by id", 1), ("by id", 3), ("through the chat", 1), ("through the chat", 3)]
+)
+async def test_on_postgresql_an_answer_cancelled_while_its_statement_runs_is_still_announced(
+    postgres_url: str, how: str, cancellations: int
 ) -> None:
     async with Store(postgres_url) as store:
         await store.setup()
@@ -1135,7 +1115,7 @@ async def test_on_postgresql_an_answer_cancelled_again_while_its_statement_runs_
             decide = store.approve(approval.id) if how == "by id" else chat.approve(approval)
             answering = asyncio.create_task(decide)
             await waiting_for_a_lock(plain, "WITH decided")
-            for _ in range(3):  # a caller cancelled, and cancelled again while it waits for the statement to end
+            for _ in range(cancellations):  # cancelled again while it waits for the statement to end
                 answering.cancel()
                 await asyncio.sleep(0.05)
             assert not answering.done(), "it waits for the statement, which waits for the lock"
@@ -1144,6 +1124,7 @@ async def test_on_postgresql_an_answer_cancelled_again_while_its_statement_runs_
             await answering
         assert (await store.question(approval.id)).decision == "accept", "the statement committed all the same"
         assert announced == [approval.id], "a decision the database recorded was not announced"
+        assert [event.outcome for event in await store.history(chat.id)] == ["decided"]
 
 
 async def test_on_postgresql_the_model_s_reply_with_its_calls_and_questions_is_one_statement(postgres_url: str) -> None:
