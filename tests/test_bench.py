@@ -42,7 +42,8 @@ def test_the_report_runs_every_part_with_tiny_counts(tmp_path: Path) -> None:
         assert "| 1 | 10 |" in text and "| 4 | 10 |" in text  # 2 processes × 5 questions, 1 and 4 at a time
         floor = r"\| the floor: psycopg alone, 1 \| 10 \| [\d.]+ \| \*\*[\d,]+\*\* \| 100% \| [\d.]+ ms \|"
         assert re.search(floor, text)
-        assert re.search(r"\| \d+ \(\d+% of the floor, psycopg alone: [\d,]+\) \|", text)
+        best = r"\| [\d,]+ with [14] at a time in each \([\d,]+ with 1; [\d,]+ with 4; "
+        assert re.search(best + r"the floor, psycopg alone one at a time: [\d,]+\) \| (yes|no) \|", text)
         assert '| PostgreSQL | yes (`durability="full"`) |' in text
         assert re.search(r"\| PostgreSQL \| \d+ µs \| \d+ µs \| \d+ µs \| \d+ µs \|", text)
     if importlib.util.find_spec("matplotlib") is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import string
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -26,6 +27,17 @@ def rejects(question: Question, *names: str, **values: Any) -> InvalidAnswerErro
     for name in names:
         assert f"{name}:" in str(raised.value)
     return raised.value
+
+
+def test_a_question_is_open_until_it_is_decided_or_its_time_runs_out() -> None:
+    asked = datetime(2026, 1, 1, tzinfo=UTC)
+    lasting = Question(id="q1", kind="approval", message="Go?", expires_at=asked + timedelta(minutes=5))
+    assert lasting.is_open(asked) and lasting.is_open(asked + timedelta(minutes=4, seconds=59))
+    assert not lasting.is_open(asked + timedelta(minutes=5)) and lasting.expired(asked + timedelta(minutes=5))
+    forever = Question(id="q2", kind="approval", message="Go?")
+    assert forever.is_open(asked + timedelta(days=3650))
+    forever.decision = "accept"
+    assert not forever.is_open(asked) and not forever.expired(asked + timedelta(days=3650))
 
 
 def test_invalid_answer_error_is_a_value_error_and_a_tarry_error() -> None:

@@ -70,7 +70,7 @@ class CallRecord:
         """The call's questions nobody decided yet and whose time has not run out."""
         if not self.open:
             return []
-        return [question for question in self.questions if question.decision is None and not question.expired(now)]
+        return [question for question in self.questions if question.is_open(now)]
 
 
 class CallState(Enum):
@@ -120,7 +120,7 @@ def call_state(record: CallRecord, now: datetime, *, checked: bool = False) -> S
     for question in task.questions:
         if question.source is None and question.decision != "accept":
             return _question_standing(call, question, now, CallState.WAITS_ON_QUESTION)
-    if any(question.decision is None and not question.expired(now) for question in task.questions):
+    if any(question.is_open(now) for question in task.questions):
         return Standing(CallState.WAITS_ON_QUESTION)
     return Standing(CallState.WAITS_ON_WORK if checked else CallState.RUNS)
 

@@ -201,7 +201,7 @@ class Chat:
         """The questions the chat waits on: its own first (a login), then its calls', in the order of the calls."""
         await self._refresh(listing=True)
         now = utcnow()
-        own = [question for question in self.chat_questions if question.decision is None and not question.expired(now)]
+        own = [question for question in self.chat_questions if question.is_open(now)]
         return own + [question for record in self.records.values() for question in record.pending_questions(now)]
 
     async def pending_tasks(self) -> list[Task]:
@@ -270,7 +270,7 @@ class Chat:
         for _attempt in range(3):
             await self._refresh()
             for question in self.chat_questions:
-                if question.decision is None and not question.expired(utcnow()):
+                if question.is_open(utcnow()):
                     await self._decide(question, "cancel", None, None, None, "code")
             if not await self._cancel_open_calls():
                 return
@@ -354,7 +354,7 @@ class Chat:
         it is not asked for twice, and one still to come reaches this run.
         """
         earlier = run.repeats.pop(0) if run.repeats else None
-        if earlier is not None and _asks_the_same(earlier, question) and not _lapsed(earlier):
+        if earlier is not None and _asks_the_same(earlier, question) and not earlier.expired(utcnow()):
             # One object for the question, as for one asked anew; its dicts and lists its own.
             vars(question).update({name: copy.copy(value) for name, value in vars(earlier).items()})
             record.questions[record.questions.index(earlier)] = question
@@ -588,7 +588,7 @@ class Chat:
 
     def _waits_on_own_question(self) -> bool:
         now = utcnow()
-        return any(question.decision is None and not question.expired(now) for question in self.chat_questions)
+        return any(question.is_open(now) for question in self.chat_questions)
 
     def _claims_next(self, resumed: set[str]) -> bool:
         """Whether, as this chat object holds it, its next step claims calls (some can go on, none lacks its tool)."""
@@ -1039,11 +1039,6 @@ def _asks_the_same(earlier: Question, question: Question) -> bool:
         return one.kind, one.message, one.requested_schema if one.fields else None, one.source
 
     return question.kind != "url" and asked(earlier) == asked(question)
-
-
-def _lapsed(question: Question) -> bool:
-    """Undecided, and its time to live ran out: no answer can come."""
-    return question.decision is None and question.expired(utcnow())
 
 
 def _error(call: ToolCall, text: str, **extra: Any) -> Message:

@@ -95,6 +95,10 @@ class Question:
         """True when nobody decided the question before its time to live ran out."""
         return self.decision is None and self.expires_at is not None and now >= self.expires_at
 
+    def is_open(self, now: datetime) -> bool:
+        """True while an answer may still come: nobody decided the question and its time to live has not run out."""
+        return self.decision is None and not self.expired(now)
+
     @property
     def requested_schema(self) -> dict[str, Any]:
         """The question's fields as a JSON schema object, as an MCP elicitation carries them."""

@@ -97,7 +97,7 @@ def _consent(conn: Connection, tool: Target, error: MCPError, round_: int) -> An
 
 async def _after_consent(conn: Connection, tool: Target, task: McpTask, arguments: dict[str, Any]) -> Any:
     """Retry the call once the person opened every URL; a declined URL ends the call."""
-    if any(question.decision is None and not question.expired(utcnow()) for question in task.questions):
+    if any(question.is_open(utcnow()) for question in task.questions):
         return task
     if all(question.decision == "accept" for question in task.questions):
         return await _call(conn, tool, arguments, int(task.data.get("round", 1)) + 1)

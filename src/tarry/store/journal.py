@@ -635,7 +635,7 @@ class StoreJournal:
             .outerjoin(tool_calls, tool_calls.c.id == questions.c.tool_call_id)
             .where(questions.c.id == question.id)
         )
-        while question.decision is None and not question.expired(utcnow()):
+        while question.is_open(utcnow()):
             row = await self.db.run_alone(lambda connection: connection.execute(query).mappings().one(), write=False)
             held = row["call_claimed_by"] == self.store.owner and row["result_message_id"] is None
             if row["tool_call_id"] is not None and not held:  # an answer, too, is then the new run's to act on
