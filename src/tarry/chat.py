@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
 import uuid
@@ -23,6 +24,7 @@ from tarry.errors import (
     InvalidArgumentsError,
     MissingToolsError,
     PendingToolCallsError,
+    QuestionExpiredError,
     TarryError,
     ToolCallError,
     UnknownQuestionError,
@@ -359,7 +361,11 @@ class Chat:
             vars(question).update({name: copy.copy(value) for name, value in vars(earlier).items()})
             record.questions[record.questions.index(earlier)] = question
         else:
-            run.repeats.clear()  # it asks something else: what the earlier run asked next is not this run's
+            # It asks something else: what the earlier run asked from here on is not this run's, and nothing waits
+            # for its answers.
+            unused = [earlier, *run.repeats] if earlier is not None else []
+            run.repeats.clear()
+            await self._close_unused(unused, "The tool asked something else when it ran again.")
             question.extra["awaited"] = True
             if run.last_asked is not None:
                 question.extra["after"] = run.last_asked
@@ -370,6 +376,15 @@ class Chat:
         if question.decision is None:
             question.take_decision(await self._journal.wait_for_decision(question))
         return question
+
+    async def _close_unused(self, questions: list[Question], note: str) -> None:
+        """Cancel, through the ``code`` channel, those of ``questions`` still open: asked by a run of a call's tool
+        that stopped, and not asked again by the run that took the call over, they are answered by nobody.
+        A person's answer that comes first is kept (and unused)."""
+        for question in questions:
+            if question.is_open(utcnow()):
+                with contextlib.suppress(QuestionExpiredError):
+                    await self._decide(question, "cancel", None, note, None, "code")
 
     # What the chat shows
 
@@ -675,6 +690,9 @@ class Chat:
             else:
                 if runs_tool:
                     resumed.add(record.call.id)
+                if runs_tool and claim is Claim.RECLAIMED and not again.repeats:  # nothing to repeat: none is reused
+                    unused = [question for question in record.questions if question.extra.get("awaited")]
+                    await self._close_unused(unused, "The run that asked this stopped; the tool runs again.")
                 checking = runs_tool and record.task is not None
                 attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, **_span_ids(ids)}
                 with span(f"execute_tool {name}", {**attributes, "gen_ai.tool.call.id": call_id}):

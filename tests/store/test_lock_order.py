@@ -290,6 +290,42 @@ async def test_a_run_taken_over_twice_repeats_what_both_earlier_runs_asked(datab
     assert outcomes[-1] == ({"seats": 2}, {"time": "19:00"})
 
 
+async def test_a_run_taken_over_that_asks_something_else_closes_what_the_earlier_run_asked(database_url: str) -> None:
+    """The first run asked how many seats; the run that took the call over asks which time instead. The seats
+    question, which nothing will read, leaves the inbox: cancelled through the code channel, on the trail."""
+    runs: list[str] = []
+
+    @tool(idempotent=True)
+    async def book() -> str:
+        """Books seats, asking how many; run again, it asks which time."""
+        live = current_call.get()
+        assert live is not None
+        runs.append("run")
+        question = ask("How many seats?", seats=int) if len(runs) == 1 else ask("Which time?", time=str)
+        return f"booked {(await live.ask(question)).answer}"
+
+    model = ScriptedModel([[{"name": "book", "arguments": {}}], "done"])
+    async with Store(database_url, poll_interval=0.02) as first, Store(database_url, poll_interval=0.02) as second:
+        await first.setup()
+        stalled = asyncio.create_task(first.start_chat("Book", model, [book]))
+        seats = await one_new_question(second, set())
+        assert seats.chat_id is not None
+        carrying = await lapse_and_take_over(second, seats.chat_id, [book])
+        when = await one_new_question(second, {seats.id})
+        assert [question.id for question in await second.pending_questions()] == [when.id]  # before: both listed
+        closed = await second.question(seats.id)
+        assert (closed.decision, closed.channel, closed.decided_by) == ("cancel", "code", None)
+        assert [(event.outcome, event.decision, event.channel) for event in await second.history(None, seats.id)] == [
+            ("decided", "cancel", "code")
+        ]
+        assert await second.answer(when.id, time="19:00")
+        reply = await asyncio.wait_for(carrying, 10)
+        await asyncio.wait_for(stalled, 10)
+        assert reply is not None and reply.content == "done"
+        results = [message.content for message in await second.messages(seats.chat_id) if message.role == "tool"]
+        assert results == ["booked {'time': '19:00'}"]
+
+
 async def test_an_answer_that_finds_the_lease_run_out_is_taken_only_with_the_lease_renewed(database_url: str) -> None:
     """The tool's process stalled past its lease, and nobody took the call over yet, when the answer came: the
     process renews its lease before it goes on, so a process looking at the chat then finds the call held and
@@ -364,6 +400,8 @@ async def test_a_check_run_again_after_a_takeover_does_not_take_the_answer_the_f
         carrying = await lapse_and_take_over(second, chat.id, [GoAheadTwice()])
         again = await one_new_question(second, {started.id, checked.id})  # before: it took the start's answer
         assert GoAheadTwice.asked == [("execute", {"ok": True})]
+        assert [question.id for question in await second.pending_questions()] == [again.id], "the check's went"
+        assert (await second.question(checked.id)).decision == "cancel"
         assert await second.answer(again.id, ok=False)
         reply = await asyncio.wait_for(carrying, 10)
         await asyncio.wait_for(checking, 10)
