@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
 import uuid
@@ -24,7 +23,6 @@ from tarry.errors import (
     InvalidArgumentsError,
     MissingToolsError,
     PendingToolCallsError,
-    QuestionExpiredError,
     TarryError,
     ToolCallError,
     UnknownQuestionError,
@@ -365,7 +363,7 @@ class Chat:
             # for its answers.
             unused = [earlier, *run.repeats] if earlier is not None else []
             run.repeats.clear()
-            await self._close_unused(unused, "The tool asked something else when it ran again.")
+            await self._close_unused(record, unused, _RAN_AGAIN)
             question.extra["awaited"] = True
             if run.last_asked is not None:
                 question.extra["after"] = run.last_asked
@@ -377,14 +375,19 @@ class Chat:
             question.take_decision(await self._journal.wait_for_decision(question))
         return question
 
-    async def _close_unused(self, questions: list[Question], note: str) -> None:
-        """Cancel, through the ``code`` channel, those of ``questions`` still open: asked by a run of a call's tool
-        that stopped, and not asked again by the run that took the call over, they are answered by nobody.
-        A person's answer that comes first is kept (and unused)."""
-        for question in questions:
-            if question.is_open(utcnow()):
-                with contextlib.suppress(QuestionExpiredError):
-                    await self._decide(question, "cancel", None, note, None, "code")
+    async def _close_unused(self, record: CallRecord, questions: list[Question], note: str) -> None:
+        """Cancel, through the ``code`` channel, those of ``questions`` still open: asked by a run of the call's
+        tool that stopped, and not asked again by the run of it this process holds, they are answered by nobody.
+        A person's answer that comes first is kept (and unused). Raises :class:`ClaimLostError` once this
+        process no longer holds the call, cancelling nothing."""
+        now = utcnow()
+        unused = [question for question in questions if question.is_open(now)]
+        if not unused:
+            return
+        closed = {question.id: question for question in await self._journal.close_unused(record.call.id, unused, note)}
+        for question in unused:
+            if question.id in closed:
+                question.take_decision(closed[question.id])
 
     # What the chat shows
 
@@ -690,14 +693,16 @@ class Chat:
             else:
                 if runs_tool:
                     resumed.add(record.call.id)
-                if runs_tool and claim is Claim.RECLAIMED and not again.repeats:  # nothing to repeat: none is reused
-                    unused = [question for question in record.questions if question.extra.get("awaited")]
-                    await self._close_unused(unused, "The run that asked this stopped; the tool runs again.")
                 checking = runs_tool and record.task is not None
                 attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, **_span_ids(ids)}
                 with span(f"execute_tool {name}", {**attributes, "gen_ai.tool.call.id": call_id}):
                     try:
+                        if runs_tool and claim is Claim.RECLAIMED and not again.repeats:  # nothing will be reused
+                            earlier = [question for question in record.questions if question.extra.get("awaited")]
+                            await self._close_unused(record, earlier, _RAN_AGAIN)
                         outcome = await run()
+                        if again.repeats:  # the run did not ask again all that the earlier run asked
+                            await self._close_unused(record, again.repeats, _RAN_AGAIN)
                     except ClaimLostError:  # the tool asked a question after another process took its call over
                         logger.warning(
                             "Lost the claim on the %s call %s while it ran; another process carries it on",
@@ -1023,6 +1028,10 @@ def _tail_start(messages: list[Message]) -> int:
 def _span_ids(ids: dict[str, str]) -> dict[str, str]:
     """A log record's ids as span attributes."""
     return {f"tarry.{key}": value for key, value in ids.items()}
+
+
+_RAN_AGAIN = "The run of the tool that asked this stopped; the run that took the call over did not ask it again."
+"""The note of a question cancelled because no run of its call will read the answer."""
 
 
 @dataclass

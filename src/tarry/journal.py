@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -12,6 +13,7 @@ from tarry.approvals import Vote, judge
 from tarry.calls import CallRecord, Claim, Outcome, check_decision
 from tarry.changes import Changes
 from tarry.clock import utcnow
+from tarry.errors import QuestionExpiredError
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
@@ -105,6 +107,17 @@ class Journal(Protocol):
 
         Used by :meth:`tarry.live.LiveCall.ask` (an MCP server's push elicitation); the call
         stays claimed meanwhile, and the question is listed and answered like any other.
+        """
+        ...
+
+    async def close_unused(self, call_id: str, questions: Sequence[Question], note: str) -> list[Question]:
+        """Cancel ``questions``, through the ``code`` channel with ``note``: open questions that an earlier run
+        of the call asked while it ran, which the run this process holds now does not ask again.
+
+        Returns them as recorded (without those another decision came first to, or that expired). A
+        stored journal cancels them only while this process holds the open call, and otherwise raises
+        :class:`~tarry.errors.ClaimLostError`, cancelling nothing: a run that stopped must not close
+        what the run holding the call now waits on.
         """
         ...
 
@@ -212,6 +225,16 @@ class MemoryJournal:
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:
         """Nothing to write."""
+
+    async def close_unused(self, call_id: str, questions: Sequence[Question], note: str) -> list[Question]:
+        """Cancel each as :meth:`decide` would (an in-memory chat's call is never taken over, so this is not used)."""
+        closed = []
+        for question in questions:
+            with contextlib.suppress(QuestionExpiredError):
+                decided = await self.decide(question, "cancel", None, note, None, "code", running=True, closed=False)
+                if decided is not None:
+                    closed.append(decided)
+        return closed
 
     async def add_chat_question(self, number: int, question: Question) -> bool:
         """Refuse: only a store keeps a login where the redirect endpoint answers it, so the chat raises."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
 import psycopg
@@ -194,6 +195,18 @@ async def one_new_question(store: Store, known: set[str]) -> Any:
         await asyncio.sleep(0.02)
 
 
+@asynccontextmanager
+async def three_stores(url: str) -> AsyncIterator[tuple[Store, Store, Store]]:
+    """Three stores on one set-up database, as three processes have, each looking at a question every 20 ms."""
+    async with (
+        Store(url, poll_interval=0.02) as first,
+        Store(url, poll_interval=0.02) as second,
+        Store(url, poll_interval=0.02) as third,
+    ):
+        await first.setup()
+        yield first, second, third
+
+
 class Seats:
     """An idempotent tool that asks how many seats while it runs; what each run's ask came to is kept."""
 
@@ -265,12 +278,7 @@ async def test_a_run_taken_over_twice_repeats_what_both_earlier_runs_asked(datab
         return f"booked {seats.answer} at {when.answer}"
 
     model = ScriptedModel([[{"name": "book", "arguments": {}}], "done"])
-    async with (
-        Store(database_url, poll_interval=0.02) as first,
-        Store(database_url, poll_interval=0.02) as second,
-        Store(database_url, poll_interval=0.02) as third,
-    ):
-        await first.setup()
+    async with three_stores(database_url) as (first, second, third):
         runs = [asyncio.create_task(first.start_chat("Book", model, [book]))]
         seats = await one_new_question(third, set())
         assert seats.chat_id is not None
@@ -324,6 +332,86 @@ async def test_a_run_taken_over_that_asks_something_else_closes_what_the_earlier
         assert reply is not None and reply.content == "done"
         results = [message.content for message in await second.messages(seats.chat_id) if message.role == "tool"]
         assert results == ["booked {'time': '19:00'}"]
+
+
+async def test_a_stalled_run_that_asks_something_else_does_not_close_what_the_run_holding_the_call_waits_on(
+    database_url: str,
+) -> None:
+    """The first run asked how many seats, then which time, and died. The second took the call over, got the seats
+    again and stalled; the third took it over and waits for the time. The second then asks which day instead:
+    it no longer holds the call, so it closes nothing (before, it cancelled the time the third run waits on)."""
+    stall, asking = asyncio.Event(), []
+
+    @tool(idempotent=True)
+    async def book() -> str:
+        """Books seats, asking how many and which time (the second run asks which day)."""
+        live = current_call.get()
+        assert live is not None
+        run = len(asking) + 1
+        asking.append([run])
+        seats = await live.ask(ask("How many seats?", seats=int))
+        if run == 2:
+            await stall.wait()
+        asking[run - 1].append("second")
+        second = await live.ask(ask("Which day?", day=str) if run == 2 else ask("Which time?", time=str))
+        return f"booked {seats.answer} {second.answer}"
+
+    model = ScriptedModel([[{"name": "book", "arguments": {}}], "done"])
+    async with three_stores(database_url) as (first, second, third):
+        runs = [asyncio.create_task(first.start_chat("Book", model, [book]))]
+        seats = await one_new_question(third, set())
+        assert seats.chat_id is not None and await third.answer(seats.id, 2)
+        when = await one_new_question(third, set())
+        runs.append(await lapse_and_take_over(second, seats.chat_id, [book]))
+        await until(lambda: len(asking) == 2, "the second run")
+        runs.append(await lapse_and_take_over(third, seats.chat_id, [book]))
+        await until(lambda: len(asking) == 3 and asking[2] == [3, "second"], "the third run to ask which time")
+        stall.set()
+        await asyncio.wait_for(runs[1], 10)  # the second run lost the call when it asked which day
+        assert [question.id for question in await third.pending_questions()] == [when.id], "which time was closed"
+        assert await third.answer(when.id, time="19:00")
+        reply = await asyncio.wait_for(runs[2], 10)
+        await asyncio.wait_for(runs[0], 10)
+        assert reply is not None and reply.content == "done"
+        results = [message.content for message in await third.messages(seats.chat_id) if message.role == "tool"]
+        assert results == ["booked {'seats': 2} {'time': '19:00'}"]
+
+
+async def test_a_run_taken_over_that_pauses_before_asking_again_closes_what_it_did_not_ask(database_url: str) -> None:
+    """The first run asked how many seats, then which time, and died. The run that took the call over got the
+    seats again and then waits on a job instead of asking the time: the time question leaves the inbox."""
+    runs: list[int] = []
+
+    class Book(Tool):
+        """Books seats, asking how many and which time; run again, it waits on a job after the seats."""
+
+        idempotent = True
+
+        async def execute(self) -> str | Task:
+            live = current_call.get()
+            assert live is not None
+            runs.append(len(runs) + 1)
+            seats = await live.ask(ask("How many seats?", seats=int))
+            if len(runs) > 1:
+                return Task(status_message="booking", poll_interval=60)
+            return f"booked {seats.answer} {(await live.ask(ask('Which time?', time=str))).answer}"
+
+        async def resume(self, task: Task) -> str:
+            return "booked later"
+
+    model = ScriptedModel([[{"name": "book", "arguments": {}}], "done"])
+    async with Store(database_url, poll_interval=0.02) as first, Store(database_url, poll_interval=0.02) as second:
+        await first.setup()
+        stalled = asyncio.create_task(first.start_chat("Book", model, [Book()]))
+        seats = await one_new_question(second, set())
+        assert seats.chat_id is not None and await second.answer(seats.id, 2)
+        when = await one_new_question(second, set())
+        await asyncio.wait_for(await lapse_and_take_over(second, seats.chat_id, [Book()]), 10)
+        assert runs == [1, 2]
+        assert await second.pending_questions() == [], "before: which time stayed listed beside the waiting job"
+        assert (await second.question(when.id)).decision == "cancel"
+        assert [task.status_message for task in await second.pending_tasks()] == ["booking"]
+        await asyncio.wait_for(stalled, 10)  # its run heard that the call is no longer its own
 
 
 async def test_an_answer_that_finds_the_lease_run_out_is_taken_only_with_the_lease_renewed(database_url: str) -> None:

@@ -36,7 +36,7 @@ from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
 from tarry.store.cursor import Sendable, fetch_one, fetch_value, run
-from tarry.store.deciding import AnswerOf, ClaimAlong, Settled
+from tarry.store.deciding import AnswerOf, Attempt, ClaimAlong, Settled, decide_question
 from tarry.store.engine import Database
 from tarry.store.one_statement import (
     HELD_OPEN_CALL,
@@ -84,6 +84,8 @@ class Host(Protocol):
         claim: ClaimAlong | None = None,
         on_claimed: Callable[[], None] | None = None,
     ) -> Settled: ...
+
+    async def _announce(self, settled: Settled, decision: Decision) -> Settled: ...
 
 
 logger = logging.getLogger("tarry.store")
@@ -604,6 +606,30 @@ class StoreJournal:
 
         self._wrote(await self.db.run_write(write))
 
+    async def close_unused(self, call_id: str, questions: Sequence[Question], note: str) -> list[Question]:
+        """Cancel the questions in one transaction, only while this process holds the open call.
+
+        Locks the questions first, in id order, then checks the call: the order every decision takes
+        the rows in (question, call, chat), so a person deciding one of them meanwhile waits, or wins.
+        """
+        row = self._calls[call_id]
+        row_id, owner, postgres = row.id, self.store.owner, not self.db.is_sqlite
+        attempts = [Attempt(question.id, "cancel", lambda _: None, note, None, "code") for question in questions]
+        ids = sorted(question.id for question in questions)
+
+        def write(connection: Connection) -> list[Settled]:
+            connection.execute(_LOCK_QUESTIONS, {"ids": ids})
+            if connection.scalar(_HOLD_OPEN_CALL, {"row_id": row_id, "owner": owner}) is None:
+                raise ClaimLostError(f"The claim on the {row.name} call {call_id} was lost: nothing is cancelled")
+            return [decide_question(connection, attempt, None, postgres=postgres) for attempt in attempts]
+
+        self._fresh = self._seen = None  # the decisions bumped the chat: read it again
+        closed = []
+        for settled in await self.db.run_write(write):
+            if settled.question is not None and settled.refusal is None:
+                closed.append((await self.store._announce(settled, "cancel")).question)
+        return [question for question in closed if question is not None]
+
     async def add_chat_question(self, number: int, question: Question) -> bool:
         """Save a question of the chat itself (a login), parking the chat on it, in one transaction."""
         chat_id = self.chat_id
@@ -984,6 +1010,13 @@ _INSERT_MESSAGE_RETURNING_ID = insert(messages).returning(messages.c.id)
 _INSERT_CALL = insert(tool_calls).returning(tool_calls.c.id)
 _INSERT_QUESTION = insert(questions)
 _HOLD_OPEN_CALL = select(tool_calls.c.id).where(*HELD_OPEN_CALL).with_for_update(key_share=True)
+_LOCK_QUESTIONS = (
+    select(questions.c.id)
+    .where(questions.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(questions.c.id)
+    .with_for_update(key_share=True)
+)
+"""The questions named, locked in id order."""
 """Locks the call row ``row_id`` while it is open and ``owner`` holds it (``FOR NO KEY UPDATE``: see docs/store.md)."""
 _SAVE_HELD_CALL = (
     update(tool_calls)
