@@ -243,17 +243,19 @@ def listing_section(folder: Path, postgres: str | None, scale: int, waiting: int
 
 
 def answers_section(postgres: str | None, processes: int, each: int) -> list[str]:
-    """Answers per second with ``processes`` processes on PostgreSQL, one and four answers at a time in each."""
+    """Answers per second with ``processes`` processes on PostgreSQL, 1, 4 and 16 answers at a time in each."""
     lines = [f"## Answers per second (PostgreSQL, {processes} processes)", ""]
     if not postgres:
         return [*lines, "Not measured in this run: no `--postgres URL` was given.", ""]
     lines += [
         f"{processes} processes approve {processes * each:,} questions, each its own share: `store.approve(id)` one",
-        "at a time, or from four tasks at once. Each decision is one statement, committing by itself, that records",
+        "at a time, or from 4 or 16 tasks at once (a web server answering requests at once, an inbox's \"approve",
+        'all"). Each decision is one statement, committing by itself, that records',
         "the decision only while the question is still open (without reading it first), bumps the call's and the",
         "chat's versions, wakes the chat and appends the audit row. Approvals that a process asks while one of its",
         'own is on its way go to the database together, in the next statement (docs/store.md, "Many answers at',
-        'once"): four tasks at once make statements of about four decisions, one round trip and one commit each.',
+        'once"): 4 tasks at once make statements of about 4 decisions, one round trip and one commit each. The',
+        "issue's goal names no number at a time: the goals table takes the best row, and shows every row beside it.",
         "The run then checks that every question was decided and that the decisions the processes were told they",
         "recorded add up to the number of questions: each exactly once. Client CPU is the answering processes' CPU",
         "time (user and system) per answer. The last row is the floor, measured the same way: the smallest durable,",
@@ -277,7 +279,7 @@ def answers_section(postgres: str | None, processes: int, each: int) -> list[str
     ]
     floor = answers_per_second(fresh_postgres(postgres), processes, each, floor=True)
     figures = []
-    for concurrency in (1, 4):
+    for concurrency in (1, 4, 16):
         result = answers_per_second(fresh_postgres(postgres), processes, each, concurrency)
         figures.append((result["per_second"], concurrency))
         lines.append(

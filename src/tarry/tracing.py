@@ -55,8 +55,13 @@ def _provider_set() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-@contextlib.contextmanager
-def span(name: str, attributes: Attributes, *, client: bool = False, current: bool = True) -> Iterator[SpanHandle]:
+_NO_SPAN = contextlib.nullcontext(SpanHandle(None))
+"""What a span is while nothing records spans: a block's span costs no generator then."""
+
+
+def span(
+    name: str, attributes: Attributes, *, client: bool = False, current: bool = True
+) -> contextlib.AbstractContextManager[SpanHandle]:
     """A span around the block; an exception in it is recorded and marks the span as failed.
 
     ``client`` marks a request to another service (a model, a database). ``current=False``
@@ -65,8 +70,12 @@ def span(name: str, attributes: Attributes, *, client: bool = False, current: bo
     """
     found = tracer()
     if found is None or not _provider_set():
-        yield SpanHandle(None)
-        return
+        return _NO_SPAN
+    return _recorded(found, name, attributes, client=client, current=current)
+
+
+@contextlib.contextmanager
+def _recorded(found: Tracer, name: str, attributes: Attributes, *, client: bool, current: bool) -> Iterator[SpanHandle]:
     from opentelemetry import trace
 
     kind = trace.SpanKind.CLIENT if client else trace.SpanKind.INTERNAL
@@ -95,8 +104,9 @@ def span(name: str, attributes: Attributes, *, client: bool = False, current: bo
 
 def mark(name: str, attributes: Attributes) -> None:
     """A span for a moment rather than a stretch of work: a call paused, a decision recorded."""
-    with span(name, attributes):
-        pass
+    if tracer() is not None and _provider_set():
+        with span(name, attributes):
+            pass
 
 
 def decision_attributes(question: Any) -> dict[str, str | None]:

@@ -352,3 +352,25 @@ async def on_a_loop_of_its_own(work: Coroutine[Any, Any, T], within: float = 10)
         return await asyncio.wait_for(ended, within)
     except TimeoutError:
         pytest.fail(f"the event loop of its own did not end within {within} s")
+
+
+PSYCOPG_KEEPS_PARSED = 4096
+"""psycopg converts a statement's ``%(name)s`` placeholders at each execution, unless the statement is this long at
+most (bytes; ``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``): then it keeps the converted form."""
+
+
+def test_the_statements_of_an_approval_are_short_enough_for_psycopg_to_keep_them_parsed() -> None:
+    from sqlalchemy.dialects import postgresql
+
+    from tarry.store import deciding
+
+    statements = {
+        "approvals together": deciding._DECIDE_UNREAD_TOGETHER["accept"],
+        "an approval by id": deciding._DECIDE_UNREAD["accept"],
+        "a decline by id": deciding._DECIDE_UNREAD["decline"],
+        "a chat's decision": deciding._DECIDE_IF_OPEN[False],
+        "a chat's approval that claims its call": deciding._DECIDE_AND_CLAIM,
+    }
+    for what, statement in statements.items():
+        sql = str(statement.compile(dialect=postgresql.dialect()))  # type: ignore[attr-defined]
+        assert len(sql.encode()) <= PSYCOPG_KEEPS_PARSED, f"{what}: {len(sql.encode())} bytes"

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import CTE, ColumnElement, Connection, Insert, Join, bindparam, insert, select
+from sqlalchemy import CTE, ColumnElement, Connection, Insert, Join, bindparam, insert, null, select
 
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, QuestionKind
-from tarry.store.tables import decision_events, tool_calls
+from tarry.store.tables import constant, decision_events, tool_calls
 
 AttemptOutcome = Literal["decided", "counted", "lost", "expired", "refused", "running"]
 """What came of an attempt.
@@ -180,7 +180,7 @@ def insert_event_of_decided(decided: CTE, *, decisions_too: bool = False) -> Ins
     ``decisions_too``: so do the ones that describe the decision each row records (when, what, the
     answer, the note, who, through what), for a statement that decides several questions.
     """
-    of_the_question = {
+    of_the_question: dict[str, ColumnElement[Any]] = {
         "chat_id": decided.c.chat_id,
         "question_id": decided.c.id,
         "call_id": tool_calls.c.call_id,
@@ -198,6 +198,8 @@ def insert_event_of_decided(decided: CTE, *, decisions_too: bool = False) -> Ins
             "by_id": decided.c.decided_by,
             "by_name": decided.c.decided_by_name,
             "channel": decided.c.channel,
+            "outcome": constant("decided"),
+            "detail": null(),
         }
     return insert_event_from(with_its_call(decided), of_the_question)
 

@@ -53,7 +53,7 @@ from tarry.store.audit import (
 from tarry.store.cursor import Sendable, fetch_all, fetch_one
 from tarry.store.rows import Row, call_from_row, decider_values, question_from_row
 from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of, wake_where
-from tarry.store.tables import UNDECIDED_BY_KEY, chats, questions, tool_calls
+from tarry.store.tables import UNDECIDED_BY_KEY, chats, constant, questions, tool_calls
 
 AnswerOf = Callable[[Question], dict[str, Any] | None]
 """Checks an answer against the question as stored and returns the values to record (raises when invalid)."""
@@ -319,7 +319,7 @@ _DECIDE = (
 _BUMP_CALL = (
     update(tool_calls)
     .where(tool_calls.c.id == bindparam("call_row"))
-    .values(version=tool_calls.c.version + 1)
+    .values(version=tool_calls.c.version + constant(1))
     .returning(tool_calls.c.version)
 )
 
@@ -344,16 +344,33 @@ def _decide_at_once() -> Executable:
 _DECIDE_AT_ONCE = _decide_at_once()
 
 
-_NOT_AWAITED = func.coalesce(questions.c.extra["awaited"].as_string(), "false") != "true"
+_NOT_AWAITED = func.coalesce(questions.c.extra["awaited"].as_string(), constant("false")) != constant("true")
 """The question was not asked by its call while it runs (``Question.extra["awaited"]``)."""
 
 
-def _decided_if_open(refuses_running: bool, *more: ColumnElement[bool], decide: Update = _DECIDE) -> Update:
+_READABLE = (  # an approval whose row reads back (see question_from_row); the locked path finds the rest
+    questions.c.kind == constant("approval"),
+    questions.c.requested_schema.is_(None),
+    questions.c.votes.is_(None),
+    or_(questions.c.extra.is_(None), func.json_typeof(questions.c.extra) == constant("object")),
+)
+"""What :func:`decide_unread` asks of a question besides being open: an approval whose row reads back (and whose
+call's arguments are a JSON object: see :func:`_decided_if_open`)."""
+
+
+def _decided_if_open(
+    refuses_running: bool, *more: ColumnElement[bool], decide: Update = _DECIDE, readable: bool = False
+) -> Update:
     """``decide`` (:data:`_DECIDE` unless told) on a question still open, without an approval policy, with time
-    left, whose call has not ended (and, with ``refuses_running``, is not running), and that meets ``more``."""
+    left, whose call has not ended (and, with ``refuses_running``, is not running), and that meets ``more``;
+    with ``readable``, also an approval whose row and call read back (:data:`_READABLE`)."""
     moment = bindparam("moment", type_=questions.c.decided_at.type)
     call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
-    blocked = [call.where(tool_calls.c.result_message_id.is_not(None))]
+    ended = tool_calls.c.result_message_id.is_not(None)
+    # One look at the call for both (the statement stays short enough for psycopg to keep its parsed form).
+    odd = func.json_typeof(tool_calls.c.arguments) != constant("object")
+    blocked = [call.where(or_(ended, odd) if readable else ended)]
+    more = (*_READABLE, *more) if readable else more
     if refuses_running:  # unless the running call awaits this very question
         running = call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > moment)
         blocked.append(running.where(_NOT_AWAITED))
@@ -368,7 +385,7 @@ def _decided_if_open(refuses_running: bool, *more: ColumnElement[bool], decide: 
 def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
     """The version bump of the call of the question ``decided`` returns, if any; with ``claim``, also the claim of
     :class:`ClaimAlong` (parameters ``owner``, ``until``, ``read_version``, ``held_version``), and ``claimed``."""
-    values: dict[str, Any] = {"version": tool_calls.c.version + 1}
+    values: dict[str, Any] = {"version": tool_calls.c.version + constant(1)}
     returned: list[ColumnElement[Any]] = [tool_calls.c.version]
     if claim:
         owner = bindparam("owner", type_=tool_calls.c.claimed_by.type)
@@ -419,24 +436,11 @@ _DECIDE_IF_OPEN = {refuses_running: _decide_if_open(refuses_running) for refuses
 _DECIDE_AND_CLAIM = _decide_if_open(False, claim=True)
 
 
-_ODD_CALL = select(tool_calls.c.id).where(
-    tool_calls.c.id == questions.c.tool_call_id, func.json_typeof(tool_calls.c.arguments) != "object"
-)
-_READABLE = (  # an approval whose row reads back (see question_from_row); the locked path finds the rest
-    questions.c.kind == "approval",
-    questions.c.requested_schema.is_(None),
-    questions.c.votes.is_(None),
-    or_(questions.c.extra.is_(None), func.json_typeof(questions.c.extra) == "object"),
-    ~exists(_ODD_CALL),
-)
-"""What :func:`decide_unread` asks of a question besides being open: an approval whose row reads back."""
-
-
 def _decide_unread(refuses_running: bool) -> Executable:
     """The decision of :func:`decide_unread`: :func:`_decide_if_open` on a question without fields, whose chat and
     call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
     question with its call's columns (as :data:`_QUESTION` reads them) and the versions, or no row."""
-    decided = _decided_if_open(refuses_running, *_READABLE).returning(*questions.c).cte("decided")
+    decided = _decided_if_open(refuses_running, readable=True).returning(*questions.c).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
     logged = insert_event_of_decided(decided)
@@ -479,8 +483,6 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
         "given_question": [attempt.question_id for attempt in attempts],
         "given_note": [attempt.note for attempt in attempts],
         **{f"given_{column}": [decider[column] for decider in deciders] for column in _DECIDERS},
-        "event_outcome": "decided",
-        "event_detail": None,
     }
     rows = {row["id"]: row for row in fetch_all(connection, _DECIDE_UNREAD_TOGETHER[decision], values)}
     settled: list[Settled | Exception | None] = []
@@ -526,11 +528,11 @@ def _decide_unread_together(refuses_running: bool) -> Executable:
             **{column: given.c[column] for column in _DECIDERS},
         )
     )
-    decided = _decided_if_open(refuses_running, *_READABLE, decide=decide).returning(*questions.c).cte("decided")
+    decided = _decided_if_open(refuses_running, decide=decide, readable=True).returning(*questions.c).cte("decided")
     bumped = (
         update(tool_calls)
         .where(tool_calls.c.id.in_(select(decided.c.tool_call_id)))
-        .values(version=tool_calls.c.version + 1)
+        .values(version=tool_calls.c.version + constant(1))
         .returning(tool_calls.c.id, tool_calls.c.version)
         .cte("bumped")
     )

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Update, bindparam, func, or_, update
 
 from tarry.clock import utcnow
-from tarry.store.tables import chats
+from tarry.store.tables import chats, constant
 
 DEFAULT_POLL_INTERVAL = 5.0
 """Seconds until a working task that names no ``poll_interval`` is checked again."""
@@ -45,8 +45,8 @@ def wake_where(condition: ColumnElement[bool]) -> Update:
         .where(condition)
         .values(
             next_check_at=bindparam("moment", type_=chats.c.next_check_at.type),
-            schedule_version=chats.c.schedule_version + 1,
-            version=chats.c.version + 1,
+            schedule_version=chats.c.schedule_version + constant(1),
+            version=chats.c.version + constant(1),
         )
         .returning(chats.c.version)
     )
@@ -58,7 +58,7 @@ WAKE = wake_of(bindparam("woken_chat"))
 Its parameters' names are no column's: a DML statement executed with a parameter named like a
 column of its table would also set that column.
 """
-NOTIFIED = func.pg_notify(WAKE_CHANNEL, chats.c.id)
+NOTIFIED = func.pg_notify(constant(WAKE_CHANNEL), chats.c.id)
 """What a wake returns on PostgreSQL to notify the chat's listeners too."""
 WAKE_NOTIFY = WAKE.returning(NOTIFIED)
 """:data:`WAKE` that also notifies listeners (PostgreSQL): the notification rides on the update, one round trip."""
