@@ -360,7 +360,7 @@ most (bytes; ``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``): then it keeps th
 
 
 def test_the_statements_of_an_approval_are_short_enough_for_psycopg_to_keep_them_parsed() -> None:
-    from sqlalchemy.dialects import postgresql
+    from sqlalchemy.dialects.postgresql import psycopg as tarry_s_driver
 
     from tarry.store import deciding
 
@@ -372,5 +372,5 @@ def test_the_statements_of_an_approval_are_short_enough_for_psycopg_to_keep_them
         "a chat's approval that claims its call": deciding._DECIDE_AND_CLAIM,
     }
     for what, statement in statements.items():
-        sql = str(statement.compile(dialect=postgresql.dialect()))  # type: ignore[attr-defined]
+        sql = str(statement.compile(dialect=tarry_s_driver.dialect()))  # type: ignore[attr-defined]
         assert len(sql.encode()) <= PSYCOPG_KEEPS_PARSED, f"{what}: {len(sql.encode())} bytes"
