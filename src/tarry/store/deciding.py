@@ -51,7 +51,7 @@ from tarry.store.audit import (
     with_its_call,
 )
 from tarry.store.cursor import Sendable, fetch_all, fetch_one
-from tarry.store.rows import Row, call_from_row, decider_values, question_from_row
+from tarry.store.rows import Row, decider_values, question_and_call_from_row
 from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of, wake_where
 from tarry.store.tables import UNDECIDED_BY_KEY, chats, constant, questions, tool_calls
 
@@ -231,7 +231,7 @@ def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
     row = fetch_one(connection, _DECIDE_UNREAD[attempt.decision], values)
     if row is None:
         return None
-    question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+    question = question_and_call_from_row(row)
     return _settled(question, attempt, answer, now, row["call_version"], row["chat_version"])
 
 
@@ -245,7 +245,7 @@ def _read_question(
     row = fetch_one(connection, query, {"question_id": question_id})
     if row is None:
         raise UnknownQuestionError(f"No question has the id {question_id!r}")
-    question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+    question = question_and_call_from_row(row)
     running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
     return row, question, running, row["result_message_id"] is not None
 
@@ -358,19 +358,16 @@ _READABLE = (  # an approval whose row reads back (see question_from_row); the l
 call's arguments are a JSON object: see :func:`_decided_if_open`)."""
 
 
-def _decided_if_open(
-    refuses_running: bool, *more: ColumnElement[bool], decide: Update = _DECIDE, readable: bool = False
-) -> Update:
+def _decided_if_open(refuses_running: bool, *, decide: Update = _DECIDE, readable: bool = False) -> Update:
     """``decide`` (:data:`_DECIDE` unless told) on a question still open, without an approval policy, with time
-    left, whose call has not ended (and, with ``refuses_running``, is not running), and that meets ``more``;
-    with ``readable``, also an approval whose row and call read back (:data:`_READABLE`)."""
+    left, whose call has not ended (and, with ``refuses_running``, is not running); with ``readable``, also an
+    approval whose row and call read back (:data:`_READABLE`)."""
     moment = bindparam("moment", type_=questions.c.decided_at.type)
     call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
     ended = tool_calls.c.result_message_id.is_not(None)
     # One look at the call for both (the statement stays short enough for psycopg to keep its parsed form).
     odd = func.json_typeof(tool_calls.c.arguments) != constant("object")
     blocked = [call.where(or_(ended, odd) if readable else ended)]
-    more = (*_READABLE, *more) if readable else more
     if refuses_running:  # unless the running call awaits this very question
         running = call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > moment)
         blocked.append(running.where(_NOT_AWAITED))
@@ -378,7 +375,7 @@ def _decided_if_open(
         questions.c.policy.is_(None),
         or_(questions.c.expires_at.is_(None), questions.c.expires_at > moment),
         *(~exists(query) for query in blocked),
-        *more,
+        *(_READABLE if readable else ()),
     )
 
 
@@ -492,7 +489,7 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
             settled.append(None)
             continue
         try:
-            question = question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+            question = question_and_call_from_row(row)
         except Exception as error:  # recorded all the same, as the others in the statement
             settled.append(error)
             continue

@@ -627,8 +627,9 @@ class StoreJournal:
         closed = []
         for settled in await self.db.run_write(write):
             if settled.question is not None and settled.refusal is None:
-                closed.append((await self.store._announce(settled, "cancel")).question)
-        return [question for question in closed if question is not None]
+                await self.store._announce(settled, "cancel")
+                closed.append(settled.question)
+        return closed
 
     async def add_chat_question(self, number: int, question: Question) -> bool:
         """Save a question of the chat itself (a login), parking the chat on it, in one transaction."""
@@ -1010,6 +1011,7 @@ _INSERT_MESSAGE_RETURNING_ID = insert(messages).returning(messages.c.id)
 _INSERT_CALL = insert(tool_calls).returning(tool_calls.c.id)
 _INSERT_QUESTION = insert(questions)
 _HOLD_OPEN_CALL = select(tool_calls.c.id).where(*HELD_OPEN_CALL).with_for_update(key_share=True)
+"""Locks the call row ``row_id`` while it is open and ``owner`` holds it (``FOR NO KEY UPDATE``: see docs/store.md)."""
 _LOCK_QUESTIONS = (
     select(questions.c.id)
     .where(questions.c.id.in_(bindparam("ids", expanding=True)))
@@ -1017,7 +1019,6 @@ _LOCK_QUESTIONS = (
     .with_for_update(key_share=True)
 )
 """The questions named, locked in id order."""
-"""Locks the call row ``row_id`` while it is open and ``owner`` holds it (``FOR NO KEY UPDATE``: see docs/store.md)."""
 _SAVE_HELD_CALL = (
     update(tool_calls)
     .where(*HELD_OPEN_CALL)

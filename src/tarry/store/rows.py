@@ -148,6 +148,12 @@ def decider_values(by: Principal | None, channel: Channel | None) -> dict[str, A
     }
 
 
+def question_and_call_from_row(row: Row) -> Question:
+    """The question of a row of ``questions`` joined with its call's columns (``call_id`` ``None`` for a chat's own
+    question, which has no call)."""
+    return question_from_row(row, None if row["call_id"] is None else call_from_row(row))
+
+
 def question_from_row(row: Row, call: ToolCall | None) -> Question:
     """The question a row holds, asked by ``call``; raises :class:`CorruptStateError` naming the question and call."""
     try:

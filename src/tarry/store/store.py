@@ -43,7 +43,7 @@ from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
 from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor, pending_query, position_of
 from tarry.store.problems import Problem, find_problems
-from tarry.store.rows import Row, call_from_row, message_from_row, question_from_row, read_each
+from tarry.store.rows import message_from_row, question_and_call_from_row, read_each
 from tarry.store.schedule import wake
 from tarry.store.tables import LARGEST_ID, chats, questions, tool_calls
 from tarry.store.together import DecisionsTogether
@@ -348,7 +348,7 @@ class Store:
             rows = rows[:limit]
             next_cursor = encode_cursor(position_of(rows[-1]))
         skipped: list[CorruptStateError] = []
-        found = read_each(rows, _question_of, skipped)
+        found = read_each(rows, question_and_call_from_row, skipped)
         self._report(skipped)
         return QuestionPage(found, next_cursor)
 
@@ -389,7 +389,7 @@ class Store:
         row = await self.db.run_alone(lambda c: c.execute(query).mappings().one_or_none(), write=False)
         if row is None:
             raise UnknownQuestionError(f"No question has the id {question_id!r}")
-        return _question_of(row)
+        return question_and_call_from_row(row)
 
     async def answer(
         self,
@@ -611,11 +611,6 @@ _QUESTION_WITH_CALL = select(questions, tool_calls.c.call_id, tool_calls.c.name,
     tool_calls, questions.c.tool_call_id == tool_calls.c.id
 )
 """Questions with their call's id, name and arguments (``None`` for a chat's own questions)."""
-
-
-def _question_of(row: Row) -> Question:
-    """The question of a row of ``questions`` joined with its call's ``call_id``, ``name`` and ``arguments``."""
-    return question_from_row(row, None if row["call_id"] is None else call_from_row(row))
 
 
 def _approval(question: Question) -> dict[str, Any]:
