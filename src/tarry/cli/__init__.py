@@ -259,13 +259,16 @@ def _add_inbox(commands: Any) -> None:
     decline = add("decline", "decline a question; the note reaches the model")
     decline.add_argument("question", metavar="QUESTION_ID")
     decline.add_argument("--note", help="why, for the model")
-    for deciding in (answer, approve, decline):
+    for deciding in (pending, answer, approve, decline):
         deciding.add_argument(
-            "--as", dest="by", metavar="IDENTITY", help="who decides, for the audit trail (default: your OS user name)"
-        )
+            "--as", dest="by", metavar="IDENTITY",
+            help="who decides, for the audit trail (default: your OS user); a name nobody checked, so it never "
+            "satisfies a policy that names who may or needs several people",
+        )  # fmt: skip
         deciding.add_argument(
             "--may-decide", metavar="MODULE:NAME",
-            help="your app's may_decide(principal, question) function, for approvals whose policy names who may",
+            help="your app's may_decide(principal, question) function, for approvals whose policy names who may "
+            "(default: the TARRY_MAY_DECIDE variable)",
         )  # fmt: skip
     history = add("history", "list the audit trail: every attempt to decide a question, oldest first")
     history.add_argument("--chat", metavar="CHAT_ID", help="only this chat's decisions")

@@ -10,10 +10,12 @@ import argparse
 import asyncio
 import getpass
 import importlib
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tarry.approvals import refusal
 from tarry.cli.exits import Exit, fail
 from tarry.cli.output import (
     call_json,
@@ -27,6 +29,7 @@ from tarry.cli.output import (
     transcript_lines,
 )
 from tarry.messages import Message
+from tarry.principals import Principal
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.tasks import Task
@@ -72,12 +75,26 @@ async def pending(store: Store, arguments: argparse.Namespace) -> int:
     out = console()
     if not questions:
         out.print("Nothing waits on a person.")
+    me = decider(arguments, store)
     for question in questions:
         for line in question_lines(question):
             out.print(line)
+        if question.policy is not None:
+            out.print(f"    {escape(await _yours(store, question, me))}")
     if more:
         out.print(more)
     return Exit.OK
+
+
+async def _yours(store: Store, question: Question, me: Principal) -> str:
+    """Whether ``me`` may decide a question with a policy, in words: the command to run, or why not."""
+    # The application's check may block or use a sync verb of the store: it runs on a thread, as deciding does.
+    reason = await asyncio.to_thread(refusal, question, "accept", me, store.may_decide)
+    if reason is None:
+        return f"You ({me.label}) may approve it: tarry approve {question.id}"
+    if await asyncio.to_thread(refusal, question, "decline", me, store.may_decide) is None:
+        return f"You ({me.label}) may decline it, not approve it: {reason}"
+    return f"Not yours to decide: {reason}"
 
 
 def field_values(pairs: list[str]) -> dict[str, Any]:
@@ -95,11 +112,38 @@ def field_values(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
-def decider(arguments: argparse.Namespace, store: Store) -> str:
-    """Who a decision command decides as (``--as``, else the OS user name); installs ``--may-decide`` on the store."""
-    if arguments.may_decide:
-        store.may_decide = load_function(arguments.may_decide)
-    return str(arguments.by or getpass.getuser())
+MAY_DECIDE_VARIABLE = "TARRY_MAY_DECIDE"
+"""The variable naming the deployment's ``may_decide`` (``module:function``) when ``--may-decide`` does not."""
+
+
+def os_user() -> Principal:
+    """Who runs this process, as the operating system knows them: verified, since the OS logged them in.
+
+    The account of the process's real user id, not ``$USER`` or ``$LOGNAME``, which the caller
+    sets; where there are no user ids (Windows), the name ``getpass`` finds, self-declared.
+    """
+    try:
+        import pwd
+
+        return Principal(pwd.getpwuid(os.getuid()).pw_name)
+    except (ImportError, KeyError):
+        return Principal(getpass.getuser(), verified=False)
+
+
+def decider(arguments: argparse.Namespace, store: Store) -> Principal:
+    """Who a decision command decides as, and installs the deployment's ``may_decide`` on the store.
+
+    The OS user running the command, verified; ``--as NAME`` is a claim nobody checked
+    (self-declared), unless it names that very OS user. The check comes from ``--may-decide``,
+    else the ``TARRY_MAY_DECIDE`` variable.
+    """
+    spec = arguments.may_decide or os.environ.get(MAY_DECIDE_VARIABLE)
+    if spec:
+        store.may_decide = load_function(spec)
+    me = os_user()
+    if arguments.by is None or arguments.by == me.id:
+        return me
+    return Principal(arguments.by, verified=False)
 
 
 def load_function(spec: str) -> Callable[..., Any]:
@@ -108,7 +152,7 @@ def load_function(spec: str) -> Callable[..., Any]:
 
     module_name, sep, name = spec.partition(":")
     if not sep or not module_name or not name:
-        raise ValueError(f"--may-decide looks like 'package.module:name', got {spec!r}")
+        raise ValueError(f"may_decide is named as 'package.module:name', got {spec!r}")
     importable_working_directory()
     found = getattr(importlib.import_module(module_name), name)
     if not callable(found):
