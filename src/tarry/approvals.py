@@ -18,7 +18,7 @@ from tarry.principals import Principal
 if TYPE_CHECKING:
     from tarry.questions import Decision, Question
 
-__all__ = ["Approval", "MayDecide", "Verdict", "Vote", "check_may_decide", "judge", "refusal", "standing"]
+__all__ = ["Approval", "MayDecide", "Verdict", "Vote", "check_may_decide", "judge", "refusal", "refusals", "standing"]
 
 MayDecide = Callable[[Principal, "Question"], bool]
 """The application's check: may this principal decide this question? (See :class:`Approval` ``by``.)
@@ -167,6 +167,13 @@ def refusal(
     if any(vote.principal.id == principal.id for vote in question.votes):
         return f"{principal.label} already approved {what}; it needs {policy.count} different people"
     return None
+
+
+def refusals(
+    question: Question, principal: Principal | None, may_decide: MayDecide | None
+) -> tuple[str | None, str | None]:
+    """Why ``principal`` may not approve ``question``, and why they may not decline it (``None``: they may)."""
+    return refusal(question, "accept", principal, may_decide), refusal(question, "decline", principal, may_decide)
 
 
 def standing(question: Question) -> str | None:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tarry.approvals import refusal
+from tarry.approvals import refusals
 from tarry.cli.exits import Exit, fail
 from tarry.cli.output import (
     call_json,
@@ -89,12 +89,12 @@ async def pending(store: Store, arguments: argparse.Namespace) -> int:
 async def _yours(store: Store, question: Question, me: Principal) -> str:
     """Whether ``me`` may decide a question with a policy, in words: the command to run, or why not."""
     # The application's check may block or use a sync verb of the store: it runs on a thread, as deciding does.
-    reason = await asyncio.to_thread(refusal, question, "accept", me, store.may_decide)
-    if reason is None:
+    cannot_approve, cannot_decline = await asyncio.to_thread(refusals, question, me, store.may_decide)
+    if cannot_approve is None:
         return f"You ({me.label}) may approve it: tarry approve {question.id}"
-    if await asyncio.to_thread(refusal, question, "decline", me, store.may_decide) is None:
-        return f"You ({me.label}) may decline it, not approve it: {reason}"
-    return f"Not yours to decide: {reason}"
+    if cannot_decline is None:
+        return f"You ({me.label}) may decline it, not approve it: {cannot_approve}"
+    return f"Not yours to decide: {cannot_approve}"
 
 
 def field_values(pairs: list[str]) -> dict[str, Any]:
