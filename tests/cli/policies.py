@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tarry.cli.inbox import os_user
+from tarry.cli.identity import os_user
 from tarry.principals import Principal
 from tarry.questions import Question
 from tests.store.approvers import may_decide

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import getpass
 from pathlib import Path
 
 from tarry.cli.exits import Exit
-from tarry.cli.inbox import os_user
+from tarry.cli.identity import os_user
 from tarry.principals import Principal
 from tarry.store import Store
 from tarry.testing import ScriptedModel
@@ -30,13 +29,13 @@ async def test_decisions_record_the_os_user_or_as_and_history_lists_them(store: 
     late = await asyncio.to_thread(tarry, "approve", two.id, "--as", "bob", "--url", database_url)
     assert late.returncode == Exit.TOO_LATE
     assert (await store.question(one.id)).decided_by is not None
-    assert (await store.question(one.id)).decided_by.id == getpass.getuser()  # type: ignore[union-attr]
+    assert (await store.question(one.id)).decided_by.id == os_user().id  # type: ignore[union-attr]
 
     listed = await asyncio.to_thread(tarry, "history", "--url", database_url)
     assert listed.returncode == Exit.OK, listed.stderr
     lines = listed.stdout.splitlines()
     assert len(lines) == 3
-    assert f"{getpass.getuser()} via cli: accept decided" in lines[0]
+    assert f"{os_user().id} via cli: accept decided" in lines[0]
     assert "ann via cli: decline decided" in lines[1] and "transfer_money" in lines[1]
     assert "bob via cli: accept lost (already decided (decline) by ann)" in lines[2]
     as_json = await asyncio.to_thread(tarry, "history", "--json", "--question", two.id, "--url", database_url)

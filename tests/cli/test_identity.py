@@ -12,7 +12,7 @@ from pathlib import Path
 from tarry import Tool
 from tarry.approvals import Approval
 from tarry.cli.exits import Exit
-from tarry.cli.inbox import os_user
+from tarry.cli.identity import os_user
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 from tests.cli.conftest import tarry, tarry_command, user_environment

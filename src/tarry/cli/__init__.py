@@ -99,7 +99,7 @@ def _serve(arguments: argparse.Namespace) -> int:
 def _serve_identity(arguments: argparse.Namespace) -> dict[str, Any]:
     """``serve()``'s ``users``, ``proxy`` and ``may_decide`` as ``tarry serve``'s options and environment say."""
     from tarry.approvals import check_may_decide
-    from tarry.cli.inbox import MAY_DECIDE_VARIABLE, load_function
+    from tarry.cli.identity import MAY_DECIDE_VARIABLE, load_function
     from tarry.web.identity import ProxyIdentity, Users
 
     if arguments.trusted_proxy and not arguments.trust_identity_header:
