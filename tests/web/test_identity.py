@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tarry.cli import main
 from tarry.web.identity import hash_token
 from tests.web.client import AUTH, Inbox, problem
 from tests.web.test_accountable_web import park_payout
@@ -145,3 +146,20 @@ def test_the_shared_login_token_never_counts_toward_a_two_person_rule(inbox: Inb
     page = inbox.client.get("/", headers=AUTH).text
     assert "You may not approve this: Inbox token holder is a self-declared name" in page
     assert f'action="/questions/{approval.id}/approve"' not in page
+
+
+def test_tarry_serve_refuses_identity_options_that_do_not_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    users = tmp_path / "users.txt"
+    users.write_text(f"ann {hash_token('a')} Ann\nbob not-a-hash Bob\n")
+    url = f"sqlite:///{tmp_path / 'never.db'}"
+    assert main(["serve", "--url", url, "--users", str(users)]) == 2
+    assert f"{users}, line 2: expected 'ID SHA256_OF_TOKEN [NAME]', got 'bob not-a-hash Bob'" in capsys.readouterr().err
+    assert main(["serve", "--url", url, "--trusted-proxy", "127.0.0.1"]) == 2
+    assert "--trusted-proxy goes with --trust-identity-header NAME" in capsys.readouterr().err
+    assert main(["serve", "--url", url, "--trust-identity-header", "X-Remote-User"]) == 2
+    assert "needs the proxy's addresses: anybody can send that header" in capsys.readouterr().err
+    assert main(["serve", "--url", url, "--may-decide", "tests.cli.policies:awaited"]) == 2
+    assert "not a coroutine function" in capsys.readouterr().err
+    assert not (tmp_path / "never.db").exists()

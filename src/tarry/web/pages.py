@@ -237,7 +237,7 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
         questions = await access.shown(request, await questions_page(chat, cursor))
         tasks = await access.shown(request, await store.waiting_tasks(chat))
         state = [
-            [question.id for question in questions],
+            [(question.id, len(question.votes)) for question in questions],  # a vote counted shows at once
             [(task.chat_id, task.since.isoformat(), task.version) for task in tasks],
             await version(chat) if chat and await access.allowed(request, ChatRef(chat)) else None,
         ]
