@@ -6,6 +6,7 @@ under their lock, so a policy means the same wherever a decision is made.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,10 +18,30 @@ from tarry.principals import Principal
 if TYPE_CHECKING:
     from tarry.questions import Decision, Question
 
-__all__ = ["Approval", "MayDecide", "Verdict", "Vote", "judge"]
+__all__ = ["Approval", "MayDecide", "Verdict", "Vote", "check_may_decide", "judge", "refusal", "refusals", "standing"]
 
 MayDecide = Callable[[Principal, "Question"], bool]
-"""The application's check: may this principal decide this question? (See :class:`Approval` ``by``.)"""
+"""The application's check: may this principal decide this question? (See :class:`Approval` ``by``.)
+
+A plain function: it runs inside the decision's transaction. Only ``True`` admits."""
+
+
+def check_may_decide(may_decide: MayDecide | None) -> MayDecide | None:
+    """``may_decide`` when it can serve as the check; raises ``TypeError`` for anything else.
+
+    A coroutine function is refused: the check runs inside the decision's transaction, where
+    nothing can await it, and its unawaited coroutine must never read as a yes.
+    """
+    if may_decide is None:
+        return None
+    if not callable(may_decide):
+        raise TypeError(f"may_decide must be a function (principal, question) -> bool, got {may_decide!r}")
+    if inspect.iscoroutinefunction(may_decide) or inspect.iscoroutinefunction(type(may_decide).__call__):
+        raise TypeError(
+            f"may_decide must be a plain function returning a bool, not a coroutine function ({may_decide!r}): "
+            "it runs inside the decision's transaction, where nothing awaits it. Look up what it needs beforehand."
+        )
+    return may_decide
 
 
 @dataclass(frozen=True)
@@ -31,8 +52,9 @@ class Approval:
     only after two different principals approved it, each admitted by the application's
     ``may_decide(principal, question)`` (given to the :class:`~tarry.store.Store`), which reads
     ``question.policy.by`` to know which group is meant. Any one allowed decline ends the call.
-    ``by=None`` lets anyone decide. A decision without an identity cannot satisfy a policy that
-    names ``by`` or counts more than one person, and is refused.
+    ``by=None`` lets anyone decide. A decision without an identity, or by a self-declared one
+    (a :class:`~tarry.principals.Principal` with ``verified=False``), cannot satisfy a policy
+    that names ``by`` or counts more than one person, and is refused.
     """
 
     count: int = 1
@@ -86,26 +108,90 @@ def judge(
     Call it under the lock, after the question was found open. A cancellation (the chat's own)
     is never refused.
     """
+    reason = refusal(question, decision, principal, may_decide)
+    if reason is not None:
+        raise NotAllowedError(reason)
+    policy = question.policy
+    if policy is None or decision != "accept" or policy.count == 1:
+        return "decide"
+    return "decide" if len(question.votes) + 1 >= policy.count else "count"
+
+
+def refusal(
+    question: Question,
+    decision: Decision,
+    principal: Principal | None,
+    may_decide: MayDecide | None,
+) -> str | None:
+    """Why the question's approval policy refuses this decision by ``principal``, or ``None`` when it allows it.
+
+    What :func:`judge` raises; the inbox and ``tarry pending`` ask it too, to offer a decision
+    only to those who may make it. Nobody known and a self-declared principal
+    (``verified=False``) are alike here: neither satisfies ``by`` nor counts toward ``count > 1``.
+    ``may_decide`` admits with ``True`` only; an awaitable it returns raises ``TypeError``.
+    """
     policy = question.policy
     if policy is None or decision == "cancel":
-        return "decide"
+        return None
     what = f"the {question.tool_call.name} call" if question.tool_call is not None else "this question"
+    needs = "names who may" if policy.by else f"needs {policy.count} people"
     if principal is None:
         if policy.by is not None or policy.count > 1:
-            raise NotAllowedError(
-                f"Deciding {what} needs to know who decides (by=...): "
-                f"its policy {'names who may' if policy.by else f'needs {policy.count} people'}"
+            return f"Deciding {what} needs to know who decides (by=...): its policy {needs}"
+        return None
+    if not principal.verified:
+        if policy.by is not None or policy.count > 1:
+            return (
+                f"{principal.label} is a self-declared name that nobody checked, and {what} needs a verified "
+                f"identity: its policy {needs}"
             )
-        return "decide"
+        return None
     if policy.by is not None:
         if may_decide is None:
-            raise NotAllowedError(
+            return (
                 f"Only {policy.by!r} may decide {what}, and nothing checks who that is: give the store may_decide=..."
             )
-        if not may_decide(principal, question):
-            raise NotAllowedError(f"{principal.label} may not decide {what} (it needs {policy.by!r})")
+        verdict = may_decide(principal, question)
+        if inspect.isawaitable(verdict):
+            if inspect.iscoroutine(verdict):
+                verdict.close()  # never awaited: a coroutine is no answer
+            raise TypeError(
+                f"may_decide returned {type(verdict).__name__}, an awaitable, for {what}: it must be a plain "
+                "function returning a bool"
+            )
+        if verdict is not True:
+            odd = "" if verdict is False else f"; may_decide returned {verdict!r}, and only True admits"
+            return f"{principal.label} may not decide {what} (it needs {policy.by!r}{odd})"
     if decision != "accept" or policy.count == 1:
-        return "decide"
+        return None
     if any(vote.principal.id == principal.id for vote in question.votes):
-        raise NotAllowedError(f"{principal.label} already approved {what}; it needs {policy.count} different people")
-    return "decide" if len(question.votes) + 1 >= policy.count else "count"
+        return f"{principal.label} already approved {what}; it needs {policy.count} different people"
+    return None
+
+
+def refusals(
+    question: Question, principal: Principal | None, may_decide: MayDecide | None
+) -> tuple[str | None, str | None]:
+    """Why ``principal`` may not approve ``question``, and why they may not decline it (``None``: they may)."""
+    return refusal(question, "accept", principal, may_decide), refusal(question, "decline", principal, may_decide)
+
+
+def standing(question: Question) -> str | None:
+    """The question's approval policy and the approvals counted so far, in words (``None`` without a policy).
+
+    >>> from tarry.questions import Question
+    >>> standing(Question("q", "approval", "Pay?", policy=Approval(count=2, by="finance")))
+    "Needs 2 different people's approval, each allowed as 'finance'; 0 of 2 so far."
+    """
+    policy = question.policy
+    if policy is None:
+        return None
+    allowed = f"allowed as {policy.by!r}" if policy.by else ""
+    if policy.count == 1:
+        return f"Needs the approval of someone {allowed}." if allowed else "Needs one person's approval."
+    each = f", each {allowed}" if allowed else ""
+    labels = ", ".join(vote.principal.label for vote in question.votes)
+    return (
+        f"Needs {policy.count} different people's approval{each}; "
+        f"{len(question.votes)} of {policy.count} so far{': ' + labels if labels else ''}."
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = ["CHANNELS", "Channel", "Principal", "check_channel", "principal_of"]
@@ -19,18 +19,29 @@ class Principal:
     Two principals with the same ``id`` are the same person, whatever their names say; an
     approval policy counts distinct ids.
 
+    ``verified`` says whether an identity source the deployment controls vouched for the ``id``
+    (your application's code, its authentication, a per-user inbox token, a trusted proxy, the
+    OS account running ``tarry``); ``False`` marks a name nobody checked (``tarry approve --as``,
+    the shared inbox token). A self-declared principal may make a decision a plain approval
+    allows, and is recorded under its name, but never satisfies a policy's ``by`` nor counts
+    toward a ``count`` above one. It takes no part in equality, and is not stored: it matters
+    at the moment of deciding.
+
     >>> Principal("u-17", "Ada Lovelace").label
     'Ada Lovelace'
     """
 
     id: str
     name: str | None = None
+    verified: bool = field(default=True, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
             raise ValueError(f"A principal's id must be a non-empty str, got {self.id!r}")
         if self.name is not None and not isinstance(self.name, str):
             raise TypeError(f"A principal's name must be str or None, got {type(self.name).__name__}")
+        if not isinstance(self.verified, bool):
+            raise TypeError(f"A principal's verified must be a bool, got {type(self.verified).__name__}")
 
     @property
     def label(self) -> str:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import getpass
 from pathlib import Path
 
 from tarry.cli.exits import Exit
+from tarry.cli.identity import os_user
+from tarry.principals import Principal
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 from tests.cli import schemas
 from tests.cli.conftest import tarry
+from tests.cli.policies import finance_or_this_shell
 from tests.cli.test_inbox import parked, valid
 from tests.store.approvers import Payout
 
@@ -27,13 +29,13 @@ async def test_decisions_record_the_os_user_or_as_and_history_lists_them(store: 
     late = await asyncio.to_thread(tarry, "approve", two.id, "--as", "bob", "--url", database_url)
     assert late.returncode == Exit.TOO_LATE
     assert (await store.question(one.id)).decided_by is not None
-    assert (await store.question(one.id)).decided_by.id == getpass.getuser()  # type: ignore[union-attr]
+    assert (await store.question(one.id)).decided_by.id == os_user().id  # type: ignore[union-attr]
 
     listed = await asyncio.to_thread(tarry, "history", "--url", database_url)
     assert listed.returncode == Exit.OK, listed.stderr
     lines = listed.stdout.splitlines()
     assert len(lines) == 3
-    assert f"{getpass.getuser()} via cli: accept decided" in lines[0]
+    assert f"{os_user().id} via cli: accept decided" in lines[0]
     assert "ann via cli: decline decided" in lines[1] and "transfer_money" in lines[1]
     assert "bob via cli: accept lost (already decided (decline) by ann)" in lines[2]
     as_json = await asyncio.to_thread(tarry, "history", "--json", "--question", two.id, "--url", database_url)
@@ -52,18 +54,24 @@ async def test_a_two_person_policy_from_the_shell(store: Store, database_url: st
     )
     await chat.ask("Pay Carol")
     [question] = await chat.pending_questions()
-    check = ["--may-decide", "tests.store.approvers:may_decide", "--url", database_url]
-    unchecked = await asyncio.to_thread(tarry, "approve", question.id, "--as", "ann", "--url", database_url)
+    check = ["--may-decide", "tests.cli.policies:finance_or_this_shell", "--url", database_url]
+    unchecked = await asyncio.to_thread(tarry, "approve", question.id, "--url", database_url)
     assert unchecked.returncode == Exit.NOT_ALLOWED
     assert "nothing checks who that is" in unchecked.stderr
     outsider = await asyncio.to_thread(tarry, "approve", question.id, "--as", "mallory", *check, cwd=ROOT)
     assert outsider.returncode == Exit.NOT_ALLOWED
-    assert "mallory may not decide the payout call (it needs 'finance')" in outsider.stderr
-    first = await asyncio.to_thread(tarry, "approve", question.id, "--as", "ann", *check, cwd=ROOT)
+    assert "mallory is a self-declared name that nobody checked" in outsider.stderr
+    # A name typed after --as is a claim: even a member of finance's name counts for nothing (this test
+    # approved as ann and bob with --as before, and so completed the two-person rule from one shell).
+    claimed = await asyncio.to_thread(tarry, "approve", question.id, "--as", "ann", *check, cwd=ROOT)
+    assert claimed.returncode == Exit.NOT_ALLOWED
+    assert "ann is a self-declared name that nobody checked" in claimed.stderr
+    first = await asyncio.to_thread(tarry, "approve", question.id, *check, cwd=ROOT)  # the OS user, verified
     assert first.returncode == Exit.OK, first.stderr
     assert "Recorded: approval 1 of 2 (payout(to='Carol', amount=9)); it waits for more." in first.stdout
-    second = await asyncio.to_thread(tarry, "approve", question.id, "--as", "bob", *check, cwd=ROOT)
-    assert second.returncode == Exit.OK, second.stderr
-    assert "Recorded: approved" in second.stdout
+    async with Store(database_url, may_decide=finance_or_this_shell) as elsewhere:  # bob, in the app's own code
+        assert await elsewhere.approve(question.id, by=Principal("bob", "Bob Baker"), channel="api")
+    decided = await store.question(question.id)
+    assert decided.decision == "accept" and [vote.principal.id for vote in decided.votes] == [os_user().id, "bob"]
     outcomes = [event.outcome for event in await store.history(question_id=question.id)]
-    assert outcomes == ["refused", "refused", "counted", "decided"]
+    assert outcomes == ["refused", "refused", "refused", "counted", "decided"]

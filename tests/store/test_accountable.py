@@ -173,6 +173,48 @@ async def test_the_policy_refuses_outsiders_anonymous_deciders_and_stores_withou
     await check_trail(finance)
 
 
+async def test_a_self_declared_name_neither_counts_nor_satisfies_by(finance: Store) -> None:
+    _, question_id = await payout_question(finance)
+    for name in ("ann", "bob"):  # finance's members, but nobody checked who typed their names
+        with pytest.raises(NotAllowedError, match=f"{name} is a self-declared name that nobody checked"):
+            await finance.approve(question_id, by=Principal(name, verified=False))
+    assert await finance.approve(question_id, by="ann")  # the application's code vouches for it
+    with pytest.raises(NotAllowedError, match="bob is a self-declared name"):
+        await finance.approve(question_id, by=Principal("bob", verified=False))
+    assert (await finance.question(question_id)).decision is None
+    assert await finance.approve(question_id, by="bob")
+    assert (await finance.question(question_id)).decision == "accept"
+    await check_trail(finance)
+
+
+async def test_may_decide_admits_only_with_true_and_is_never_an_unawaited_coroutine(
+    finance: Store, database_url: str
+) -> None:
+    async def in_finance(principal: Principal, question: object) -> bool:
+        return principal.id in FINANCE
+
+    class AsyncCheck:
+        async def __call__(self, principal: Principal, question: object) -> bool:
+            return True
+
+    for check in (in_finance, AsyncCheck()):
+        with pytest.raises(TypeError, match="not a coroutine function"):
+            Store(database_url, may_decide=check)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="not a coroutine function"):
+            finance.may_decide = check  # type: ignore[assignment]
+    assert finance.may_decide is may_decide  # the refused check was not installed
+    _, question_id = await payout_question(finance)
+    finance.may_decide = lambda principal, question: in_finance(principal, question)  # type: ignore[assignment,return-value]
+    with pytest.raises(TypeError, match="may_decide returned coroutine, an awaitable"):
+        await finance.approve(question_id, by="mallory")
+    finance.may_decide = lambda principal, question: 1  # type: ignore[assignment,return-value]
+    with pytest.raises(NotAllowedError, match="may_decide returned 1, and only True admits"):
+        await finance.approve(question_id, by="ann")
+    assert (await finance.question(question_id)).votes == []
+    # The awaitable rolled its attempt back; the truthy one is refused on the trail.
+    assert [event.outcome for event in await finance.history(question_id=question_id)] == ["refused"]
+
+
 class HastyTransfer(TransferMoney):
     """Moves money, if someone approves within a minute."""
 

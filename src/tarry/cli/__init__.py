@@ -86,9 +86,31 @@ def _serve(arguments: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
+    try:
+        identity = _serve_identity(arguments)
+    except (OSError, ValueError, TypeError, ImportError, AttributeError) as error:
+        print(f"tarry: {error}", file=sys.stderr)
+        return 2
     with contextlib.suppress(KeyboardInterrupt):  # serve() sets the schema up, or refuses, before the login link
-        _store_run(serve(arguments.url, host=arguments.host, port=arguments.port, say=say))
+        _store_run(serve(arguments.url, host=arguments.host, port=arguments.port, say=say, **identity))
     return 0
+
+
+def _serve_identity(arguments: argparse.Namespace) -> dict[str, Any]:
+    """``serve()``'s ``users``, ``proxy`` and ``may_decide`` as ``tarry serve``'s options and environment say."""
+    from tarry.approvals import check_may_decide
+    from tarry.cli.identity import MAY_DECIDE_VARIABLE, load_function
+    from tarry.web.identity import ProxyIdentity, Users
+
+    if arguments.trusted_proxy and not arguments.trust_identity_header:
+        raise ValueError("--trusted-proxy goes with --trust-identity-header NAME")
+    spec = arguments.may_decide or os.environ.get(MAY_DECIDE_VARIABLE)
+    header = arguments.trust_identity_header
+    return {
+        "users": Users.load(arguments.users) if arguments.users else None,
+        "proxy": ProxyIdentity.of(header, arguments.trusted_proxy) if header else None,
+        "may_decide": check_may_decide(load_function(spec)) if spec else None,
+    }
 
 
 def _store_run(work: Coroutine[Any, Any, T]) -> T:
@@ -160,6 +182,23 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--url", help=URL_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks a free one (default: 8000)")
+    serve.add_argument(
+        "--users", metavar="FILE",
+        help="people's own login tokens: one 'ID SHA256_OF_TOKEN [NAME]' a line (no shared login link then)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--trust-identity-header", metavar="NAME",
+        help="take who is asking from this header, set by an authenticating proxy (needs --trusted-proxy)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--trusted-proxy", action="append", default=[], metavar="ADDRESS",
+        help="the proxy's address or network, the only one the identity header is taken from (repeatable)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--may-decide", metavar="MODULE:NAME",
+        help="your app's may_decide(principal, question), for approvals whose policy names who may "
+        "(default: the TARRY_MAY_DECIDE variable)",
+    )  # fmt: skip
     serve.set_defaults(handler=_serve)
     _add_chat(commands)
     _add_inbox(commands)
@@ -259,13 +298,16 @@ def _add_inbox(commands: Any) -> None:
     decline = add("decline", "decline a question; the note reaches the model")
     decline.add_argument("question", metavar="QUESTION_ID")
     decline.add_argument("--note", help="why, for the model")
-    for deciding in (answer, approve, decline):
+    for deciding in (pending, answer, approve, decline):
         deciding.add_argument(
-            "--as", dest="by", metavar="IDENTITY", help="who decides, for the audit trail (default: your OS user name)"
-        )
+            "--as", dest="by", metavar="IDENTITY",
+            help="who decides, for the audit trail (default: your OS user); a name nobody checked, so it never "
+            "satisfies a policy that names who may or needs several people",
+        )  # fmt: skip
         deciding.add_argument(
             "--may-decide", metavar="MODULE:NAME",
-            help="your app's may_decide(principal, question) function, for approvals whose policy names who may",
+            help="your app's may_decide(principal, question) function, for approvals whose policy names who may "
+            "(default: the TARRY_MAY_DECIDE variable)",
         )  # fmt: skip
     history = add("history", "list the audit trail: every attempt to decide a question, oldest first")
     history.add_argument("--chat", metavar="CHAT_ID", help="only this chat's decisions")

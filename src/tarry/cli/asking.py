@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 from rich.console import Console
 
 from tarry.chat import Chat
+from tarry.cli.identity import os_user
 from tarry.cli.lines import LineReader
 from tarry.cli.output import describe_call, escape, field_hint, shown_url
 from tarry.errors import InvalidAnswerError, QuestionExpiredError, ToolCallRunningError
@@ -23,8 +23,8 @@ class Asker:
 
     def __init__(self, chat: Chat, reader: LineReader, out: Console) -> None:
         self.chat = chat
-        self.who = getpass.getuser()
-        """Who the person at the terminal decides as: their OS user name."""
+        self.who = os_user()
+        """Who the person at the terminal decides as: their OS user (verified)."""
         self.reader = reader
         self.out = out
 

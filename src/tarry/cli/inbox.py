@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
-import importlib
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tarry.approvals import refusals
 from tarry.cli.exits import Exit, fail
+from tarry.cli.identity import decider
 from tarry.cli.output import (
     call_json,
     chat_json,
@@ -27,6 +27,7 @@ from tarry.cli.output import (
     transcript_lines,
 )
 from tarry.messages import Message
+from tarry.principals import Principal
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.tasks import Task
@@ -72,12 +73,26 @@ async def pending(store: Store, arguments: argparse.Namespace) -> int:
     out = console()
     if not questions:
         out.print("Nothing waits on a person.")
+    me = decider(arguments, store)
     for question in questions:
         for line in question_lines(question):
             out.print(line)
+        if question.policy is not None:
+            out.print(f"    {escape(await _yours(store, question, me))}")
     if more:
         out.print(more)
     return Exit.OK
+
+
+async def _yours(store: Store, question: Question, me: Principal) -> str:
+    """Whether ``me`` may decide a question with a policy, in words: the command to run, or why not."""
+    # The application's check may block or use a sync verb of the store: it runs on a thread, as deciding does.
+    cannot_approve, cannot_decline = await asyncio.to_thread(refusals, question, me, store.may_decide)
+    if cannot_approve is None:
+        return f"You ({me.label}) may approve it: tarry approve {question.id}"
+    if cannot_decline is None:
+        return f"You ({me.label}) may decline it, not approve it: {cannot_approve}"
+    return f"Not yours to decide: {cannot_approve}"
 
 
 def field_values(pairs: list[str]) -> dict[str, Any]:
@@ -93,27 +108,6 @@ def field_values(pairs: list[str]) -> dict[str, Any]:
         else:
             values[name] = value
     return values
-
-
-def decider(arguments: argparse.Namespace, store: Store) -> str:
-    """Who a decision command decides as (``--as``, else the OS user name); installs ``--may-decide`` on the store."""
-    if arguments.may_decide:
-        store.may_decide = load_function(arguments.may_decide)
-    return str(arguments.by or getpass.getuser())
-
-
-def load_function(spec: str) -> Callable[..., Any]:
-    """The function a ``module:name`` spec names (the working directory is importable)."""
-    from tarry.cli import importable_working_directory
-
-    module_name, sep, name = spec.partition(":")
-    if not sep or not module_name or not name:
-        raise ValueError(f"--may-decide looks like 'package.module:name', got {spec!r}")
-    importable_working_directory()
-    found = getattr(importlib.import_module(module_name), name)
-    if not callable(found):
-        raise TypeError(f"{spec} is {found!r}, not a function")
-    return found  # type: ignore[no-any-return]
 
 
 async def answer(store: Store, arguments: argparse.Namespace) -> int:

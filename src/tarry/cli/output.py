@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 from rich.console import Console
 from rich.markup import escape
 
+from tarry.approvals import standing
 from tarry.chat import Chat
 from tarry.demo import describe_call
 from tarry.messages import ToolCall
@@ -134,6 +135,9 @@ def question_lines(question: Question) -> list[str]:
     if question.kind == "url" and question.url:
         lines.append(f"    url: {escape(shown_url(question.url))}")
     lines.extend(f"    - {escape(f'{field.name} ({field_hint(field)})')}" for field in question.fields)
+    policy = standing(question)
+    if policy is not None:
+        lines.append(f"    {escape(policy)}")
     where = [f"chat {question.chat_id}"]
     if question.source:
         where.append(f"asked by {question.source}")

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, select, update
 
 from tarry.agents import Agent
-from tarry.approvals import MayDecide
+from tarry.approvals import MayDecide, check_may_decide
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, CorruptStateError, UnknownQuestionError
@@ -68,7 +68,8 @@ class Store:
     commit (SQLite ``synchronous=NORMAL``, PostgreSQL ``synchronous_commit=off``), so a power
     cut can undo the last commits, a claim among them. ``may_decide(principal, question) -> bool``
     says who may decide an approval whose :class:`~tarry.approvals.Approval` policy names ``by``
-    (a plain function: it runs inside the decision's transaction). The store's engine belongs to the event
+    (a plain function: it runs inside the decision's transaction; a coroutine function raises
+    ``TypeError``, and only ``True`` admits). The store's engine belongs to the event
     loop that first uses it; use it as ``async with Store() as store:`` or call :meth:`close`.
 
     Synchronous code uses ``with Store() as store:`` and the ``_sync`` twin of each verb
@@ -102,7 +103,6 @@ class Store:
         self.cancel_hooks: list[CancelHook] = []
         """Called with a chat's id right after :meth:`cancel` recorded a cancellation request."""
         self.may_decide = may_decide
-        """The application's check of who may decide a question whose approval policy names ``by``."""
         self.oauth = OAuthRecords(self)
         """Logins to OAuth-protected MCP servers (tokens, registrations, codes), shared by every process."""
         self._together = DecisionsTogether(
@@ -111,6 +111,19 @@ class Store:
         )
         """Approvals and declines by id on PostgreSQL: those that arrive while one is on its way go together."""
         self._reported: set[Problem] = set()
+
+    @property
+    def may_decide(self) -> MayDecide | None:
+        """The application's check of who may decide a question whose approval policy names ``by``.
+
+        A plain function returning a bool; setting a coroutine function (or anything not callable)
+        raises ``TypeError``, as passing it to the constructor does.
+        """
+        return self._may_decide
+
+    @may_decide.setter
+    def may_decide(self, may_decide: MayDecide | None) -> None:
+        self._may_decide = check_may_decide(may_decide)
 
     @property
     def url(self) -> str:

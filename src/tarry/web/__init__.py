@@ -17,6 +17,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 from tarry.web.access import TOKEN_HOLDER, Authorize, ChatRef, Identify, Shown
 from tarry.web.app import create_app
 from tarry.web.decisions import OnAnswer
+from tarry.web.identity import ProxyIdentity, Users, hash_token
 from tarry.web.oauth import serve_callback
 
 __all__ = [
@@ -25,7 +26,10 @@ __all__ = [
     "ChatRef",
     "Identify",
     "OnAnswer",
+    "ProxyIdentity",
     "Shown",
+    "Users",
     "create_app",
+    "hash_token",
     "serve_callback",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import inspect
@@ -18,6 +19,7 @@ from tarry.principals import Principal, principal_of
 from tarry.questions import Question
 from tarry.store.audit import DecisionEvent
 from tarry.store.waiting import WaitingTask
+from tarry.web.identity import ProxyIdentity, Users
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,9 @@ Shown = Question | WaitingTask | ChatRef | DecisionEvent
 """What ``authorize`` is asked about, item by item; each has a ``chat_id``."""
 Identify = Callable[[HTTPConnection], str | Principal | Awaitable[str | Principal | None] | None]
 """Says who is asking (an identity or a :class:`~tarry.principals.Principal`), for the decisions they make."""
-TOKEN_HOLDER = Principal("inbox-token", "Inbox token holder")
-"""Who a decision made with the login token is recorded as: the token names nobody in particular."""
+TOKEN_HOLDER = Principal("inbox-token", "Inbox token holder", verified=False)
+"""Who a decision made with the shared login token is recorded as: the token names nobody in particular, so it
+never satisfies an approval policy's ``by`` nor counts toward a ``count`` above one."""
 Authorize = Callable[[HTTPConnection, Shown | None], bool | Awaitable[bool]]
 """Decides whether a request may see (and answer) a question, a task or a chat; ``None``: the inbox as a whole."""
 T = TypeVar("T", bound=Shown)
@@ -86,16 +89,25 @@ class Access:
     cookie, and scripts send it as ``Authorization: Bearer …``.
     """
 
-    def __init__(self, authorize: Authorize | None, token: str | None, identify: Identify | None = None) -> None:
-        if authorize is not None and token is not None:
+    def __init__(
+        self,
+        authorize: Authorize | None,
+        token: str | None,
+        identify: Identify | None = None,
+        users: Users | None = None,
+        proxy: ProxyIdentity | None = None,
+    ) -> None:
+        if authorize is not None and (token is not None or users is not None or proxy is not None):
             raise ValueError(
-                "create_app takes authorize or token, not both: with authorize your app authenticates "
-                "people and no login token is used"
+                "create_app takes authorize or token (or users, proxy: the inbox's own logins), not both: with "
+                "authorize your app authenticates people"
             )
         self.authorize = authorize
         self.identify = identify
+        self.users = users
+        self.proxy = proxy
         self.token = token if authorize is None else None
-        if authorize is None and not self.token:
+        if authorize is None and not self.token and users is None and proxy is None:
             self.token = secrets.token_urlsafe(24)
         self._secret = secrets.token_bytes(32)
 
@@ -107,13 +119,28 @@ class Access:
 
     # Login
 
+    @property
+    def logs_in(self) -> bool:
+        """True when the inbox checks logins itself (a token, per-user tokens or a trusted proxy), not ``authorize``."""
+        return self.authorize is None
+
     def token_matches(self, given: str | None) -> bool:
-        """True when ``given`` is the login token."""
+        """True when ``given`` is the shared login token."""
         return self.token is not None and given is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
-    def log_in(self, response: Response, connection: HTTPConnection, path: str) -> None:
-        """Give the browser a session cookie of its own (a random id, signed)."""
+    def login_of(self, given: str | None) -> str | None:
+        """Whose login ``given`` is: ``""`` for the shared token, a user's id for their own token, else ``None``."""
+        if self.token_matches(given):
+            return ""
+        user = self.users.find(given) if self.users is not None else None
+        return None if user is None else user.id
+
+    def log_in(self, response: Response, connection: HTTPConnection, path: str, user: str = "") -> None:
+        """Give the browser a session cookie of its own (a random id, signed), for ``user`` (``""``: the shared
+        token)."""
         session = secrets.token_urlsafe(18)
+        if user:
+            session += "~" + base64.urlsafe_b64encode(user.encode()).decode().rstrip("=")
         _set_cookie(response, connection, "tarry_session", f"{session}.{self._sign('session', session)}", path)
 
     def session(self, connection: HTTPConnection) -> str | None:
@@ -122,14 +149,29 @@ class Access:
         session, _, signature = cookie.partition(".")
         return session if session and self._signed("session", session, signature) else None
 
+    def _login_user(self, connection: HTTPConnection) -> Principal | None:
+        """The user whose own token the request carries (as a bearer token, or by its session), if any."""
+        if self.users is None:
+            return None
+        header = connection.headers.get("authorization", "")
+        if header[:7].lower() == "bearer ":
+            return self.users.find(header[7:].strip())
+        _, _, encoded = (self.session(connection) or "").partition("~")
+        if not encoded:
+            return None
+        return self.users.named(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode())
+
     def logged_in(self, connection: HTTPConnection) -> bool:
         """True when the request may use the inbox at all (always, when ``authorize`` decides)."""
-        if self.token is None:
+        if not self.logs_in:
+            return True
+        if self.proxy is not None and self.proxy.principal(connection) is not None:
             return True
         header = connection.headers.get("authorization", "")
-        if header[:7].lower() == "bearer " and self.token_matches(header[7:].strip()):
+        if header[:7].lower() == "bearer " and self.login_of(header[7:].strip()) is not None:
             return True
-        return self.session(connection) is not None
+        session = self.session(connection)
+        return session is not None and ("~" not in session or self._login_user(connection) is not None)
 
     async def allowed(self, connection: HTTPConnection, item: Shown | None) -> bool:
         """True when the request may see (and answer) ``item`` (``None``: the inbox as a whole)."""
@@ -156,16 +198,19 @@ class Access:
     async def principal(self, connection: HTTPConnection) -> Principal | None:
         """Who a decision of this request is recorded as.
 
-        ``identify(request)`` when given; else, with the login token, :data:`TOKEN_HOLDER`; else
-        the user the host app's authentication middleware set (``request.user``), if any.
+        ``identify(request)`` when given; else the identity header from a trusted proxy; else the
+        user whose own token the request carries; else, with the shared login token,
+        :data:`TOKEN_HOLDER`; else the user the host app's authentication middleware set
+        (``request.user``), if any.
         """
         if self.identify is not None:
             found = self.identify(connection)
             if inspect.isawaitable(found):
                 found = await found
             return principal_of(found)
-        if self.token is not None:
-            return TOKEN_HOLDER
+        if self.logs_in:
+            proxied = self.proxy.principal(connection) if self.proxy is not None else None
+            return proxied or self._login_user(connection) or (TOKEN_HOLDER if self.logged_in(connection) else None)
         identity = user_identity(connection)
         if identity is None:
             return None
@@ -194,7 +239,7 @@ class Access:
 
     def _csrf_binding(self, connection: HTTPConnection) -> str:
         """Who the CSRF token belongs to: the session, else the host app's authenticated user."""
-        if self.token is not None:
+        if self.logs_in:
             return f"session:{self.session(connection) or ''}"
         return f"user:{user_identity(connection) or ''}:{connection.headers.get('authorization', '')}"
 

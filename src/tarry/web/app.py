@@ -18,6 +18,7 @@ from tarry.web.access import Access, Authorize, Identify
 from tarry.web.api import API_REFUSALS, api_router
 from tarry.web.decisions import Decider, OnAnswer
 from tarry.web.guard import Guard
+from tarry.web.identity import ProxyIdentity, Users
 from tarry.web.oauth import CALLBACK_PATH, receive_login
 from tarry.web.pages import Pages, Refused, page_router, root_of
 from tarry.web.problems import Problem, finish_openapi
@@ -32,6 +33,8 @@ def create_app(
     on_answer: OnAnswer | None = None,
     token: str | None = None,
     identify: Identify | None = None,
+    users: Users | None = None,
+    proxy: ProxyIdentity | None = None,
 ) -> FastAPI:
     """The inbox page and JSON API for what ``store``'s chats wait on, as an ASGI app.
 
@@ -46,6 +49,13 @@ def create_app(
     ``/login?token=…`` for a session cookie; scripts send ``Authorization: Bearer <token>``.
     Passing both ``authorize`` and ``token`` raises ``ValueError``.
 
+    ``users`` (:class:`~tarry.web.identity.Users`) gives people tokens of their own, which they
+    use as the shared token is used; ``proxy`` (:class:`~tarry.web.identity.ProxyIdentity`)
+    trusts an authenticating reverse proxy's identity header, from the proxy's addresses only.
+    Either one alone means no shared token unless ``token`` is given. Both name verified
+    principals, who can make a two-person approval; the shared token names nobody in
+    particular (:data:`~tarry.web.access.TOKEN_HOLDER`, self-declared), who cannot.
+
     Every decision made through the app records who made it: ``identify(request)`` returns an
     identity or a :class:`~tarry.principals.Principal` (sync or async); without it, a login
     token's decisions are recorded as :data:`~tarry.web.access.TOKEN_HOLDER` and, with
@@ -58,7 +68,7 @@ def create_app(
     it: register the worker's wake-up or the Celery enqueue there once for every way of
     answering, and use ``on_answer`` for what only the web should do.
     """
-    access = Access(authorize, token, identify)
+    access = Access(authorize, token, identify, users, proxy)
     decider = Decider(store, access, on_answer)
     pages = Pages(access)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -16,8 +17,10 @@ from starlette.requests import HTTPConnection
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.templating import Jinja2Templates
 
+from tarry.approvals import refusals
 from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError
+from tarry.principals import Principal
 from tarry.questions import Question
 from tarry.store.paging import QuestionPage
 from tarry.web import views
@@ -138,12 +141,14 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
     ) -> dict[str, Any]:
         page = await questions_page(chat, cursor)
         shown = await access.shown(request, page)
+        me = await access.principal(request)
         cards = []
         for question in shown:
+            refused = await _refusals(question, me)
             if invalid is not None and invalid.question_id == question.id:
-                cards.append(views.question_view(question, invalid.typed, invalid.errors, invalid.note))
+                cards.append(views.question_view(question, invalid.typed, invalid.errors, invalid.note, refused))
             else:
-                cards.append(views.question_view(question))
+                cards.append(views.question_view(question, refusals=refused))
         tasks = [views.task_view(waiting) for waiting in await access.shown(request, await store.waiting_tasks(chat))]
         chats = sorted(
             {question.chat_id for question in shown if question.chat_id} | {task.waiting.chat_id for task in tasks}
@@ -159,6 +164,13 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
             "more": _query(chat=chat, cursor=page.next_cursor) if page.next_cursor else None,
         }
 
+    async def _refusals(question: Question, me: Principal | None) -> tuple[str | None, str | None]:
+        """Why ``me`` may not approve, and may not decline, ``question`` (its policy's refusals; ``None``: they may)."""
+        if question.policy is None:
+            return None, None
+        # The application's check may block or use a sync verb of the store: it runs on a thread, as deciding does.
+        return await asyncio.to_thread(refusals, question, me, store.may_decide)
+
     async def questions_page(chat: str | None, cursor: str | None) -> QuestionPage:
         try:
             return await store.pending_questions(chat, limit=views.PAGE_SIZE, cursor=cursor)
@@ -167,12 +179,13 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
 
     @router.get("/login")
     async def login(request: Request, token: str | None = None) -> Response:
-        if access.token is None:
+        if not access.logs_in:
             return RedirectResponse(f"{root_of(request)}/", status_code=303)
-        if not access.token_matches(token):
+        user = access.login_of(token)
+        if user is None:
             return pages.refused(request, 401, "bad-token")
         response = RedirectResponse(f"{root_of(request)}/", status_code=303)
-        access.log_in(response, request, root_of(request) or "/")
+        access.log_in(response, request, root_of(request) or "/", user)
         return response
 
     @seen.get("/")
@@ -224,7 +237,7 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
         questions = await access.shown(request, await questions_page(chat, cursor))
         tasks = await access.shown(request, await store.waiting_tasks(chat))
         state = [
-            [question.id for question in questions],
+            [(question.id, len(question.votes)) for question in questions],  # a vote counted shows at once
             [(task.chat_id, task.since.isoformat(), task.version) for task in tasks],
             await version(chat) if chat and await access.allowed(request, ChatRef(chat)) else None,
         ]

@@ -8,8 +8,10 @@ from collections.abc import Callable
 
 import uvicorn
 
+from tarry.approvals import MayDecide
 from tarry.store import Store
 from tarry.web.app import create_app
+from tarry.web.identity import ProxyIdentity, Users
 
 
 def loopback(host: str) -> bool:
@@ -45,10 +47,15 @@ async def serve(
     port: int = 8000,
     token: str | None = None,
     say: Callable[[str], None] = print,
+    users: Users | None = None,
+    proxy: ProxyIdentity | None = None,
+    may_decide: MayDecide | None = None,
 ) -> None:
     """Serve the inbox of the database at ``url`` until interrupted, printing the login link once.
 
-    ``port=0`` picks a free port; the printed link names the one bound.
+    ``port=0`` picks a free port; the printed link names the one bound. ``users``, ``proxy``:
+    who people are (see :func:`~tarry.web.create_app`); with either, there is no shared login
+    link. ``may_decide``: the deployment's check for approvals whose policy names ``by``.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -56,16 +63,21 @@ async def serve(
     sock.bind((host, port))
     sock.listen(2048)  # before the link is printed, so a client that follows it at once is not refused
     bound = sock.getsockname()[1]
-    async with Store(url) as store:
-        app = create_app(store, token=token)
+    async with Store(url, may_decide=may_decide) as store:
+        app = create_app(store, token=token, users=users, proxy=proxy)
         await store.setup()
         say(f"tarry inbox for {store.url}")
         warning = exposure_warning(host)
         if warning:
             say(warning)
-        say(
-            f"Open this link to log in (it holds the token; keep it private): {login_url(host, bound, app.state.token)}"
-        )
+        if app.state.token:
+            link = login_url(host, bound, app.state.token)
+            say(f"Open this link to log in (it holds the token; keep it private): {link}")
+        if users is not None:
+            say(f"{len(users)} user(s) log in with their own token: {login_url(host, bound, '<token>')}")
+        if proxy is not None:
+            proxies = ", ".join(str(network) for network in proxy.proxies)
+            say(f"Trusting the {proxy.header} header from {proxies} only")
         # Open event streams end by themselves within 30 s; a shutdown need not wait that long.
         config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=3)
         await uvicorn.Server(config).serve(sockets=[sock])

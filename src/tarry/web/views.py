@@ -12,6 +12,7 @@ from urllib.parse import quote, urlsplit
 
 import idna
 
+from tarry.approvals import standing
 from tarry.questions import Field, Question
 from tarry.store.waiting import WaitingTask
 from tarry.web.decisions import safe_url
@@ -81,6 +82,12 @@ class QuestionView:
     link: LinkView | None = None
     errors: dict[str, str] = field(default_factory=dict)
     note: str = ""
+    standing: str | None = None
+    """The approval's policy and the approvals so far, in words (``None`` without a policy)."""
+    cannot_approve: str | None = None
+    """Why the person looking may not approve it (then no Approve button), or ``None``."""
+    cannot_decline: str | None = None
+    """Why the person looking may not decline it (then no Decline form), or ``None``."""
 
     @property
     def dom_id(self) -> str:
@@ -212,8 +219,9 @@ def question_view(
     typed: Mapping[str, Sequence[str]] | None = None,
     errors: Mapping[str, str] | None = None,
     note: str = "",
+    refusals: tuple[str | None, str | None] = (None, None),
 ) -> QuestionView:
-    """The card of ``question``."""
+    """The card of ``question``; ``refusals``: why the person looking may not approve it, and may not decline it."""
     call = question.tool_call
     return QuestionView(
         question=question,
@@ -223,6 +231,9 @@ def question_view(
         link=link_view(question.url) if question.kind == "url" and question.url else None,
         errors=dict(errors or {}),
         note=note,
+        standing=standing(question),
+        cannot_approve=refusals[0],
+        cannot_decline=refusals[1],
     )
 
 

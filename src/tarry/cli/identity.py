@@ -1,0 +1,62 @@
+"""Who decides from a shell, and the deployment's check of who may: the OS user, ``--as``, ``--may-decide``."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+from tarry.principals import Principal
+from tarry.store import Store
+
+__all__ = ["MAY_DECIDE_VARIABLE", "decider", "load_function", "os_user"]
+
+MAY_DECIDE_VARIABLE = "TARRY_MAY_DECIDE"
+"""The variable naming the deployment's ``may_decide`` (``module:function``) when ``--may-decide`` does not."""
+
+
+def os_user() -> Principal:
+    """Who runs this process, as the operating system knows them: verified, since the OS logged them in.
+
+    The account of the process's real user id, not ``$USER`` or ``$LOGNAME``, which the caller
+    sets; where there are no user ids (Windows), the name ``getpass`` finds, self-declared.
+    """
+    try:
+        import pwd
+
+        return Principal(pwd.getpwuid(os.getuid()).pw_name)
+    except (ImportError, KeyError):
+        return Principal(getpass.getuser(), verified=False)
+
+
+def decider(arguments: argparse.Namespace, store: Store) -> Principal:
+    """Who a decision command decides as, and installs the deployment's ``may_decide`` on the store.
+
+    The OS user running the command, verified; ``--as NAME`` is a claim nobody checked
+    (self-declared), unless it names that very OS user. The check comes from ``--may-decide``,
+    else the ``TARRY_MAY_DECIDE`` variable.
+    """
+    spec = arguments.may_decide or os.environ.get(MAY_DECIDE_VARIABLE)
+    if spec:
+        store.may_decide = load_function(spec)
+    me = os_user()
+    if arguments.by is None or arguments.by == me.id:
+        return me
+    return Principal(arguments.by, verified=False)
+
+
+def load_function(spec: str) -> Callable[..., Any]:
+    """The function a ``module:name`` spec names (the working directory is importable)."""
+    from tarry.cli import importable_working_directory
+
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise ValueError(f"may_decide is named as 'package.module:name', got {spec!r}")
+    importable_working_directory()
+    found = getattr(importlib.import_module(module_name), name)
+    if not callable(found):
+        raise TypeError(f"{spec} is {found!r}, not a function")
+    return found  # type: ignore[no-any-return]
