@@ -26,6 +26,10 @@ class UnknownQuestionError(TarryError, ValueError):
     """The question id names no question of this chat or store."""
 
 
+class AmbiguousIdError(TarryError, ValueError):
+    """An id prefix that several questions (or chats) share; the message lists them."""
+
+
 class InvalidAnswerError(TarryError, ValueError):
     """An answer the question cannot take; ``errors`` maps each field name to what was wrong."""
 

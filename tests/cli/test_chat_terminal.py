@@ -17,7 +17,8 @@ import pytest
 from tarry.cli.exits import Exit
 from tests.cli.conftest import HERE, tarry, tarry_command, user_environment
 
-TIMEOUT = 30
+TIMEOUT = 180
+"""Seconds to wait for expected output: generous, so a busy 2-core machine passes (each wait ends on its text)."""
 
 
 @pytest.fixture
@@ -144,6 +145,7 @@ def test_a_url_question_shows_the_host_in_punycode_and_opens_nothing(chat: Termi
 def test_ctrl_c_parks_the_chat_and_resume_carries_it_on(chat: Terminal, workdir: Path) -> None:
     chat.say("pay Bob")
     chat.expect("Approve transfer_money(amount=20, to='Bob')?")
+    chat.expect("n: NOTE = no, telling the model why> ")  # the prompt is up: the chat is parked and reading
     chat.process.sendintr()
     chat.process.expect(r"Parked chat ([0-9a-f-]{36})\. Resume it with:\s+(tarry chat --resume [^\r\n]+)")
     chat_id, command = chat.process.match.group(1), chat.process.match.group(2)

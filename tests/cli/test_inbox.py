@@ -6,6 +6,7 @@ Real processes, their exit codes and JSON; every test runs on a SQLite file and 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -88,7 +89,7 @@ async def test_answer_records_the_fields_and_a_second_answer_is_told_it_lost(sto
     assert (await store.question(form.id)).answer == {"time": "20:00", "party": 4}
     again = await asyncio.to_thread(tarry, "answer", form.id, "--field", "time=21:00", "--url", database_url)
     assert again.returncode == Exit.TOO_LATE
-    assert "someone else decided first" in again.stderr
+    assert f"already decided by {getpass.getuser()} via cli at " in again.stderr
     assert (await store.question(form.id)).answer == {"time": "20:00", "party": 4}
     await chat.complete()
     assert chat.messages[-1].content == "Done: Booked Luigi's at 20:00 for 4."

@@ -568,3 +568,14 @@ async def test_a_streamed_call_whose_name_is_repeated_in_every_fragment_keeps_on
 
     call = ToolCall("call__0_get_weather_cmpl-1", "get_weather", {"city": "Paris"})
     assert events == [ToolCallEvent(call), MessageDone(Message("assistant", "", tool_calls=(call,)))]
+
+
+async def test_a_base_url_without_v1_says_where_completions_usually_are(http: respx.MockRouter) -> None:
+    http.post("http://127.0.0.1:8000/chat/completions").mock(
+        return_value=httpx.Response(404, json={"detail": "Not Found"})  # what a FastAPI-based server answers
+    )
+    chat = Chat(model=OpenAICompatible("gemma-3-270m", base_url="http://127.0.0.1:8000", provider="llama"))
+    with pytest.raises(ProviderError, match=r"under /v1, so base_url ends with /v1") as raised:
+        await chat.ask("Hi")
+    assert raised.value.status == 404
+    assert "no chat completions at http://127.0.0.1:8000/chat/completions" in str(raised.value)

@@ -33,17 +33,27 @@ def importable_working_directory() -> None:
 
 
 def _worker(arguments: argparse.Namespace) -> int:
-    from tarry.jobs.command import main
+    from tarry.cli.exits import Exit, fail, missing_sqlite_file
+    from tarry.jobs.command import load_agents, main
+    from tarry.specs import SpecError
     from tarry.store import Store
 
     importable_working_directory()
+    try:
+        agents = load_agents(arguments.agents)  # a bad --agents is one line, before the database is opened
+    except SpecError as error:
+        return fail(error)
+    missing = missing_sqlite_file(arguments.url)
+    if missing is not None:
+        print(f"tarry: the database cannot be used: {missing}", file=sys.stderr)
+        return int(Exit.DATABASE)
 
     async def check() -> None:  # refuse to start on a database the worker cannot use
         async with Store(arguments.url) as store:
             await store.check()
 
     _store_run(check())
-    return main(arguments.url, arguments.agents, arguments.concurrency, arguments.lease)
+    return main(arguments.url, agents, arguments.concurrency, arguments.lease)
 
 
 def _db_upgrade(arguments: argparse.Namespace) -> int:
@@ -114,14 +124,15 @@ def _serve_identity(arguments: argparse.Namespace) -> dict[str, Any]:
 
 
 def _store_run(work: Coroutine[Any, Any, T]) -> T:
-    """Run ``work``; a database error prints what to do, without a traceback, and exits with status 1."""
+    """Run ``work``; a database error prints what to do, without a traceback, and exits with status 7."""
+    from tarry.cli.exits import Exit
     from tarry.errors import StoreError
 
     try:
         return asyncio.run(work)
     except StoreError as error:
         print(f"tarry: {error}", file=sys.stderr)
-        raise SystemExit(1) from None
+        raise SystemExit(Exit.DATABASE) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -238,14 +249,27 @@ def _add_chat(commands: Any) -> None:
     )  # fmt: skip
     chat.add_argument("--resume", metavar="CHAT_ID", help="carry a stored chat on instead of starting one")
     chat.add_argument("--instructions", metavar="TEXT", help="the system instructions of a new chat")
+    chat.add_argument(
+        "--tool-choice", metavar="CHOICE",
+        help="auto, none, required, or a tool's name the model must call first (a new chat; e.g. for small models)",
+    )  # fmt: skip
+    chat.add_argument(
+        "--setting", action="append", default=[], metavar="NAME=VALUE",
+        help="a model setting of a new chat, e.g. temperature=0.2 (VALUE read as JSON when it parses; repeatable)",
+    )  # fmt: skip
     chat.set_defaults(handler=_chat)
 
 
 def _mcp_serve(arguments: argparse.Namespace) -> int:
     from tarry.cli import mcp_serve
+    from tarry.cli.exits import fail
+    from tarry.specs import SpecError
 
     importable_working_directory()
-    return mcp_serve.run(arguments)
+    try:
+        return mcp_serve.run(arguments)
+    except SpecError as error:
+        return fail(error)
 
 
 def _add_mcp(commands: Any) -> None:

@@ -10,7 +10,7 @@ from tarry.chat import Chat
 from tarry.cli.identity import os_user
 from tarry.cli.lines import LineReader
 from tarry.cli.output import describe_call, escape, field_hint, shown_url
-from tarry.errors import InvalidAnswerError, QuestionExpiredError, ToolCallRunningError
+from tarry.errors import InvalidAnswerError, NotAllowedError, QuestionExpiredError, ToolCallRunningError
 from tarry.questions import Field, Question
 
 YES = ("y", "yes")
@@ -27,6 +27,13 @@ class Asker:
         """Who the person at the terminal decides as: their OS user (verified)."""
         self.reader = reader
         self.out = out
+        self.passed: set[str] = set()
+        """The ids of questions this person may not decide (their policy refused them): not asked again."""
+
+    def may_ask(self, question: Question) -> bool:
+        """Whether to put ``question`` to the person: not when they approved it already, or may not decide it."""
+        voted = any(vote.principal.id == self.who.id for vote in question.votes)
+        return not voted and question.id not in self.passed
 
     async def ask(self, question: Question) -> None:
         """Ask ``question`` until a decision is recorded (or the person leaves: end of input)."""
@@ -41,6 +48,9 @@ class Asker:
             self.out.print("[red]Too late: the question expired.[/]")
         except ToolCallRunningError as error:
             self.out.print(f"[red]{escape(str(error))}[/]")
+        except NotAllowedError as error:
+            self.passed.add(question.id)
+            self.out.print(f"[red]Not recorded: {escape(str(error))}[/]")
 
     async def _line(self, prompt: str) -> str:
         line = await self.reader.readline(prompt)
@@ -55,12 +65,24 @@ class Asker:
             choice, _, note = reply.partition(":")
             choice = choice.strip().lower()
             if choice in YES and not note:
-                self._recorded(await self.chat.approve(question, by=self.who, channel="cli"), "approved")
+                recorded = await self.chat.approve(question, by=self.who, channel="cli")
+                counted = await self._still_waiting(question) if recorded and question.policy is not None else None
+                if counted is not None and counted.policy is not None:
+                    self.out.print(
+                        f"  [green]Your approval was counted: {len(counted.votes)} of {counted.policy.count}; "
+                        "the call runs once enough people approved it.[/]"
+                    )
+                    return
+                self._recorded(recorded, "approved")
                 return
             if choice in NO:
                 await self._decline(question, note.strip() or None)
                 return
             self.out.print("  Type y, n, or n: followed by a note.")
+
+    async def _still_waiting(self, question: Question) -> Question | None:
+        """``question`` as the chat now sees it while it still waits (an approval counted, not yet enough)."""
+        return next((waiting for waiting in await self.chat.pending_questions() if waiting.id == question.id), None)
 
     async def _url(self, question: Question) -> None:
         assert question.url is not None

@@ -6,15 +6,18 @@ import sys
 from enum import IntEnum
 
 from tarry.errors import (
+    AmbiguousIdError,
     ChatNotFoundError,
     CorruptStateError,
     InvalidAnswerError,
     NotAllowedError,
     QuestionExpiredError,
     StoreError,
+    StoreSchemaError,
     ToolCallRunningError,
     UnknownQuestionError,
 )
+from tarry.specs import SpecError
 
 
 class Exit(IntEnum):
@@ -25,7 +28,7 @@ class Exit(IntEnum):
     FAILED = 1
     """Any other error (the message on stderr says what)."""
     USAGE = 2
-    """The command line was wrong (argparse's status)."""
+    """The command line was wrong (argparse's status), or a ``module:name`` it gives names nothing importable."""
     TOO_LATE = 3
     """Someone else decided the question first (or the chat's cancellation was already asked for)."""
     EXPIRED = 4
@@ -33,7 +36,7 @@ class Exit(IntEnum):
     INVALID = 5
     """The answer does not fit the question; each field's problem is on stderr."""
     UNKNOWN = 6
-    """No question or chat has the id."""
+    """No question or chat has the id (or, for an id's prefix, several have it)."""
     DATABASE = 7
     """The database cannot be used: unreachable, missing the schema, or holding unreadable rows."""
     RUNNING = 8
@@ -45,8 +48,10 @@ class Exit(IntEnum):
 
 
 _BY_ERROR: tuple[tuple[type[BaseException], Exit], ...] = (
+    (SpecError, Exit.USAGE),
     (InvalidAnswerError, Exit.INVALID),
     (UnknownQuestionError, Exit.UNKNOWN),
+    (AmbiguousIdError, Exit.UNKNOWN),
     (ChatNotFoundError, Exit.UNKNOWN),
     (QuestionExpiredError, Exit.EXPIRED),
     (ToolCallRunningError, Exit.RUNNING),
@@ -82,7 +87,27 @@ def fail(error: BaseException) -> int:
     elif status is Exit.DATABASE:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
         print(f"tarry: the database cannot be used: {detail}", file=sys.stderr)
-        print("  (check --url / TARRY_DATABASE_URL; `tarry db upgrade` creates the schema)", file=sys.stderr)
+        if not isinstance(error, StoreSchemaError):  # whose message says what to do with the schema
+            print("  (check --url / TARRY_DATABASE_URL)", file=sys.stderr)
     else:
         print(f"tarry: {error}", file=sys.stderr)
     return int(status)
+
+
+def missing_sqlite_file(url: str | None) -> str | None:
+    """What to say when ``url`` (``--url``, else ``TARRY_DATABASE_URL``, else the default) names a SQLite file
+    that does not exist, so a command that only reads or decides leaves no empty file behind; else ``None``."""
+    from pathlib import Path
+
+    from tarry.store.engine import database_url
+
+    try:
+        resolved = database_url(url)
+    except Exception:  # not a URL: the store says so when it opens
+        return None
+    if resolved.get_backend_name() != "sqlite" or resolved.query.get("uri") == "true" or not resolved.database:
+        return None
+    path = Path(resolved.database)
+    if path.exists():
+        return None
+    return f"no database file at {path.absolute()}; `tarry db upgrade --url sqlite:///{path}` creates one"

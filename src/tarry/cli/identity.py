@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import importlib
 import os
 from collections.abc import Callable
 from typing import Any
 
 from tarry.principals import Principal
+from tarry.specs import SpecError, load_spec
 from tarry.store import Store
 
 __all__ = ["MAY_DECIDE_VARIABLE", "decider", "load_function", "os_user"]
@@ -52,11 +52,8 @@ def load_function(spec: str) -> Callable[..., Any]:
     """The function a ``module:name`` spec names (the working directory is importable)."""
     from tarry.cli import importable_working_directory
 
-    module_name, sep, name = spec.partition(":")
-    if not sep or not module_name or not name:
-        raise ValueError(f"may_decide is named as 'package.module:name', got {spec!r}")
     importable_working_directory()
-    found = getattr(importlib.import_module(module_name), name)
+    found = load_spec(spec, "--may-decide")
     if not callable(found):
-        raise TypeError(f"{spec} is {found!r}, not a function")
+        raise SpecError(f"--may-decide {spec} is {found!r}, not a function")
     return found  # type: ignore[no-any-return]

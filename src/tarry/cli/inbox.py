@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tarry.approvals import refusals
-from tarry.cli.exits import Exit, fail
+from tarry.cli.exits import Exit, fail, missing_sqlite_file
 from tarry.cli.identity import decider
 from tarry.cli.output import (
     call_json,
@@ -31,13 +31,17 @@ from tarry.principals import Principal
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.tasks import Task
-from tarry.testing import ScriptedModel
 
 Work = Callable[[Store, argparse.Namespace], Awaitable[int]]
 
 
 def run(work: Work, arguments: argparse.Namespace) -> int:
     """Open the store named by ``--url``, run ``work`` on it, and turn errors into exit statuses."""
+
+    missing = missing_sqlite_file(arguments.url)
+    if missing is not None:
+        print(f"tarry: the database cannot be used: {missing}", file=sys.stderr)
+        return int(Exit.DATABASE)
 
     async def main() -> int:
         try:
@@ -46,12 +50,21 @@ def run(work: Work, arguments: argparse.Namespace) -> int:
             print(f"tarry: the database cannot be used: {error}", file=sys.stderr)
             return int(Exit.DATABASE)
         async with store:
+            await full_ids(store, arguments)
             return await work(store, arguments)
 
     try:
         return asyncio.run(main())
     except Exception as error:
         return fail(error)
+
+
+async def full_ids(store: Store, arguments: argparse.Namespace) -> None:
+    """Expand the question and chat ids the command line gives as unique prefixes (as git does)."""
+    for option, of in (("question", "question"), ("chat", "chat"), ("chat_id", "chat")):
+        given = getattr(arguments, option, None)
+        if given:
+            setattr(arguments, option, await store.full_id(given, of=of))  # type: ignore[arg-type]
 
 
 async def pending(store: Store, arguments: argparse.Namespace) -> int:
@@ -146,6 +159,10 @@ async def history(store: Store, arguments: argparse.Namespace) -> int:
     for event in events:
         who = event.by.label if event.by is not None else "nobody known"
         what = f"{event.decision} {event.outcome}" + (f" ({event.detail})" if event.detail else "")
+        if event.answer:
+            what += ": " + ", ".join(f"{name}={value!r}" for name, value in event.answer.items())
+        if event.note:
+            what += f", note {event.note!r}"
         out.print(
             f"[dim]{event.id}[/]  {event.at:%Y-%m-%d %H:%M:%S}  [bold]{escape(who)}[/] via {event.channel}: "
             f"{escape(what)}  {escape(event.tool or event.kind)}  [dim]question {event.question_id}[/]"
@@ -163,7 +180,9 @@ async def _decided(store: Store, question_id: str, recorded: bool) -> int:
         print(f"Recorded: {_decision_text(question)} ({call}).")
         return Exit.OK
     when = f" at {question.decided_at:%Y-%m-%d %H:%M:%S} UTC" if question.decided_at else ""
-    print(f"tarry: someone else decided first{when}: {_decision_text(question)} ({call})", file=sys.stderr)
+    who = question.decided_by.label if question.decided_by is not None else "nobody known"
+    how = f" via {question.channel}" if question.channel else ""
+    print(f"tarry: already decided by {who}{how}{when}: {_decision_text(question)} ({call})", file=sys.stderr)
     return Exit.TOO_LATE
 
 
@@ -204,26 +223,26 @@ async def chats(store: Store, arguments: argparse.Namespace) -> int:
 async def show(store: Store, arguments: argparse.Namespace) -> int:
     """``tarry show``: a chat's transcript, then what it waits on."""
     summary = await store.chat_summary(arguments.chat_id)
-    # Only the transcript is read, so a placeholder model spares resolving (and configuring) the recorded one.
-    chat = await store.load_chat(arguments.chat_id, ScriptedModel([], name="show"))
-    questions = await store.pending_questions(chat.id)
-    tasks = await store.waiting_tasks(chat.id)
+    # Only the transcript is read: no model, tools or tool choice to rebuild.
+    messages = await store.messages(summary.id)
+    questions = await store.pending_questions(summary.id)
+    tasks = await store.waiting_tasks(summary.id)
     if arguments.json:
         print_json(
             {
                 **chat_json(summary),
-                "instructions": chat.instructions,
-                "transcript": [_message_json(message) for message in chat.messages],
+                "instructions": summary.instructions,
+                "transcript": [_message_json(message) for message in messages],
                 "pending_questions": [question.to_dict() for question in questions],
                 "tasks": [task_json(waiting) for waiting in tasks],
             }
         )
         return Exit.OK
     out = console()
-    out.print(f"[bold]Chat {chat.id}[/]  {escape(summary.agent or summary.model or '')}")
-    if chat.instructions:
-        out.print(f"[dim]instructions: {escape(chat.instructions)}[/]")
-    for line in transcript_lines(chat):
+    out.print(f"[bold]Chat {summary.id}[/]  {escape(summary.agent or summary.model or '')}")
+    if summary.instructions:
+        out.print(f"[dim]instructions: {escape(summary.instructions)}[/]")
+    for line in transcript_lines(messages):
         out.print(line)
     if questions or tasks:
         out.print("[bold]Waits on:[/]")
@@ -245,6 +264,8 @@ def _message_json(message: Message) -> dict[str, Any]:
 
 
 def _task_state(task: Task) -> str:
+    if task.status == "input_required":  # its question is answered: what it lacks is a process to carry it on
+        return "answered; waits for a process to carry it on (`tarry worker`, or the command that resumes the chat)"
     return f"{task.status}" + (f": {task.status_message}" if task.status_message else "")
 
 

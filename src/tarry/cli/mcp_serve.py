@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import socket
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from tarry.agents import Agent
+from tarry.specs import SpecError, load_spec
 from tarry.tools import Tool
 
 URL_HELP = "database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)"
@@ -17,15 +17,12 @@ URL_HELP = "database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)"
 
 def load_tools(spec: str) -> list[Any]:
     """The tools ``module:name`` names: a list of tools (or functions), an Agent, or a function returning either."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"A tools spec looks like 'package.module:name', got {spec!r}")
-    value: Any = getattr(importlib.import_module(module_name), attribute)
+    value: Any = load_spec(spec, "--tools")
     if callable(value) and not isinstance(value, Agent | Tool | list | tuple):
         value = value()
     items = value.tools if isinstance(value, Agent) else value
     if isinstance(items, Tool) or not isinstance(items, list | tuple):
-        raise TypeError(f"{spec} holds {value!r}: expected a list of tools or an Agent")
+        raise SpecError(f"--tools {spec} holds {value!r}: expected a list of tools or an Agent")
     return list(items)  # the server turns functions into tools, and refuses anything else naming it
 
 

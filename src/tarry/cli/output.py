@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -12,9 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from tarry.approvals import standing
-from tarry.chat import Chat
 from tarry.demo import describe_call
-from tarry.messages import ToolCall
+from tarry.messages import Message, ToolCall
 from tarry.questions import Field, Question
 from tarry.store.listing import ChatSummary
 from tarry.store.waiting import WaitingTask
@@ -147,11 +147,11 @@ def question_lines(question: Question) -> list[str]:
     return lines
 
 
-def transcript_lines(chat: Chat, start: int = 0) -> list[str]:
+def transcript_lines(messages: Sequence[Message], start: int = 0) -> list[str]:
     """The transcript from message ``start`` on, one rich-markup line per message or call."""
-    names = {call.id: call.name for message in chat.messages for call in message.tool_calls}
+    names = {call.id: call.name for message in messages for call in message.tool_calls}
     lines = []
-    for message in chat.messages[start:]:
+    for message in messages[start:]:
         if message.role == "user":
             lines.append(f"[cyan]you> {escape(message.content)}[/]")
         elif message.role == "assistant":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shlex
 import sys
 from collections.abc import Iterator
@@ -74,8 +75,11 @@ class Session:
                 return
             questions = await self.chat.pending_questions()
             if questions:
-                for question in questions:
+                mine = [question for question in questions if self.asker.may_ask(question)]
+                for question in mine:
                     await self._ask(question)
+                if not mine:  # each needs someone else's decision
+                    await self._idle(f"waiting for others to decide: {_waiting_line(questions)}", LOOK_AGAIN)
                 continue
             tasks = await self.chat.pending_tasks()
             await self._watch(tasks)
@@ -172,6 +176,10 @@ class Session:
         wait = min([task.poll_interval or 1.0 for task in tasks] or [LOOK_AGAIN])
         wait = min(max(wait, 0.1), MAX_TASK_WAIT)
         line = "; ".join(_task_line(task) for task in tasks) or "waiting on a call another process runs"
+        await self._idle(line, wait)
+
+    async def _idle(self, line: str, wait: float) -> None:
+        """Show ``line`` on the status line for ``wait`` seconds, or until the chat's cancellation is asked for."""
         with self._status(line):
             waited = 0.0
             while waited < wait:
@@ -202,6 +210,14 @@ class Session:
             self._print_results()
             self.out.print("[cyan]The chat was cancelled from elsewhere; its waiting calls are closed.[/]")
         return True
+
+
+def _waiting_line(questions: list[Question]) -> str:
+    def one(question: Question) -> str:
+        votes = f" ({len(question.votes)} of {question.policy.count} approvals)" if question.policy else ""
+        return describe_call(question.tool_call) + votes if question.tool_call else question.message
+
+    return "; ".join(one(question) for question in questions)
 
 
 def _task_line(task: Task) -> str:
@@ -256,7 +272,28 @@ async def open_chat(store: Store, arguments: argparse.Namespace, tools: list[Any
         return await store.load_chat(arguments.resume, model, tools, instructions)
     if model is None:
         raise ValueError(f"The agent {arguments.agent} has no model: give one with --model PROVIDER:MODEL")
-    return await store.create_chat(model, tools, arguments.instructions, agent=agent)
+    return await store.create_chat(
+        model,
+        tools,
+        arguments.instructions,
+        tool_choice=arguments.tool_choice,
+        settings=model_settings(arguments.setting),
+        agent=agent,
+    )
+
+
+def model_settings(pairs: list[str]) -> dict[str, Any]:
+    """``--setting NAME=VALUE`` options as model settings: each value as JSON when it parses, else as text."""
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--setting takes NAME=VALUE, got {pair!r}")
+        try:
+            settings[name] = json.loads(text)
+        except ValueError:
+            settings[name] = text
+    return settings
 
 
 async def run(arguments: argparse.Namespace, started: list[str]) -> None:
@@ -270,10 +307,10 @@ async def run(arguments: argparse.Namespace, started: list[str]) -> None:
             chat = await open_chat(store, arguments, tools)
             started.append(chat.id)
             session = Session(chat, store, reader, out)
-            if arguments.resume:
-                for line in transcript_lines(chat):
-                    out.print(line)
             out.print(f"[dim]Chat {chat.id} in {escape(store.url)}. Ctrl-C parks it; Ctrl-D leaves.[/]")
+            if arguments.resume:
+                for line in transcript_lines(chat.messages):
+                    out.print(line)
             reader.start()
             try:
                 await session.converse()
@@ -304,7 +341,10 @@ def main(arguments: argparse.Namespace) -> int:
     except EOFError:
         pass
     except Exception as error:
-        return fail(error)
+        status = fail(error)
+        if started:  # the chat is stored as it stood: say how to carry it on
+            print(f"Chat {started[0]} is stored. Carry it on with: {resume_command(arguments, started[0])}")
+        return status
     if started:
         print(f"Chat {started[0]} is stored. Carry it on with: {resume_command(arguments, started[0])}")
     return int(Exit.OK)

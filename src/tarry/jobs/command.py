@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Sequence
 
 from tarry.agents import Agent
 from tarry.jobs.worker import Worker
+from tarry.specs import SpecError, load_spec
 from tarry.store import Store
 
 
@@ -16,27 +16,23 @@ def load_agents(specs: Sequence[str]) -> list[Agent]:
     """The agents named by ``module:attribute`` specs: an Agent, a list of them, or a function returning either."""
     found: list[Agent] = []
     for spec in specs:
-        module_name, sep, attribute = spec.partition(":")
-        if not sep or not module_name or not attribute:
-            raise ValueError(f"An agents spec looks like 'package.module:name', got {spec!r}")
-        value = getattr(importlib.import_module(module_name), attribute)
+        value = load_spec(spec, "--agents")
         if callable(value) and not isinstance(value, Agent):
             value = value()
-        items = [value] if isinstance(value, Agent) else list(value)
+        items = [value] if isinstance(value, Agent) else list(value) if isinstance(value, list | tuple) else [value]
         for item in items:
             if not isinstance(item, Agent):
-                raise TypeError(f"{spec} holds {item!r}, not an Agent")
+                raise SpecError(f"--agents {spec} holds {item!r}, not an Agent (or a list of agents)")
         found.extend(items)
     return found
 
 
 async def run_worker(
-    url: str | None, specs: Sequence[str], *, concurrency: int = 16, lease: float = 60.0, ready: bool = True
+    url: str | None, agents: Sequence[Agent], *, concurrency: int = 16, lease: float = 60.0, ready: bool = True
 ) -> int:
-    """Run a worker for the agents of ``specs`` until SIGTERM or SIGINT; returns the exit status."""
-    agents = load_agents(specs)
+    """Run a worker for ``agents`` until SIGTERM or SIGINT; returns the exit status."""
     async with Store(url, lease=lease) as store:
-        worker = Worker(store, agents, concurrency=concurrency)
+        worker = Worker(store, list(agents), concurrency=concurrency)
         if ready:
             names = ", ".join(agent.name for agent in agents)
             print(f"tarry worker: carrying on chats of {names} in {store.url}", flush=True)
@@ -45,7 +41,7 @@ async def run_worker(
     return 0
 
 
-def main(url: str | None, specs: Sequence[str], concurrency: int, lease: float) -> int:
-    """The ``tarry worker`` command."""
+def main(url: str | None, agents: Sequence[Agent], concurrency: int, lease: float) -> int:
+    """The ``tarry worker`` command, for the agents its ``--agents`` specs named (:func:`load_agents`)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return asyncio.run(run_worker(url, specs, concurrency=concurrency, lease=lease))
+    return asyncio.run(run_worker(url, agents, concurrency=concurrency, lease=lease))

@@ -180,9 +180,15 @@ class OpenAI(HostedModel["openai.AsyncOpenAI"]):
     def _error(self, error: Exception) -> ProviderError:
         sdk = self._sdk
         if isinstance(error, sdk.APIStatusError):
+            message = body_message(error.body) or error.message
+            if error.status_code == 404 and self.base_url and not self.base_url.rstrip("/").endswith("/v1"):
+                message += (
+                    f" (no chat completions at {error.request.url}: OpenAI-compatible servers usually serve them "
+                    "under /v1, so base_url ends with /v1)"
+                )
             return provider_error(
                 self.provider,
-                body_message(error.body) or error.message,
+                message,
                 status=error.status_code,
                 codes=(error.code, error.type),
                 headers=error.response.headers,

@@ -29,6 +29,8 @@ class ChatSummary:
     open_calls: int
     questions: int
     cancel_requested_at: datetime | None
+    instructions: str | None = None
+    """The chat's system instructions, as recorded."""
 
     @property
     def waiting(self) -> bool:
@@ -65,6 +67,7 @@ def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | 
             chats.c.created_at,
             chats.c.message_count,
             chats.c.cancel_requested_at,
+            chats.c.instructions,
             func.coalesce(open_calls.c.open_calls, 0).label("open_calls"),
             func.coalesce(undecided.c.questions, 0).label("questions"),
         )
@@ -86,6 +89,7 @@ def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | 
             open_calls=int(row.open_calls),
             questions=int(row.questions),
             cancel_requested_at=row.cancel_requested_at,
+            instructions=row.instructions,
         )
         for row in connection.execute(query)
     ]

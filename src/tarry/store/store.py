@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, select, update
 
@@ -20,7 +20,7 @@ from tarry.agents import Agent
 from tarry.approvals import MayDecide, check_may_decide
 from tarry.chat import Chat
 from tarry.clock import utcnow
-from tarry.errors import ChatNotFoundError, CorruptStateError, UnknownQuestionError
+from tarry.errors import AmbiguousIdError, ChatNotFoundError, CorruptStateError, UnknownQuestionError
 from tarry.messages import Message, Model, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import AnswerNeeded, Decision, Question, check_note
@@ -232,6 +232,8 @@ class Store:
             model = model if model is not None else agent.make_model()
             tools = tools if tools else agent.tools
             instructions = instructions if instructions is not None else agent.instructions
+            tool_choice = tool_choice if tool_choice is not None else agent.tool_choice
+            settings = {**agent.settings, **(settings or {})}
             agent = agent.name
         chat_id = str(uuid.uuid4())
         journal = StoreJournal(self, chat_id, seen=0)
@@ -403,6 +405,26 @@ class Store:
         if row is None:
             raise UnknownQuestionError(f"No question has the id {question_id!r}")
         return question_and_call_from_row(row)
+
+    async def full_id(self, prefix: str, *, of: Literal["question", "chat"]) -> str:
+        """The id of the one question (or chat) whose id starts with ``prefix``, as git takes a commit's.
+
+        An id given whole is returned as it is. Raises :class:`UnknownQuestionError` (or
+        :class:`ChatNotFoundError`) when none starts so, and :class:`AmbiguousIdError` naming
+        the candidates when several do.
+        """
+        table = questions if of == "question" else chats
+        not_found = UnknownQuestionError if of == "question" else ChatNotFoundError
+        if len(prefix) == 36 or not prefix or "\x00" in prefix:  # whole, or no id at all: the caller's read says so
+            return prefix
+        query = select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True)).order_by(table.c.id).limit(5)
+        found = await self.db.run_read(lambda connection: list(connection.scalars(query)))
+        if not found:
+            raise not_found(f"No {of} has an id starting with {prefix!r}")
+        if len(found) > 1:
+            more = ", ..." if len(found) == 5 else ""
+            raise AmbiguousIdError(f"Several {of}s have an id starting with {prefix!r}: {', '.join(found)}{more}")
+        return str(found[0])
 
     async def answer(
         self,

@@ -33,8 +33,8 @@ from tarry.web.views import FIELD_PREFIX, SHOWN_PREFIX
 TEMPLATES = Path(__file__).parent / "templates"
 NOTE_LIMIT = 10_000
 NOTICES = {
-    "answered": ("ok", "Your answer was recorded. The chat carries on."),
-    "approved": ("ok", "Approved. The chat carries on."),
+    "answered": ("ok", "Your answer was recorded. The chat carries on when a process runs it (a worker, or the app)."),
+    "approved": ("ok", "Approved. The call runs when a process carries the chat on (a worker, or the app)."),
     "counted": ("ok", "Your approval was counted. The call needs more people's approval before it runs."),
     "declined": ("ok", "Declined. Your note goes to the model."),
     "refused": ("warn", "You may not decide this call, or you already approved it. Nothing was changed."),
