@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from tarry.questions import Question
+from tests.deadline import finishes
 from tests.web.client import AUTH, PROBLEM, TOKEN, Inbox, problem
 from tests.web.tools import call, park, pending, question, setup
 
@@ -220,3 +221,26 @@ def test_pages_carry_a_strict_content_security_policy(inbox: Inbox) -> None:
     response = inbox.client.get("/")
     assert "script-src 'self'" in response.headers["content-security-policy"]
     assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_an_answer_to_a_pattern_that_backtracks_exponentially_is_refused_at_once(database_url: str) -> None:
+    # In a process of its own: a backtracking engine holds the GIL, so only a process can be timed out.
+    printed = finishes(
+        f"""
+from tests.web.client import AUTH, Inbox
+from tests.web.tools import call, park, pending
+url = {database_url!r}
+[asked] = pending(url, park(url, call("slug", title="Tea")))
+inbox = Inbox(url)
+with inbox.client:
+    answer = f"/api/questions/{{asked.id}}/answer"
+    refused = inbox.client.post(answer, json={{"slug": "a" * 60 + "!"}}, headers=AUTH)
+    print(refused.status_code, refused.json()["errors"]["slug"])
+    accepted = inbox.client.post(answer, json={{"slug": "tea for two"}}, headers=AUTH)
+    print(accepted.status_code, accepted.json()["question"]["answer"])
+    inbox.client.portal.call(inbox.store.close)
+"""
+    )
+    refused, accepted = printed.splitlines()
+    assert refused.startswith("400 ") and "does not match the pattern" in refused
+    assert accepted == "200 {'slug': 'tea for two'}"
