@@ -19,6 +19,7 @@ from pydantic import AnyUrl, Strict, TypeAdapter, ValidationError
 from pydantic import Field as Constraint
 
 from tarry.patterns import ecma_pattern
+from tarry.text import unstorable
 
 FieldType = Literal["string", "number", "integer", "boolean", "array"]
 FIELD_TYPES: tuple[FieldType, ...] = ("string", "number", "integer", "boolean", "array")
@@ -269,8 +270,9 @@ class Field:
             if len(set(map(repr, value))) != len(value):
                 return "each choice can be picked once"
             return self._length_problem(len(value), "items")
-        if "\x00" in value:
-            return "cannot hold NUL characters"
+        held = unstorable(value)
+        if held is not None:
+            return f"cannot hold {held}"
         return (
             self._choice_problem(value)
             or self._length_problem(len(value), "characters")
