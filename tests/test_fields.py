@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import regress
 
 import tarry
 import tarry.questions
 from tarry.fields import DEFAULT_MAX_LENGTH, Field
+from tarry.patterns import Pattern
+from tests.deadline import finishes
 
 
 def problem(field: Field, value: Any) -> str | None:
@@ -49,6 +52,80 @@ def test_patterns_have_ecma_262_semantics(pattern: str, value: str, matches: boo
 def test_a_pattern_that_is_not_ecma_262_is_refused_when_the_field_is_made(pattern: str) -> None:
     with pytest.raises(ValueError, match="ECMA-262"):
         Field(pattern=pattern, name="code")
+
+
+PATHOLOGICAL = r"^(\w+\s?)*$"
+"""Backtracks exponentially: 46 characters froze a backtracking engine for 22 s, 60 would take years."""
+
+
+def test_a_pattern_that_backtracks_exponentially_is_checked_at_once() -> None:
+    printed = finishes(
+        f"""
+from tarry.fields import Field
+field = Field(pattern={PATHOLOGICAL!r}, name="slug")
+for value in ("a" * 60 + "!", "word " * 30 + "!", "x" * 9_999 + "!"):
+    try:
+        field.check(value)
+    except ValueError as error:
+        print(error)
+    else:
+        raise AssertionError(value)
+assert field.check("tea for two " * 800) == "tea for two " * 800
+"""
+    )
+    assert printed.count("does not match the pattern") == 3
+
+
+@pytest.mark.parametrize(
+    ("pattern", "what"),
+    [
+        ("^(?=.*[0-9]).{8,}$", "lookahead"),
+        ("(?<!x)y", "lookbehind"),
+        (r"^(a+)\1$", "backreference"),
+        (r"(?<word>a)\k<word>", "backreference"),
+        ("(?i:abc)", "flags"),
+        ("a{2000}", "RE2"),
+        (r"\ud800", "lone surrogate"),
+    ],
+)
+def test_a_pattern_that_cannot_be_checked_in_linear_time_is_refused_naming_it(pattern: str, what: str) -> None:
+    with pytest.raises(ValueError, match=what) as refused:
+        Field(pattern=pattern, name="code")
+    assert repr(pattern) in str(refused.value) and "'code'" in str(refused.value)
+    with pytest.raises(ValueError, match=what):
+        Field.from_schema("code", {"type": "string", "pattern": pattern})
+
+
+ECMA_CASES = [
+    # (pattern, values): each value is checked by RE2 and by regress, which runs ECMA-262 itself.
+    (r"^a.c$", ["abc", "a\nc", "a\rc", "a\u2028c", "a\u00e9c", "a\U0001f600c"]),
+    (r"^\s+$", [" ", "\t\v\f", "\u00a0", "\ufeff", "\u3000", "\u2029", "\u0085", "\u200b", "x"]),
+    (r"^[\S]+$", ["abc", "a b", "\u00a0", "é"]),
+    (r"^[^\s\d]+$", ["ab", "a1", "a\u2003"]),
+    (r"^[\b]$", ["\b", "b"]),
+    (r"\bword\b", ["a word here", "swordfish", "word"]),
+    (r"^[^]$", ["x", "\n", ""]),
+    (r"^[]$", ["", "x"]),
+    (r"^\u{1F600}\ud83d\ude00$", ["\U0001f600\U0001f600", "\U0001f600"]),
+    (r"^\x41\u0042\cC\0$", ["AB\x03\x00", "AB"]),
+    (r"^[a-c\-\]\[]+$", ["a-]", "b[", "d"]),
+    (r"^\p{Lu}\p{Ll}+$", ["Ärger", "ärger"]),
+    (r"^\p{Script=Greek}+$", ["αβγ", "abc"]),
+    (r"^\P{L}+$", ["123", "a1"]),
+    (r"^(?<year>\d{4})-(?:\d{2})$", ["2024-05", "24-05"]),
+    (r"^a{2,3}?$|^b*?$", ["aa", "aaaa", "", "bbb"]),
+    (r"^[\w.+-]+@\w+\.\w{2,}$", ["ada@example.com", "a b@example.com"]),
+    (r"^\/\.\*\?\$\^\|\(\)\{\}$", ["/.*?$^|(){}", "x"]),
+    ("^(\u00e9|e)$", ["é", "e", "ee"]),
+    ("\\$", ["a\\", "a"]),
+]
+
+
+@pytest.mark.parametrize(("pattern", "values"), ECMA_CASES)
+def test_patterns_mean_in_re2_what_they_mean_in_ecma_262(pattern: str, values: list[str]) -> None:
+    ecma = regress.Regex(pattern, "u")
+    for value in values:
+        assert Pattern(pattern).search(value) is (ecma.find(value) is not None), (pattern, value)
 
 
 @pytest.mark.parametrize(

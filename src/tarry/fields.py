@@ -2,8 +2,8 @@
 
 Coercion is pydantic's lax mode (``"3"`` for an integer, ``"true"`` for a boolean); formats are
 checked by maintained validators (``email-validator``, pydantic's URL, date and date-time
-parsers); patterns are ECMA-262 regular expressions, as JSON Schema defines them, run by
-``regress``. Every check says what was wrong in a sentence a person can act on.
+parsers); patterns are ECMA-262 regular expressions, as JSON Schema defines them, checked in
+linear time by RE2 (:mod:`tarry.patterns`). Every check says what was wrong in a sentence a person can act on.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
-from functools import cache
 from typing import Annotated, Any, Literal
 
 import email_validator
-import regress
 from pydantic import AnyUrl, Strict, TypeAdapter, ValidationError
 from pydantic import Field as Constraint
+
+from tarry.patterns import ecma_pattern
+from tarry.text import unstorable
 
 FieldType = Literal["string", "number", "integer", "boolean", "array"]
 FIELD_TYPES: tuple[FieldType, ...] = ("string", "number", "integer", "boolean", "array")
@@ -44,18 +45,6 @@ _EXPECTED = {
 _URI = TypeAdapter(AnyUrl)
 _DATE = TypeAdapter(date)
 _DATETIME = TypeAdapter(datetime)
-
-
-@cache
-def ecma_pattern(pattern: str) -> regress.Regex:
-    """``pattern`` compiled as an ECMA-262 regular expression (with the ``u`` flag, as JSON Schema asks).
-
-    Raises ``ValueError`` when it is not one.
-    """
-    try:
-        return regress.Regex(pattern, "u")
-    except Exception as error:  # regress raises its own error type for a bad pattern
-        raise ValueError(str(error) or "invalid ECMA-262 regular expression") from None
 
 
 def _valid_email(text: str) -> bool:
@@ -179,9 +168,7 @@ class Field:
             try:
                 ecma_pattern(pattern)
             except ValueError as error:
-                raise ValueError(
-                    f"{where}: pattern {pattern!r} is not an ECMA-262 regular expression: {error}"
-                ) from None
+                raise ValueError(f"{where}: pattern {pattern!r} is refused: {error}") from None
         for attribute, value in (("min_length", min_length), ("max_length", max_length)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"{where}: {attribute} must be a non-negative int, got {value!r}")
@@ -283,8 +270,9 @@ class Field:
             if len(set(map(repr, value))) != len(value):
                 return "each choice can be picked once"
             return self._length_problem(len(value), "items")
-        if "\x00" in value:
-            return "cannot hold NUL characters"
+        held = unstorable(value)
+        if held is not None:
+            return f"cannot hold {held}"
         return (
             self._choice_problem(value)
             or self._length_problem(len(value), "characters")
@@ -314,7 +302,7 @@ class Field:
         return None
 
     def _pattern_problem(self, value: str) -> str | None:
-        if self.pattern is None or ecma_pattern(self.pattern).find(value) is not None:
+        if self.pattern is None or ecma_pattern(self.pattern).search(value):
             return None
         return f"{_shown(value)} does not match the pattern {self.pattern!r}"
 

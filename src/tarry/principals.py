@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["CHANNELS", "Channel", "Principal", "check_channel", "principal_of"]
+from tarry.text import unstorable
+
+__all__ = ["CHANNELS", "MAX_IDENTITY", "Channel", "Principal", "check_channel", "principal_of"]
 
 Channel = Literal["api", "web", "cli", "code", "mcp"]
 """Through what a decision came: the JSON API, the inbox page, the ``tarry`` command, Python code, an MCP client."""
 CHANNELS: tuple[Channel, ...] = ("api", "web", "cli", "code", "mcp")
+MAX_IDENTITY = 200
+"""The most characters a principal's id or name holds: what the store keeps of who decided."""
 
 
 @dataclass(frozen=True)
@@ -54,12 +58,25 @@ class Principal:
 
 
 def principal_of(by: str | Principal | None) -> Principal | None:
-    """The principal ``by`` names: a :class:`Principal`, an identity string (its id), or ``None`` for nobody known."""
-    if by is None or isinstance(by, Principal):
-        return by
+    """The principal ``by`` names: a :class:`Principal`, an identity string (its id), or ``None`` for nobody known.
+
+    Raises ``ValueError`` for an id or name that the store cannot record: longer than :data:`MAX_IDENTITY`
+    characters, or holding NUL characters or a lone surrogate.
+    """
+    if by is None:
+        return None
     if isinstance(by, str):
-        return Principal(by)
-    raise TypeError(f"by= takes an identity (str), a Principal or None, got {type(by).__name__}")
+        by = Principal(by)
+    if not isinstance(by, Principal):
+        raise TypeError(f"by= takes an identity (str), a Principal or None, got {type(by).__name__}")
+    for what, text in (("id", by.id), ("name", by.name)):
+        if text is None:
+            continue
+        problem = f"takes at most {MAX_IDENTITY} characters, got {len(text)}" if len(text) > MAX_IDENTITY else None
+        held = unstorable(text)
+        if problem or held:
+            raise ValueError(f"The decider's {what} {problem or f'cannot hold {held}'}: {text[:40]!r}…")
+    return by
 
 
 def check_channel(channel: str) -> Channel:

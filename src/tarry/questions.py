@@ -12,6 +12,7 @@ from tarry.errors import InvalidAnswerError, TarryError
 from tarry.fields import FIELD_TYPES, FORMATS, Field, FieldType, fields_from_schema
 from tarry.messages import ToolCall
 from tarry.principals import Channel, Principal
+from tarry.text import unstorable
 
 __all__ = [
     "DECISIONS",
@@ -192,11 +193,16 @@ class Question:
 
 
 def check_note(note: object) -> str | None:
-    """A decline's note as given, once it is text a database can hold (or ``None``); raises otherwise."""
+    """A decline's note as given, once it is text a database can hold (or ``None``).
+
+    Raises ``TypeError`` for one that is not text, and :class:`InvalidAnswerError` (a ``ValueError``) under
+    ``"note"`` for text holding NUL characters or a lone surrogate.
+    """
     if note is not None and not isinstance(note, str):
         raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")
-    if note is not None and "\x00" in note:
-        raise ValueError("A decline note cannot hold NUL characters (\\x00)")
+    held = None if note is None else unstorable(note)
+    if held is not None:
+        raise InvalidAnswerError({"note": f"a decline note cannot hold {held}"})
     return note
 
 

@@ -13,6 +13,7 @@ from mcp_helpers import booking_command, wait_for_questions
 from tarry import Chat
 from tarry.mcp import MCPServer, McpTask
 from tarry.testing import ScriptedModel
+from tests.deadline import finishes
 
 ERAS = {"modern": "auto", "legacy": "legacy"}
 
@@ -185,3 +186,54 @@ async def test_faults_end_the_call_and_the_chat_goes_on(era: str, request: pytes
 def test_auth_is_for_http_servers() -> None:
     with pytest.raises(ValueError, match="auth= is for servers reached over streamable HTTP"):
         MCPServer(command=booking_command(), auth=object())
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_an_answer_to_a_pattern_that_backtracks_exponentially_is_checked_at_once(era: str) -> None:
+    # In a process of its own: a backtracking engine holds the GIL, so only a process can be timed out.
+    printed = finishes(
+        f"""
+import asyncio, sys
+sys.path.insert(0, "tests/mcp")
+from mcp_helpers import booking_command, wait_for_questions
+from tarry import Chat
+from tarry.errors import InvalidAnswerError
+from tarry.mcp import MCPServer
+from tarry.testing import ScriptedModel
+
+async def main():
+    async with MCPServer(command=booking_command(), protocol={ERAS[era]!r}) as server:
+        model = ScriptedModel([[{{"name": "label", "arguments": {{"restaurant": "Chez"}}}}], "ok"])
+        chat = Chat(model=model, tools=[server])
+        running = asyncio.create_task(chat.ask("label"))
+        [asked] = await wait_for_questions(chat)
+        try:
+            await chat.answer(asked, "a" * 60 + "!")
+        except InvalidAnswerError as error:
+            print(error.errors["slug"])
+        assert await chat.answer(asked, "tea for two")
+        if running.done():
+            await running
+            running = asyncio.create_task(chat.complete())
+        await running
+        print(next(message.content for message in chat.messages if message.role == "tool"))
+
+asyncio.run(main())
+"""
+    )
+    refused, result = printed.splitlines()
+    assert "does not match the pattern" in refused
+    assert result == "Labelled Chez 'tea for two'"
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_a_question_whose_pattern_cannot_be_checked_ends_the_call_saying_why(era: str) -> None:
+    async with MCPServer(command=booking_command(), protocol=ERAS[era]) as server:  # type: ignore[arg-type]
+        model = ScriptedModel([calls(("encode", {"restaurant": "Chez"})), "ok"])
+        chat = Chat(model=model, tools=[server])
+        await chat.ask("encode")
+        assert not chat.waiting
+        said = result_of(chat)["error"]
+        assert "tarry cannot ask" in said and "lookahead" in said and "^(?=.*" in said
+        if era == "legacy":  # the server got an error for its elicitation/create, and its call ended with it
+            assert "answered the encode call with an error" in said

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import pytest
 from fastapi import FastAPI
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.testclient import TestClient
 
 from tarry.questions import Question
+from tests.deadline import finishes
+from tests.store.conftest import _postgres_schema_url
 from tests.web.client import AUTH, PROBLEM, TOKEN, Inbox, problem
 from tests.web.tools import call, park, pending, question, setup
 
@@ -220,3 +224,62 @@ def test_pages_carry_a_strict_content_security_policy(inbox: Inbox) -> None:
     response = inbox.client.get("/")
     assert "script-src 'self'" in response.headers["content-security-policy"]
     assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_an_answer_to_a_pattern_that_backtracks_exponentially_is_refused_at_once(database_url: str) -> None:
+    # In a process of its own: a backtracking engine holds the GIL, so only a process can be timed out.
+    printed = finishes(
+        f"""
+from tests.web.client import AUTH, Inbox
+from tests.web.tools import call, park, pending
+url = {database_url!r}
+[asked] = pending(url, park(url, call("slug", title="Tea")))
+inbox = Inbox(url)
+with inbox.client:
+    answer = f"/api/questions/{{asked.id}}/answer"
+    refused = inbox.client.post(answer, json={{"slug": "a" * 60 + "!"}}, headers=AUTH)
+    print(refused.status_code, refused.json()["errors"]["slug"])
+    accepted = inbox.client.post(answer, json={{"slug": "tea for two"}}, headers=AUTH)
+    print(accepted.status_code, accepted.json()["question"]["answer"])
+    inbox.client.portal.call(inbox.store.close)
+"""
+    )
+    refused, accepted = printed.splitlines()
+    assert refused.startswith("400 ") and "does not match the pattern" in refused
+    assert accepted == "200 {'slug': 'tea for two'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_database(request: pytest.FixtureRequest, database_url: str) -> Iterator[str]:
+    """The test's SQLite file, then a PostgreSQL schema of its own."""
+    if request.param == "sqlite":
+        yield database_url
+    else:
+        yield from _postgres_schema_url()
+
+
+def test_text_no_database_can_hold_and_identities_too_long_are_400s_naming_them(any_database: str) -> None:
+    def identify(request: HTTPConnection) -> str | None:
+        return request.headers.get("x-user")
+
+    chat = park(any_database, call("code", order="A1"))
+    [asked] = pending(any_database, chat)
+    inbox = Inbox(any_database, identify=identify)
+    as_json = {**AUTH, "content-type": "application/json"}
+    with inbox.client as client:
+        for escaped, said in (("\\ud800", "lone surrogate (U+D800)"), ("\\u0000", "NUL")):
+            answer = f'{{"code": "abc", "remark": "a{escaped}b"}}'  # raw: httpx cannot encode a lone surrogate
+            refused = problem(client.post(f"/api/questions/{asked.id}/answer", content=answer, headers=as_json), 400)
+            assert said in refused["errors"]["remark"]
+            note = f'{{"note": "a{escaped}b"}}'
+            refused = problem(client.post(f"/api/questions/{asked.id}/decline", content=note, headers=as_json), 400)
+            assert [key for key in refused["errors"] if key.endswith("note")], refused  # pydantic's, or tarry's
+        path = f"/api/questions/{asked.id}/answer"
+        long = problem(client.post(path, json={"code": "abc"}, headers={**AUTH, "x-user": "u" * 201}), 400)
+        assert "at most 200 characters" in long["detail"] and long["errors"]["identity"] == long["detail"]
+        assert client.get("/api/history", headers=AUTH).json() == []  # nothing was recorded
+        answered = client.post(path, json={"code": "abc", "remark": "fine"}, headers={**AUTH, "x-user": "u" * 200})
+        assert answered.status_code == 200, answered.text
+        [event] = client.get("/api/history", headers=AUTH).json()
+        assert event["by"]["id"] == "u" * 200 and event["answer"] == {"code": "abc", "remark": "fine"}
+        client.portal.call(inbox.store.close)  # type: ignore[union-attr]

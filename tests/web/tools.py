@@ -132,6 +132,16 @@ class Code(Tool):
         return "coded"
 
 
+class Slug(Tool):
+    """Asks for a slug whose pattern a backtracking engine takes exponential time over."""
+
+    def execute(self, title: str) -> Task:
+        return self.ask(f"Which slug for {title}?", slug=Field(pattern=r"^(\w+\s?)*$"))
+
+    def resume(self, task: Task, title: str) -> str:
+        return "slugged"
+
+
 class Lookup(Tool):
     """Looks an order up at once; its result repeats the order (for the hostile payload tests)."""
 
@@ -139,7 +149,7 @@ class Lookup(Tool):
         return f"Order {order} was paid twice."
 
 
-TOOLS = [Refund(), BookTable(), Confirm(), Visit(), Link(), Render(), Shout(), Code(), Lookup()]
+TOOLS = [Refund(), BookTable(), Confirm(), Visit(), Link(), Render(), Shout(), Code(), Slug(), Lookup()]
 
 
 async def park_async(url: str, calls: Sequence[dict[str, Any]]) -> str:

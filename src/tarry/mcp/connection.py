@@ -204,7 +204,10 @@ class Connection:
                 async def on_elicit(
                     context: ClientRequestContext, params: types.ElicitRequestParams
                 ) -> types.ElicitResult | types.ErrorData:
-                    response = await answer(params.model_dump(by_alias=True, mode="json", exclude_none=True))
+                    try:
+                        response = await answer(params.model_dump(by_alias=True, mode="json", exclude_none=True))
+                    except MCPError as error:  # a question tarry cannot ask: the server learns why
+                        return error.error
                     return types.ElicitResult.model_validate(response)
 
                 session = ClientSession(
@@ -356,7 +359,11 @@ class Connection:
     # Questions the server pushes (2025-11-25)
 
     async def _answer(self, link: _Link, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Ask a person the pushed question through the call running on ``link``; the decision for the server."""
+        """Ask a person the pushed question through the call running on ``link``; the decision for the server.
+
+        Raises ``MCPError`` (invalid params) for a question tarry cannot show, such as a field whose pattern it
+        cannot check in linear time: the server gets an error saying why.
+        """
         bound = link.live
         if bound is None:
             logger.warning("The MCP server %r asked a question while no call of it runs; cancelled", self.name)
@@ -368,8 +375,8 @@ class Connection:
                 request, source=self.name, key=key if isinstance(key, str) else None, ttl=self.settings.question_ttl
             )
         except ValueError as error:
-            logger.warning("The MCP server %r asked a question tarry cannot show (%s); declined", self.name, error)
-            return {"action": "decline"}
+            logger.warning("The MCP server %r asked a question tarry cannot show (%s); refused", self.name, error)
+            raise MCPError(types.INVALID_PARAMS, f"tarry cannot ask this question: {error}") from None
         deadline.pause()
         try:
             decided = await live.ask(question)

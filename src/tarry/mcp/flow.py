@@ -46,6 +46,10 @@ class _Malformed(Exception):
     """The server sent something tarry cannot read."""
 
 
+class _Unaskable(Exception):
+    """The server asked a question tarry cannot put to a person (a pattern it cannot check in linear time)."""
+
+
 async def start(conn: Connection, tool: Target, arguments: dict[str, Any]) -> Any:
     """Call the tool: its result, or an :class:`McpTask` when the call waits."""
 
@@ -172,6 +176,9 @@ async def _guarded(conn: Connection, tool: Target, go: Callable[[], Awaitable[An
             text = f"{where} answered the {tool.name} call with an error: {error.message}"
         logger.info("The %s call to %s failed: MCP error %s", tool.name, where, error.code)
         return {"error": text}
+    except _Unaskable as error:
+        logger.warning("%s asked a question in the %s call that tarry cannot show (%s)", where, tool.name, error)
+        return {"error": f"{where} asked a question in the {tool.name} call that tarry cannot ask: {error}"}
     except (ValidationError, _Malformed, ValueError, KeyError, TypeError) as error:
         logger.info("The %s call to %s got a malformed result (%s)", tool.name, where, type(error).__name__)
         return {"error": f"{where} sent a malformed result for the {tool.name} call."}
@@ -209,7 +216,10 @@ def _question(conn: Connection, key: str, request: Any) -> Question:
     if not isinstance(request, types.ElicitRequest):
         raise _Malformed(f"an input request tarry does not serve ({getattr(request, 'method', '?')})")
     wire = request.params.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return question_for(wire, source=conn.name, key=key, ttl=conn.settings.question_ttl)
+    try:
+        return question_for(wire, source=conn.name, key=key, ttl=conn.settings.question_ttl)
+    except ValueError as error:
+        raise _Unaskable(str(error)) from None
 
 
 async def _retry(conn: Connection, tool: Target, task: McpTask, arguments: dict[str, Any]) -> Any:

@@ -17,6 +17,7 @@ from sqlalchemy import CTE, ColumnElement, Connection, Insert, Join, bindparam, 
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, QuestionKind
 from tarry.store.tables import constant, decision_events, tool_calls
+from tarry.store.text import read_text, stored_text
 
 AttemptOutcome = Literal["decided", "counted", "lost", "expired", "refused", "running"]
 """What came of an attempt.
@@ -118,7 +119,7 @@ def attempt_values(
         "tool": None if call is None else call.name,
         "arguments": None if call is None else dict(call.arguments),
         "kind": question.kind,
-        "message": question.message,
+        "message": stored_text(question.message),
         **attempt_columns(
             decision, outcome, at=at, by=by, channel=channel, answer=question.redact(answer), note=note, detail=detail
         ),
@@ -228,7 +229,7 @@ def read_history(
             chat_id=row["chat_id"],
             question_id=row["question_id"],
             kind=row["kind"],
-            message=row["message"],
+            message=read_text(row["message"]),
             call_id=row["call_id"],
             tool=row["tool"],
             arguments=row["arguments"],

@@ -14,6 +14,7 @@ from tarry.principals import Channel, Principal
 from tarry.questions import Question, fields_from_schema
 from tarry.store.engine import UnreadableJson
 from tarry.store.tables import Json, metadata
+from tarry.store.text import read_text, stored_text
 from tarry.tasks import Task
 
 Row = Mapping[Any, Any]
@@ -67,7 +68,7 @@ def message_values(message: Message) -> dict[str, Any]:
     usage = message.usage
     return {
         "role": message.role,
-        "content": message.content,
+        "content": stored_text(message.content),
         "tool_calls": calls or None,
         "tool_call_id": message.tool_call_id,
         "usage": None if usage is None else {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
@@ -104,7 +105,7 @@ def message_from_row(row: Row) -> Message:
         usage = row["usage"]
         return Message(
             role=row["role"],
-            content=row["content"],
+            content=read_text(row["content"]),
             tool_calls=calls,
             tool_call_id=row["tool_call_id"],
             usage=None if usage is None else Usage(**usage),
@@ -121,7 +122,7 @@ def question_values(question: Question) -> dict[str, Any]:
     return {
         "id": question.id,
         "kind": question.kind,
-        "message": question.message,
+        "message": stored_text(question.message),
         "requested_schema": question.requested_schema if question.fields else None,
         "url": question.url,
         "source": question.source,
@@ -165,7 +166,7 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
         return Question(
             id=row["id"],
             kind=row["kind"],
-            message=row["message"],
+            message=read_text(row["message"]),
             fields=fields,
             url=row["url"],
             tool_call=call,

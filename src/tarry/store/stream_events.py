@@ -22,9 +22,22 @@ from sqlalchemy import Column, Connection, Index, String, Table, delete, select
 
 from tarry.clock import utcnow
 from tarry.store.tables import Id, Json, UTCDateTime, metadata
+from tarry.text import unstorable
 
 if TYPE_CHECKING:
     from tarry.store.store import Store
+
+MAX_STREAM = 200
+"""The most characters a stream's name holds (the MCP server names a stream by the JSON-RPC id of its request)."""
+
+
+def stream_problem(stream: str) -> str | None:
+    """Why ``stream`` cannot name a stream (too long, NUL characters, a lone surrogate), or ``None`` when it can."""
+    if len(stream) > MAX_STREAM:
+        return f"is longer than {MAX_STREAM} characters"
+    held = unstorable(stream)
+    return None if held is None else f"holds {held}"
+
 
 stream_events = Table(
     "tarry_stream_events",
@@ -32,7 +45,7 @@ stream_events = Table(
     Column("seq", Id, primary_key=True, autoincrement=True),
     Column("id", String(64), nullable=False, unique=True),
     Column("scope", String(64), nullable=False),
-    Column("stream", String(200), nullable=False),
+    Column("stream", String(MAX_STREAM), nullable=False),
     Column("message", Json),
     Column("expires_at", UTCDateTime, nullable=False),
     Index("ix_tarry_stream_events_stream", "scope", "stream", "seq"),
@@ -62,7 +75,13 @@ class StreamEvents:
         self._reaped: datetime | None = None
 
     async def add(self, scope: str, stream: str, message: dict[str, Any] | None) -> str:
-        """Keep ``message`` as the next event of ``stream`` in ``scope``; returns its new, unguessable id."""
+        """Keep ``message`` as the next event of ``stream`` in ``scope``; returns its new, unguessable id.
+
+        Raises ``ValueError`` for a stream name the store cannot keep (:func:`stream_problem`).
+        """
+        problem = stream_problem(stream)
+        if problem is not None:
+            raise ValueError(f"The stream name {stream[:40]!r} {problem}")
         now = utcnow()
         event_id = secrets.token_urlsafe(24)
         row = {"id": event_id, "scope": scope, "stream": stream, "message": message, "expires_at": now + self.ttl}

@@ -115,7 +115,8 @@ def api_router(decider: Decider) -> APIRouter:
         except Forbidden as error:
             raise Problem(403, error.reason) from None
         if result.outcome == "invalid":
-            raise Problem(400, "The answer does not fit the question.", errors=result.errors, question_id=question_id)
+            detail = result.errors.get("identity") or "The answer does not fit the question."
+            raise Problem(400, detail, errors=result.errors, question_id=question_id)
         if result.outcome == "refused":
             raise Problem(403, result.errors["policy"], question_id=question_id)
         if result.outcome in PROBLEM_DETAILS:
@@ -152,10 +153,7 @@ def api_router(decider: Decider) -> APIRouter:
         summary="Decline a question; the note reaches the model",
     )
     async def decline(request: Request, question_id: str, body: DeclineIn | None = None) -> DecisionOut:
-        note = body.note if body is not None else None
-        if note is not None and "\x00" in note:
-            raise Problem(400, "The note cannot hold NUL characters.", errors={"note": "contains NUL"})
-        return await decided(request, question_id, "decline", None, note)
+        return await decided(request, question_id, "decline", None, body.note if body is not None else None)
 
     @router.get("/tasks", response_model=list[TaskOut], summary="Paused tasks: work that finishes later")
     async def list_tasks(request: Request, chat_id: str | None = CHAT) -> list[TaskOut]:

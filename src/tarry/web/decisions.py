@@ -19,7 +19,7 @@ from tarry.errors import (
     ToolCallRunningError,
     UnknownQuestionError,
 )
-from tarry.principals import Channel
+from tarry.principals import Channel, principal_of
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.web.access import Access
@@ -96,7 +96,10 @@ class Decider:
         except UnknownQuestionError:
             return Result("unknown")
         await self.access.require(request, question)
-        by = await self.access.principal(request)
+        try:
+            by = principal_of(await self.access.principal(request))
+        except ValueError as error:  # the host app's identity for this person is one the store cannot record
+            return Result("invalid", question, {"identity": str(error)})
         try:
             if action == "decline":
                 recorded = await self.store.decline(question.id, note, by=by, channel=channel)

@@ -19,7 +19,7 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import METHOD_NOT_FOUND, CallToolRequestParams, RequestParams, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 KEY = b"tarry-tests-fixed-request-state!"  # fixed, so request state survives a server restart
 
@@ -31,6 +31,24 @@ class Party(BaseModel):
 class Slot(BaseModel):
     time: str = Field(description="When", json_schema_extra={"enum": ["18:00", "20:00"]})
     terrace: bool = Field(default=False, description="Sit outside")
+
+
+class Label(BaseModel):
+    slug: str = Field(description="A slug", pattern=r"^(\w+\s?)*$")  # backtracks exponentially
+
+
+class Code(BaseModel):
+    model_config = ConfigDict(regex_engine="python-re")  # pydantic's own engine has no lookahead either
+
+    code: str = Field(description="A code with a digit", pattern=r"^(?=.*\d).+$")  # a lookahead
+
+
+def ask_label(restaurant: str) -> Elicit[Label]:
+    return Elicit(f"Which slug for {restaurant}?", Label)
+
+
+def ask_code(restaurant: str) -> Elicit[Code]:
+    return Elicit(f"Which code for {restaurant}?", Code)
 
 
 def ask_party(restaurant: str) -> Elicit[Party]:
@@ -73,6 +91,18 @@ def book(
 def quote(restaurant: str, party: Annotated[Party, Resolve(ask_party)]) -> str:
     """Quotes a table's price, asking for the party size; safe to call again."""
     return f"A table at {restaurant} for {party.size} costs {25 * party.size} euros"
+
+
+@server.tool()
+def label(restaurant: str, label: Annotated[Label, Resolve(ask_label)]) -> str:
+    """Labels a booking, asking for a slug whose pattern backtracks exponentially."""
+    return f"Labelled {restaurant} {label.slug!r}"
+
+
+@server.tool()
+def encode(restaurant: str, code: Annotated[Code, Resolve(ask_code)]) -> str:
+    """Asks for a code whose pattern has a lookahead."""
+    return f"Coded {restaurant} {code.code!r}"
 
 
 @server.tool()

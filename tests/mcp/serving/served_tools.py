@@ -54,6 +54,12 @@ class Transfer(Tool):
 
 
 @tool
+def echo(text: str) -> str:
+    """Returns the text it is given."""
+    return text
+
+
+@tool
 def fail() -> str:
     """Always fails."""
     raise RuntimeError("the disk is full")
@@ -68,7 +74,7 @@ class Survey(Tool):
         return Task(status="input_required").with_question(name, go)
 
 
-TOOLS = [add, PickColour(), Build(), Transfer(), fail, Survey()]
+TOOLS = [add, echo, PickColour(), Build(), Transfer(), fail, Survey()]
 
 
 def worker_agents() -> list[Agent]:

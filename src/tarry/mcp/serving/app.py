@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
@@ -23,7 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 
 from tarry.agents import Agent
@@ -32,7 +34,7 @@ from tarry.errors import InvalidAnswerError, InvalidArgumentsError, TarryError
 from tarry.mcp.serving.calls import Approvals, CallState, ServedCalls, failure_error
 from tarry.mcp.serving.listening import TaskListener
 from tarry.mcp.serving.request_state import RequestStateSigner
-from tarry.mcp.serving.resuming import SessionScopes, StoreEventStore
+from tarry.mcp.serving.resuming import SessionScopes, StorableIds, StoreEventStore
 from tarry.questions import Question
 from tarry.store import ServedTask, Store, StreamEvents
 from tarry.tools import Tool
@@ -46,6 +48,7 @@ HEADER_MISMATCH = -32020
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
 MODERN_TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+logger = logging.getLogger("tarry.mcp")
 Owner = Callable[[Any], str | None]
 """Who a request acts for (the auth context a task is bound to), from the SDK's request context."""
 
@@ -202,6 +205,29 @@ def _becomes_task(tool: Tool, state: CallState) -> bool:
 def _rpc_error(error: Mapping[str, Any]) -> MCPError:
     """The JSON-RPC error object ``error`` as the exception the SDK answers a request with."""
     return MCPError(code=error["code"], message=error["message"], data=error.get("data"))
+
+
+def internal_error(error: BaseException) -> MCPError:
+    """What a client learns of an error of the server's own (a database's, a bug): that there was one, and a
+    reference to find it by in the server's log, where it is logged whole. Never its text: a database error
+    names the SQL, its parameters and the claim's owner (host and process id)."""
+    reference = secrets.token_hex(8)
+    logger.error("An MCP request failed; the client was told reference %s", reference, exc_info=error)
+    return MCPError(code=INTERNAL_ERROR, message=f"Internal error (reference {reference}); the server's log says more")
+
+
+async def _without_internals(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+    """Server middleware: an exception that is not a protocol error reaches the client as :func:`internal_error`.
+
+    ``MCPError`` goes out as it is; so does pydantic's ``ValidationError``, which the SDK answers with
+    ``-32602`` for params that do not fit the method.
+    """
+    try:
+        return await call_next(ctx)
+    except (MCPError, ValidationError):
+        raise
+    except Exception as error:
+        raise internal_error(error) from None
 
 
 def _no_task() -> MCPError:
@@ -515,7 +541,7 @@ def build_server(
     )
     server.list_tasks = list_tasks
     server.extensions[TASKS_EXTENSION] = {}
-    server.middleware.append(front.middleware)
+    server.middleware += [_without_internals, front.middleware]
     return server, calls
 
 
@@ -593,6 +619,7 @@ def serve(
     )
     if resumable:
         app.add_middleware(SessionScopes)
+        app.add_middleware(StorableIds)
     sessions = app.router.lifespan_context
 
     @contextlib.asynccontextmanager

@@ -12,16 +12,19 @@ another's stream.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections import OrderedDict
 from contextvars import ContextVar
 from typing import Any
 
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
-from mcp_types import JSONRPCMessage, jsonrpc_message_adapter
+from mcp_types import INVALID_REQUEST, JSONRPCMessage, jsonrpc_message_adapter
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tarry.store import StreamEvents
+from tarry.store.stream_events import MAX_STREAM, stream_problem
 
 SESSION_HEADER = b"mcp-session-id"
 _scope: ContextVar[str | None] = ContextVar("tarry_mcp_event_scope", default=None)
@@ -69,6 +72,64 @@ class SessionScopes:
             await self.app(scope, receive, remember)
         finally:
             _scope.reset(token)
+
+
+class StorableIds:
+    """ASGI middleware: refuses a POST whose JSON-RPC request id cannot name a stream of the event store.
+
+    The SDK names a response's SSE stream by its request's id and stores the stream's first event
+    before the request reaches a handler, so a store that cannot keep the id (over 200 characters,
+    NUL on PostgreSQL) failed the request with HTTP 500. Such a request gets a JSON-RPC error
+    instead (``-32600``, HTTP 400) that says what is wrong with the id. The body goes on to the app
+    as it came; one larger than :data:`INSPECTED` is passed on unread (the SDK refuses it itself).
+    """
+
+    INSPECTED = 1_000_000
+    """The largest body (bytes) whose ids are checked."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        read: list[Message] = []
+        size, done = 0, False
+        while not done and size <= self.INSPECTED:
+            message = await receive()
+            read.append(message)
+            size += len(message.get("body", b""))
+            done = message["type"] != "http.request" or not message.get("more_body", False)
+        problem = _id_problem(b"".join(message.get("body", b"") for message in read)) if done else None
+        if problem is not None:
+            body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": problem}}
+            await JSONResponse(body, status_code=400)(scope, receive, send)
+            return
+
+        async def replayed() -> Message:
+            return read.pop(0) if read else await receive()
+
+        await self.app(scope, replayed, send)
+
+
+def _id_problem(body: bytes) -> str | None:
+    """What is wrong with the id of a request in ``body`` (a JSON-RPC message or batch), if anything."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None  # the SDK answers a parse error itself
+    for message in parsed if isinstance(parsed, list) else [parsed]:
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if not isinstance(request_id, str):
+            continue
+        problem = stream_problem(request_id)
+        if problem is not None:
+            return (
+                f"Invalid request: the id {request_id[:40]!r} {problem}: use an id of at most {MAX_STREAM} characters, "
+                "without NUL characters or lone surrogates"
+            )
+    return None
 
 
 class StoreEventStore(EventStore):
