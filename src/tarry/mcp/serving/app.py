@@ -26,6 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from starlette.applications import Starlette
 
+from tarry import __version__
 from tarry.agents import Agent
 from tarry.chat import Chat
 from tarry.errors import InvalidAnswerError, InvalidArgumentsError, TarryError
@@ -278,6 +279,7 @@ class McpFrontEnd:
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        offered: Mapping[str, Any] = {}
         try:
             if modern and params.request_state is not None:
                 chat_id = self.signer.open(params.request_state, tool=params.name)
@@ -289,6 +291,7 @@ class McpFrontEnd:
                 _refuse_untasked(tool, ctx, modern=modern)
                 chat = await self.calls.begin(params.name, arguments)
                 chat_id = chat.id
+                offered = params.input_responses or {}
             if modern and _declares_tasks(ctx) and _becomes_task(tool, await self.calls.state(chat)):
                 task = await self.calls.adopt(chat_id, params.name, owner=self.owner(ctx))
                 return _modern_created(task)  # type: ignore[return-value]
@@ -306,6 +309,11 @@ class McpFrontEnd:
                 reported.append(state.status_message)  # progress goes out from the task's status_message
                 await ctx.session.report_progress(len(reported), None, state.status_message)
             if state.status == "input_required":
+                if modern and offered:  # answers sent with the first call (SEP-2322): taken once, the rest ignored
+                    taken, offered = await self._take(state.questions, offered), {}
+                    if taken:
+                        self.calls.carry(chat_id)
+                        continue
                 if modern:
                     _require_elicitation(ctx)
                     return self._input_required(chat_id, params.name, state)
@@ -341,10 +349,11 @@ class McpFrontEnd:
         state = await self.calls.state(chat_id)
         await self._take(state.questions, responses)
 
-    async def _take(self, questions: Iterable[Question], responses: Mapping[str, Any]) -> None:
+    async def _take(self, questions: Iterable[Question], responses: Mapping[str, Any]) -> int:
         """Record the client's answers to ``questions``, each under its input key; one without an answer stays open.
 
         Every answer is checked before any is recorded, so a refused answer records none of the round's.
+        Returns how many were recorded; a response under a key no question has is ignored.
         """
         taken: list[tuple[Question, Mapping[str, Any]]] = []
         for question in questions:
@@ -356,6 +365,7 @@ class McpFrontEnd:
                 taken.append((question, response))
         for question, answer in taken:
             await self._record(question, answer)
+        return len(taken)
 
     async def _record(self, question: Question, answer: Mapping[str, Any]) -> None:
         try:
@@ -511,7 +521,11 @@ def build_server(
     )
     listener = TaskListener(calls, owner, _declares_tasks, detailed_task)
     server = _TarryMcpServer(
-        name, on_list_tools=front.list_tools, on_call_tool=front.call_tool, on_subscriptions_listen=listener
+        name,
+        version=__version__,
+        on_list_tools=front.list_tools,
+        on_call_tool=front.call_tool,
+        on_subscriptions_listen=listener,
     )
     server.list_tasks = list_tasks
     server.extensions[TASKS_EXTENSION] = {}
