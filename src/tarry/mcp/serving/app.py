@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
@@ -23,7 +24,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 
 from tarry import __version__
@@ -38,6 +39,7 @@ from tarry.questions import Question
 from tarry.store import ServedTask, Store, StreamEvents
 from tarry.tools import Tool
 
+logger = logging.getLogger("tarry.mcp.serving")
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
@@ -390,6 +392,21 @@ class McpFrontEnd:
     # 2025-11-25 tasks (a middleware: the SDK has no tasks runtime)
 
     async def middleware(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+        """Serve a request; a failure of the server's own (a database write, say) answers ``-32603``.
+
+        The SDK would answer with code 0 and the exception's text, which may hold SQL and its parameters.
+        """
+        try:
+            return await self._dispatch(ctx, call_next)
+        except (MCPError, ValidationError):  # the SDK answers these with their own codes
+            raise
+        except Exception as error:
+            logger.exception("Serving %s failed", ctx.method)
+            raise MCPError(
+                code=INTERNAL_ERROR, message=f"The server failed to serve {ctx.method}: {type(error).__name__}"
+            ) from error
+
+    async def _dispatch(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
         legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
         params = dict(ctx.params or {})
         if legacy and ctx.method == "tools/call" and params.get("task") is not None:
