@@ -9,6 +9,7 @@ the database refuse writes after the official SDK's client opened its session.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 import anyio
 import psycopg
@@ -58,7 +59,9 @@ def allow_writes(database: str, table: str) -> None:
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
-async def test_a_failed_write_reaches_the_client_as_an_error(database: str, start_server: type[ServerProcess]) -> None:
+async def test_a_failed_write_reaches_the_client_as_an_error(
+    database: str, start_server: Callable[..., ServerProcess]
+) -> None:
     server = start_server()
     async with Client(server.url, mode="legacy") as client:
         # The call's own writes fail, and so does the write of the error that answers it.

@@ -49,6 +49,10 @@ HEADER_MISMATCH = -32020
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
 MODERN_TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+MAX_SESSIONS = 1000
+"""How many sessions a server process keeps open at once by default."""
+SESSION_IDLE_TIMEOUT = 1800.0
+"""Seconds a session with no request in flight stays open by default (the SDK's default)."""
 Owner = Callable[[Any], str | None]
 """Who a request acts for (the auth context a task is bound to), from the SDK's request context."""
 
@@ -284,7 +288,7 @@ class McpFrontEnd:
         offered: Mapping[str, Any] = {}
         try:
             if modern and params.request_state is not None:
-                chat_id = self.signer.open(params.request_state, tool=params.name)
+                chat_id = self.signer.open(params.request_state, tool=params.name, owner=self.owner(ctx))
                 tool = self._tool(params.name)  # a server that no longer serves it says so
                 await self._take_responses(chat_id, params.input_responses or {})
                 chat: Chat | str = chat_id
@@ -318,7 +322,7 @@ class McpFrontEnd:
                         continue
                 if modern:
                     _require_elicitation(ctx)
-                    return self._input_required(chat_id, params.name, state)
+                    return self._input_required(chat_id, params.name, state, self.owner(ctx))
                 await self._elicit(ctx, state.questions, None)
             held = await self._let_go(ctx, held)
             self.calls.carry(chat_id)
@@ -338,13 +342,18 @@ class McpFrontEnd:
         await ctx.close_sse_stream()
         return None
 
-    def _input_required(self, chat_id: str, tool: str, state: CallState) -> types.InputRequiredResult:
+    def _input_required(
+        self, chat_id: str, tool: str, state: CallState, owner: str | None
+    ) -> types.InputRequiredResult:
         requests = {
             input_key(question): {"method": "elicitation/create", "params": elicitation_params(question)}
             for question in state.questions
         }
         return types.InputRequiredResult.model_validate(
-            {"inputRequests": requests, "requestState": self.signer.seal(chat_id, tool=tool, asking=list(requests))}
+            {
+                "inputRequests": requests,
+                "requestState": self.signer.seal(chat_id, tool=tool, asking=list(requests), owner=owner),
+            }
         )
 
     async def _take_responses(self, chat_id: str, responses: Mapping[str, Any]) -> None:
@@ -571,6 +580,8 @@ def serve(
     auth: AuthSettings | None = None,
     token_verifier: TokenVerifier | None = None,
     carry_on: Callable[[str], object] | None = None,
+    max_sessions: int | None = MAX_SESSIONS,
+    session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT,
 ) -> Starlette:
     """tarry tools (a list, or an :class:`~tarry.Agent`'s) as an MCP server: a streamable HTTP ASGI app.
 
@@ -590,8 +601,11 @@ def serve(
     before the server closes it and the client polls back (``None``: until it ends).
     ``auth`` and ``token_verifier`` put the server behind the SDK's OAuth resource-server
     checks (``AuthSettings``, a ``TokenVerifier``); tasks are then bound to the verified
-    client. ``carry_on(chat_id)`` hands calls to background workers (Celery's ``enqueue``,
-    say) after their first step, instead of carrying them on in this process. The app's
+    client, and so is a request state. ``carry_on(chat_id)`` hands calls to background workers (Celery's ``enqueue``,
+    say) after their first step, instead of carrying them on in this process. At most
+    ``max_sessions`` sessions are open at once (a client that would open one more gets 503
+    while the open ones keep working), and a session with no request for
+    ``session_idle_timeout`` seconds is closed (``None``: no limit, for either). The app's
     lifespan runs the SDK's session manager: when you mount it,
     run its lifespan from yours.
     """
@@ -621,6 +635,8 @@ def serve(
         retry_interval=retry_ms if resumable else None,
         auth=auth,
         token_verifier=token_verifier,
+        max_sessions=max_sessions,
+        session_idle_timeout=session_idle_timeout,
     )
     if resumable:
         app.add_middleware(SessionScopes)
