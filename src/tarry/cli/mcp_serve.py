@@ -82,7 +82,7 @@ def add_parser(commands: Any, handler: Callable[[argparse.Namespace], int]) -> N
 
 
 def tokens_of(arguments: argparse.Namespace) -> list[str]:
-    """The bearer tokens the options or ``TARRY_MCP_TOKEN`` give (none: no auth).
+    """The bearer tokens the options or ``TARRY_MCP_TOKEN`` give (none: no auth; the variable is ignored with stdio).
 
     A token file holds one token a line; blank lines and lines starting with ``#`` are skipped.
     """
@@ -92,7 +92,9 @@ def tokens_of(arguments: argparse.Namespace) -> list[str]:
         tokens += [line for line in lines if line and not line.startswith("#")]
         if not tokens:
             raise ValueError(f"{arguments.token_file} holds no token")
-    if not tokens and os.environ.get(TOKEN_VARIABLE):
+    if arguments.stdio and tokens:
+        raise ValueError("bearer tokens apply to HTTP; a stdio server has one client, the process that started it")
+    if not tokens and not arguments.stdio and os.environ.get(TOKEN_VARIABLE):
         tokens = [os.environ[TOKEN_VARIABLE]]
     return tokens
 
@@ -133,8 +135,6 @@ def run(arguments: argparse.Namespace) -> int:
     options: dict[str, Any] = {"name": arguments.name, "approvals": arguments.approvals}
     try:
         tokens = tokens_of(arguments)
-        if arguments.stdio and tokens:
-            raise ValueError("bearer tokens apply to HTTP; a stdio server has one client, the process that started it")
         verifier = BearerTokens(tokens) if tokens else None
     except (ValueError, OSError) as error:
         print(f"tarry mcp serve: {error}", file=sys.stderr)

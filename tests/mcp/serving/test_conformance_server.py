@@ -9,14 +9,13 @@ scenarios that do not apply to a server of tarry tools are listed, with why, on 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from mcp_helpers import ROOT, free_port, wait_for_port
+from mcp_helpers import ROOT, conformance_verdict, free_port, wait_for_port
 
 from .conformance_scenarios import SCENARIOS
 
@@ -46,28 +45,11 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> object:
         process.wait(10)
 
 
-GENERIC = "wire-schema-valid"
-"""The check the suite adds to every scenario (each message it received matched the schema): no scenario's own."""
-
-
-def _statuses(folder: Path) -> tuple[dict[str, int], list[str]]:
-    """How many of the scenario's own checks ended in each status, and what went wrong (the generic check too)."""
-    counts: dict[str, int] = {}
-    failures: list[str] = []
-    for path in folder.glob("**/checks.json"):
-        for check in json.loads(path.read_text()):
-            if check["status"] in ("FAILURE", "WARNING"):
-                failures.append(f"{check.get('id')} {check['status']}: {check.get('errorMessage')}")
-            if check.get("id") != GENERIC:
-                counts[check["status"]] = counts.get(check["status"], 0) + 1
-    return counts, failures
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_scenario(scenario: str, server_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "PATH": f"{NODE_BIN}{os.pathsep}{os.environ['PATH']}"}
     argv = [str(SUITE_BIN), "server", "--url", server_url, "--scenario", scenario, "-o", str(tmp_path)]
     subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, timeout=120, check=False)
-    counts, failures = _statuses(tmp_path)
-    assert not failures, failures
-    assert counts.get("SUCCESS", 0) > 0, f"no check of {scenario} succeeded: {counts}"
+    succeeded, wrong = conformance_verdict(tmp_path)
+    assert not wrong, wrong
+    assert succeeded, f"no check of {scenario}'s own succeeded"

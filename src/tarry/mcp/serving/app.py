@@ -600,9 +600,9 @@ def serve(
     ``retry_ms``); ``stream_hold`` is how many seconds a waiting call keeps its stream open
     before the server closes it and the client polls back (``None``: until it ends).
     ``auth`` and ``token_verifier`` put the server behind the SDK's OAuth resource-server
-    checks (``AuthSettings``, a ``TokenVerifier``); tasks are then bound to the verified
-    client, and so is a request state. ``carry_on(chat_id)`` hands calls to background workers (Celery's ``enqueue``,
-    say) after their first step, instead of carrying them on in this process. At most
+    checks (``AuthSettings``, a ``TokenVerifier``); tasks and request states are then bound
+    to the verified client. ``carry_on(chat_id)`` hands calls to background workers
+    (Celery's ``enqueue``, say) after their first step, instead of carrying them on in this process. At most
     ``max_sessions`` sessions are open at once (a client that would open one more gets 503
     while the open ones keep working), and a session with no request for
     ``session_idle_timeout`` seconds is closed (``None``: no limit, for either). The app's
