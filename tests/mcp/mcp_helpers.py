@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -18,6 +19,26 @@ from tarry import Chat, Question
 HERE = Path(__file__).parent
 SERVERS = HERE / "servers"
 ROOT = HERE.parents[1]
+
+
+GENERIC_CHECK = "wire-schema-valid"
+"""The check the conformance suite adds to every scenario (each message matched the schema): no scenario's own."""
+
+
+def conformance_verdict(output: Path) -> tuple[int, list[str]]:
+    """How many of a scenario's own conformance checks succeeded under ``output``, and each that failed or warned.
+
+    A scenario passes when at least one of its own checks succeeded and no check failed or warned
+    (a scenario's SHOULD checks warn): the generic check succeeds whatever the scenario found.
+    """
+    succeeded, wrong = 0, []
+    for path in sorted(output.rglob("checks.json")):
+        for check in json.loads(path.read_text()):
+            if check["status"] in ("FAILURE", "WARNING"):
+                wrong.append(f"{check.get('id')} {check['status']}: {check.get('errorMessage')}")
+            elif check["status"] == "SUCCESS" and check.get("id") != GENERIC_CHECK:
+                succeeded += 1
+    return succeeded, wrong
 
 
 def booking_command(*extra: str) -> list[str]:

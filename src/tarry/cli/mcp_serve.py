@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tarry.agents import Agent
+from tarry.hosts import loopback, wildcard
 from tarry.specs import SpecError, load_spec
 from tarry.tools import Tool
+
+TOKEN_VARIABLE = "TARRY_MCP_TOKEN"
 
 URL_HELP = "database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)"
 
@@ -53,7 +58,66 @@ def add_parser(commands: Any, handler: Callable[[argparse.Namespace], int]) -> N
         "--stream-hold", type=float, metavar="SECONDS",
         help="close a waiting call's SSE stream after this long; the client resumes it with Last-Event-ID",
     )  # fmt: skip
+    serve.add_argument(
+        "--token-file", type=Path, metavar="PATH",
+        help=f"bearer tokens clients must send, one a line, each a client of its own (or set {TOKEN_VARIABLE})",
+    )  # fmt: skip
+    serve.add_argument("--token", help="a bearer token clients must send (visible to other users in ps: prefer a file)")
+    serve.add_argument(
+        "--max-sessions", type=int, metavar="N",
+        help="sessions open at once; a client that would open one more gets 503 (default: 1000)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--session-idle-timeout", type=float, metavar="SECONDS",
+        help="close a session after this long with no request (default: 1800)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--allowed-host", action="append", default=[], metavar="HOST[:PORT]",
+        help="a Host header requests may carry besides loopback's and the bound address's (repeatable; PORT may be *)",
+    )  # fmt: skip
     serve.set_defaults(handler=handler)
+
+
+def tokens_of(arguments: argparse.Namespace) -> list[str]:
+    """The bearer tokens the options or ``TARRY_MCP_TOKEN`` give (none: no auth; the variable is ignored with stdio).
+
+    A token file holds one token a line; blank lines and lines starting with ``#`` are skipped.
+    """
+    tokens = [arguments.token] if arguments.token else []
+    if arguments.token_file is not None:
+        lines = (line.strip() for line in arguments.token_file.read_text().splitlines())
+        tokens += [line for line in lines if line and not line.startswith("#")]
+        if not tokens:
+            raise ValueError(f"{arguments.token_file} holds no token")
+    if arguments.stdio and tokens:
+        raise ValueError("bearer tokens apply to HTTP; a stdio server has one client, the process that started it")
+    if not tokens and not arguments.stdio and os.environ.get(TOKEN_VARIABLE):
+        tokens = [os.environ[TOKEN_VARIABLE]]
+    return tokens
+
+
+def exposure_warning(host: str, *, authenticated: bool) -> str | None:
+    """What ``tarry mcp serve`` says when ``host`` lets other machines in (``None``: it does not)."""
+    if loopback(host):
+        return None
+    said = f"Warning: serving MCP over plain HTTP on {host}, reachable from the network: "
+    if authenticated:
+        said += "the bearer tokens and every tool call travel unencrypted. "
+    else:
+        said += (
+            "anyone who reaches it can call the tools, as no bearer token is required "
+            f"(give --token-file, or set {TOKEN_VARIABLE}). "
+        )
+    return said + "Serve it behind an HTTPS reverse proxy, or on 127.0.0.1."
+
+
+def allowed_hosts(host: str, port: int, extra: list[str]) -> list[str]:
+    """The ``Host`` headers a request may carry: loopback's, the bound address's (unless every interface), ``extra``."""
+    allowed = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    if not loopback(host) and not wildcard(host):
+        shown = f"[{host.strip('[]')}]" if ":" in host else host
+        allowed.append(f"{shown}:{port}")
+    return allowed + extra
 
 
 def run(arguments: argparse.Namespace) -> int:
@@ -61,10 +125,19 @@ def run(arguments: argparse.Namespace) -> int:
     import asyncio
 
     from tarry.mcp.serving import serve, serve_stdio
+    from tarry.mcp.serving.tokens import BearerTokens
     from tarry.store import Store
 
     tools = load_tools(arguments.tools)
     options: dict[str, Any] = {"name": arguments.name, "approvals": arguments.approvals}
+    try:
+        tokens = tokens_of(arguments)
+        verifier = BearerTokens(tokens) if tokens else None
+    except (ValueError, OSError) as error:
+        print(f"tarry mcp serve: {error}", file=sys.stderr)
+        return 2
+    limits = {"max_sessions": arguments.max_sessions, "session_idle_timeout": arguments.session_idle_timeout}
+    limits = {name: value for name, value in limits.items() if value is not None}  # else serve()'s defaults
 
     async def main() -> None:
         async with Store(arguments.url, lease=arguments.lease) as store:
@@ -78,10 +151,21 @@ def run(arguments: argparse.Namespace) -> int:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((arguments.host, arguments.port))
             sock.listen(2048)
-            app = serve(tools, store, stream_hold=arguments.stream_hold, **options)
-            print(
-                f"tarry MCP server on http://{arguments.host}:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True
+            port = sock.getsockname()[1]
+            app = serve(
+                tools,
+                store,
+                stream_hold=arguments.stream_hold,
+                auth=verifier.auth() if verifier is not None else None,
+                token_verifier=verifier,
+                allowed_hosts=allowed_hosts(arguments.host, port, arguments.allowed_host),
+                **options,
+                **limits,
             )
+            print(f"tarry MCP server on http://{arguments.host}:{port}/mcp", file=sys.stderr, flush=True)
+            warning = exposure_warning(arguments.host, authenticated=verifier is not None)
+            if warning:
+                print(warning, file=sys.stderr, flush=True)
             config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3)
             await uvicorn.Server(config).serve(sockets=[sock])
 

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from collections.abc import Callable
 
 import uvicorn
 
 from tarry.approvals import MayDecide
+from tarry.hosts import loopback
 from tarry.store import Store
 from tarry.web.app import create_app
 from tarry.web.identity import ProxyIdentity, Users
-
-
-def loopback(host: str) -> bool:
-    """True when ``host`` is reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def exposure_warning(host: str) -> str | None:

@@ -28,6 +28,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 
+from tarry import __version__
 from tarry.agents import Agent
 from tarry.chat import Chat
 from tarry.errors import InvalidAnswerError, InvalidArgumentsError, TarryError
@@ -39,6 +40,7 @@ from tarry.questions import Question
 from tarry.store import ServedTask, Store, StreamEvents
 from tarry.tools import Tool
 
+logger = logging.getLogger("tarry.mcp.serving")
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
@@ -49,6 +51,10 @@ TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
 MODERN_TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 logger = logging.getLogger("tarry.mcp")
+MAX_SESSIONS = 1000
+"""How many sessions a server process keeps open at once by default."""
+SESSION_IDLE_TIMEOUT = 1800.0
+"""Seconds a session with no request in flight stays open by default (the SDK's default)."""
 Owner = Callable[[Any], str | None]
 """Who a request acts for (the auth context a task is bound to), from the SDK's request context."""
 
@@ -304,9 +310,10 @@ class McpFrontEnd:
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        offered: Mapping[str, Any] = {}
         try:
             if modern and params.request_state is not None:
-                chat_id = self.signer.open(params.request_state, tool=params.name)
+                chat_id = self.signer.open(params.request_state, tool=params.name, owner=self.owner(ctx))
                 tool = self._tool(params.name)  # a server that no longer serves it says so
                 await self._take_responses(chat_id, params.input_responses or {})
                 chat: Chat | str = chat_id
@@ -315,6 +322,7 @@ class McpFrontEnd:
                 _refuse_untasked(tool, ctx, modern=modern)
                 chat = await self.calls.begin(params.name, arguments)
                 chat_id = chat.id
+                offered = params.input_responses or {}
             if modern and _declares_tasks(ctx) and _becomes_task(tool, await self.calls.state(chat)):
                 task = await self.calls.adopt(chat_id, params.name, owner=self.owner(ctx))
                 return _modern_created(task)  # type: ignore[return-value]
@@ -332,9 +340,14 @@ class McpFrontEnd:
                 reported.append(state.status_message)  # progress goes out from the task's status_message
                 await ctx.session.report_progress(len(reported), None, state.status_message)
             if state.status == "input_required":
+                if modern and offered:  # answers sent with the first call (SEP-2322): taken once, the rest ignored
+                    taken, offered = await self._take(state.questions, offered), {}
+                    if taken:
+                        self.calls.carry(chat_id)
+                        continue
                 if modern:
                     _require_elicitation(ctx)
-                    return self._input_required(chat_id, params.name, state)
+                    return self._input_required(chat_id, params.name, state, self.owner(ctx))
                 await self._elicit(ctx, state.questions, None)
             held = await self._let_go(ctx, held)
             self.calls.carry(chat_id)
@@ -354,23 +367,29 @@ class McpFrontEnd:
         await ctx.close_sse_stream()
         return None
 
-    def _input_required(self, chat_id: str, tool: str, state: CallState) -> types.InputRequiredResult:
+    def _input_required(
+        self, chat_id: str, tool: str, state: CallState, owner: str | None
+    ) -> types.InputRequiredResult:
         requests = {
             input_key(question): {"method": "elicitation/create", "params": elicitation_params(question)}
             for question in state.questions
         }
         return types.InputRequiredResult.model_validate(
-            {"inputRequests": requests, "requestState": self.signer.seal(chat_id, tool=tool, asking=list(requests))}
+            {
+                "inputRequests": requests,
+                "requestState": self.signer.seal(chat_id, tool=tool, asking=list(requests), owner=owner),
+            }
         )
 
     async def _take_responses(self, chat_id: str, responses: Mapping[str, Any]) -> None:
         state = await self.calls.state(chat_id)
         await self._take(state.questions, responses)
 
-    async def _take(self, questions: Iterable[Question], responses: Mapping[str, Any]) -> None:
+    async def _take(self, questions: Iterable[Question], responses: Mapping[str, Any]) -> int:
         """Record the client's answers to ``questions``, each under its input key; one without an answer stays open.
 
         Every answer is checked before any is recorded, so a refused answer records none of the round's.
+        Returns how many were recorded; a response under a key no question has is ignored.
         """
         taken: list[tuple[Question, Mapping[str, Any]]] = []
         for question in questions:
@@ -382,6 +401,7 @@ class McpFrontEnd:
                 taken.append((question, response))
         for question, answer in taken:
             await self._record(question, answer)
+        return len(taken)
 
     async def _record(self, question: Question, answer: Mapping[str, Any]) -> None:
         try:
@@ -406,6 +426,10 @@ class McpFrontEnd:
     # 2025-11-25 tasks (a middleware: the SDK has no tasks runtime)
 
     async def middleware(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+        """Serve the task methods and task-augmented calls; anything else goes on to the SDK.
+
+        A failure of the server's own reaches the client through :func:`_without_internals`, which runs first.
+        """
         legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
         params = dict(ctx.params or {})
         if legacy and ctx.method == "tools/call" and params.get("task") is not None:
@@ -537,7 +561,11 @@ def build_server(
     )
     listener = TaskListener(calls, owner, _declares_tasks, detailed_task)
     server = _TarryMcpServer(
-        name, on_list_tools=front.list_tools, on_call_tool=front.call_tool, on_subscriptions_listen=listener
+        name,
+        version=__version__,
+        on_list_tools=front.list_tools,
+        on_call_tool=front.call_tool,
+        on_subscriptions_listen=listener,
     )
     server.list_tasks = list_tasks
     server.extensions[TASKS_EXTENSION] = {}
@@ -566,6 +594,8 @@ def serve(
     auth: AuthSettings | None = None,
     token_verifier: TokenVerifier | None = None,
     carry_on: Callable[[str], object] | None = None,
+    max_sessions: int | None = MAX_SESSIONS,
+    session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT,
 ) -> Starlette:
     """tarry tools (a list, or an :class:`~tarry.Agent`'s) as an MCP server: a streamable HTTP ASGI app.
 
@@ -584,9 +614,12 @@ def serve(
     ``retry_ms``); ``stream_hold`` is how many seconds a waiting call keeps its stream open
     before the server closes it and the client polls back (``None``: until it ends).
     ``auth`` and ``token_verifier`` put the server behind the SDK's OAuth resource-server
-    checks (``AuthSettings``, a ``TokenVerifier``); tasks are then bound to the verified
-    client. ``carry_on(chat_id)`` hands calls to background workers (Celery's ``enqueue``,
-    say) after their first step, instead of carrying them on in this process. The app's
+    checks (``AuthSettings``, a ``TokenVerifier``); tasks and request states are then bound
+    to the verified client. ``carry_on(chat_id)`` hands calls to background workers
+    (Celery's ``enqueue``, say) after their first step, instead of carrying them on in this process. At most
+    ``max_sessions`` sessions are open at once (a client that would open one more gets 503
+    while the open ones keep working), and a session with no request for
+    ``session_idle_timeout`` seconds is closed (``None``: no limit, for either). The app's
     lifespan runs the SDK's session manager: when you mount it,
     run its lifespan from yours.
     """
@@ -616,6 +649,8 @@ def serve(
         retry_interval=retry_ms if resumable else None,
         auth=auth,
         token_verifier=token_verifier,
+        max_sessions=max_sessions,
+        session_idle_timeout=session_idle_timeout,
     )
     if resumable:
         app.add_middleware(SessionScopes)

@@ -1,8 +1,9 @@
 """Signed ``requestState`` for 2026-07-28 input requests: HMAC-SHA256 over the call it belongs to.
 
 The client echoes the state back verbatim, and it is attacker-controlled: the server trusts
-only what its own key signed. The state names the stored chat of the call, the tool, and when
-it stops being valid; a state signed for another tool, altered, or past its time is refused
+only what its own key signed. The state names the stored chat of the call, the tool, the
+authenticated client it was issued to, and when it stops being valid; a state signed for
+another tool, presented by another client, altered, or past its time is refused
 with an ``INVALID_PARAMS`` error. The retry's arguments are not used: the call's arguments are
 the ones its stored chat recorded when it started, so a retry cannot change what runs. Every
 process of one server must share the key (``TARRY_MCP_STATE_KEY``) so any of them accepts a
@@ -54,18 +55,25 @@ class RequestStateSigner:
     def _mac(self, body: str) -> str:
         return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
 
-    def seal(self, chat_id: str, *, tool: str, asking: Sequence[str] = ()) -> str:
+    def seal(self, chat_id: str, *, tool: str, asking: Sequence[str] = (), owner: str | None = None) -> str:
         """The request state for the call whose stored chat is ``chat_id``, in the round that asks ``asking``.
 
         ``asking`` is the round's input keys: naming them makes each round's state differ from the
-        last, as SEP-2322 has it.
+        last, as SEP-2322 has it. ``owner`` is the authenticated client the state is issued to
+        (``None``: no client was authenticated); only that client may present it.
         """
-        claims = {"chat": chat_id, "tool": tool, "asks": list(asking), "until": int(time.time() + self.ttl)}
+        claims = {
+            "chat": chat_id,
+            "tool": tool,
+            "asks": list(asking),
+            "owner": owner,
+            "until": int(time.time() + self.ttl),
+        }
         body = _b64(json.dumps(claims).encode())
         return f"{body}.{self._mac(body)}"
 
-    def open(self, state: str, *, tool: str) -> str:
-        """The chat id a state this signer sealed for ``tool`` names; raises ``MCPError`` for any other state."""
+    def open(self, state: str, *, tool: str, owner: str | None = None) -> str:
+        """The chat id a state this signer sealed for ``tool`` and ``owner`` names; raises ``MCPError`` for others."""
         body, _, mac = state.partition(".")
         if not mac or not hmac.compare_digest(mac, self._mac(body)):
             raise MCPError(
@@ -74,12 +82,15 @@ class RequestStateSigner:
         try:
             claims = json.loads(_unb64(body))
             chat_id, bound_tool, until = claims["chat"], claims["tool"], claims["until"]
+            bound_owner = claims.get("owner")  # a state sealed before states named their client names none
         except (ValueError, KeyError, TypeError) as error:  # pragma: no cover - signed by us, so well formed
             raise _refused("The requestState cannot be read") from error
         if bound_tool != tool:
             raise MCPError(
                 code=_INVALID_PARAMS, message=f"The requestState belongs to the tool {bound_tool!r}, not {tool!r}"
             )
+        if bound_owner != owner:
+            raise _refused("The requestState was issued to another client")
         if until < time.time():
             raise _refused("The requestState has expired")
         return str(chat_id)

@@ -13,6 +13,7 @@ another's stream.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from collections import OrderedDict
 from contextvars import ContextVar
@@ -27,6 +28,9 @@ from tarry.store import StreamEvents
 from tarry.store.stream_events import MAX_STREAM, stream_problem
 
 SESSION_HEADER = b"mcp-session-id"
+UNKEPT = ""
+"""The id of an event the store could not keep: an SSE event without an id, which no client resumes from."""
+logger = logging.getLogger("tarry.mcp.serving")
 _scope: ContextVar[str | None] = ContextVar("tarry_mcp_event_scope", default=None)
 
 
@@ -146,11 +150,21 @@ class StoreEventStore(EventStore):
         return scope
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
-        """Keep the event; its id is what the client sends back as ``Last-Event-ID``."""
+        """Keep the event; its id is what the client sends back as ``Last-Event-ID``.
+
+        A write that fails gives the empty id: the event goes out without one, so the client gets
+        it (an answer, or the error that answers a failed call) but cannot resume from it. Raising
+        would end the SDK's message router of the session, and every later answer with it.
+        """
         wire: dict[str, Any] | None = None
         if message is not None:
             wire = message.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        return await self.events.add(self._current(), str(stream_id), wire)
+        scope = self._current()
+        try:
+            return await self.events.add(scope, str(stream_id), wire)
+        except Exception:
+            logger.warning("Keeping an event of stream %s failed; it is sent unkept", stream_id, exc_info=True)
+            return UNKEPT
 
     async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
         """Send the events after ``last_event_id`` on its stream; ``None`` when it is not this session's."""
