@@ -30,6 +30,8 @@ from tarry.errors import (
     ClaimLostError,
     PendingToolCallsError,
     StoreConflictError,
+    StoreFullError,
+    StoreReadOnlyError,
     StoreUnavailableError,
 )
 from tarry.messages import Message
@@ -90,6 +92,9 @@ class Host(Protocol):
 
 logger = logging.getLogger("tarry.store")
 T = TypeVar("T")
+_PASSING = (StoreUnavailableError, StoreConflictError, StoreReadOnlyError, StoreFullError)
+"""The database errors that may pass within moments (a failover, a deadlock broken, space freed): a finished
+call's save tries again through them."""
 
 
 @dataclass
@@ -514,9 +519,11 @@ class StoreJournal:
         ``alone``: ``write`` is one statement sent through :mod:`tarry.store.cursor` without a transaction
         around it (:meth:`~tarry.store.engine.Database.run_direct`).
 
-        The tool has already run, so its result must not be lost to a dropped connection, nor to a
-        deadlock the database broke by ending this write: the write is tried again with backoff (the
-        lease is renewed meanwhile, once the database is back) for up to five leases. A write whose
+        The tool has already run, so its result must not be lost to a passing fault of the database: a
+        dropped connection, a deadlock it broke by ending this write, a moment read-only (a failover) or
+        full. The write saved nothing, and is tried again with backoff (on a new connection: the engine
+        replaces one that answered read-only or full; the lease is renewed meanwhile, once the database
+        takes writes again) for up to five leases, then the error is raised and logged. A write whose
         commit went through before the connection dropped finds the claim released on its next try and
         raises :class:`ClaimLostError`; the chat then reads the saved result back. So does a write whose
         lease ran out while the database was away and another process closed the call as interrupted.
@@ -528,7 +535,7 @@ class StoreJournal:
                 if alone:
                     return await self.db.run_direct(cast("Callable[[Sendable], T]", write), write=True)
                 return await self.db.run_write(write)
-            except (StoreUnavailableError, StoreConflictError) as error:  # either way the write saved nothing
+            except _PASSING as error:  # each saved nothing
                 if asyncio.get_running_loop().time() + pause > deadline:
                     logger.error(
                         "Could not save what %s came to within five leases (%s). "
@@ -539,8 +546,10 @@ class StoreJournal:
                     raise
                 if isinstance(error, StoreConflictError):  # a deadlock the database broke by ending this write
                     logger.warning("Saving %s met another transaction; trying again in %.2f s", what, pause)
-                else:
+                elif isinstance(error, StoreUnavailableError):
                     logger.warning("Lost the database while saving %s; trying again in %.2f s", what, pause)
+                else:
+                    logger.warning("The database refused to save %s (%s); trying again in %.2f s", what, error, pause)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 2.0)
 
