@@ -19,6 +19,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC) + _offset
 
 
+def moved() -> timedelta:
+    """How far :func:`advance` moved this process's clock (zero outside tests)."""
+    return _offset
+
+
 def advance(seconds: float) -> None:
     """Move this process's clock forward by ``seconds``: time limits and leases run out as if that time passed.
 
