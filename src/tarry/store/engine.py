@@ -407,8 +407,8 @@ class Database:
             raise translated from error
 
     def _store_error(self, error: DBAPIError | OSError) -> StoreError | None:
-        """The :class:`~tarry.errors.StoreError` a driver's error means, if tarry knows it; a broken connection
-        is forgotten."""
+        """The :class:`~tarry.errors.StoreError` a driver's error means, if tarry knows it; a broken connection,
+        or one that answered read-only or full, is forgotten with all the others."""
         if isinstance(error, OSError):
             return StoreUnavailableError(f"Cannot reach the database at {self.where}: {error}")
         translated = store_error(
