@@ -2,7 +2,8 @@
 
 Every module asks :func:`utcnow` for the time, so a test can make a question lapse or a
 lease run out at once with :func:`advance` instead of sleeping in real time. The offset
-belongs to this process: other processes keep the real time.
+belongs to this process: other processes keep the real time. On PostgreSQL the store judges
+leases by the server's clock instead (:mod:`tarry.store.moment`), moved by this same offset.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ _offset = timedelta()
 def utcnow() -> datetime:
     """The current time, aware, in UTC, plus however far :func:`advance` moved this process's clock."""
     return datetime.now(UTC) + _offset
+
+
+def moved() -> timedelta:
+    """How far :func:`advance` moved this process's clock (zero outside tests)."""
+    return _offset
 
 
 def advance(seconds: float) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -35,7 +35,7 @@ from sqlalchemy.dialects import postgresql
 
 from tarry.approvals import MayDecide, Vote, judge
 from tarry.calls import check_decision
-from tarry.clock import utcnow
+from tarry.clock import moved, utcnow
 from tarry.errors import NotAllowedError, QuestionExpiredError, TarryError, ToolCallRunningError, UnknownQuestionError
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
@@ -51,6 +51,7 @@ from tarry.store.audit import (
     with_its_call,
 )
 from tarry.store.cursor import Sendable, fetch_all, fetch_one
+from tarry.store.moment import NOW, UNTIL, lease_values
 from tarry.store.rows import Row, decider_values, question_and_call_from_row
 from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of, wake_where
 from tarry.store.tables import UNDECIDED_BY_KEY, chats, constant, questions, tool_calls
@@ -65,7 +66,10 @@ _QUESTION = (
     .outerjoin(tool_calls, questions.c.tool_call_id == tool_calls.c.id)  # a chat's own question has no call
     .where(questions.c.id == bindparam("question_id"))
 )
-_LOCKED_QUESTION = _QUESTION.with_for_update(of=questions, key_share=True)
+_QUESTION_NOW = _QUESTION.add_columns(NOW.label("now"))
+"""The question with its call, and the time by the lease clock, to judge whether the call runs and the question
+expired (parameters of :func:`~tarry.store.moment.lease_values`)."""
+_LOCKED_QUESTION = _QUESTION_NOW.with_for_update(of=questions, key_share=True)
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ class ClaimAlong:
     chat_version: int
     owner: str
     until: datetime
+    """By this process's clock, for its own bookkeeping; the statement writes the lease by the lease clock."""
+    lease: timedelta
 
 
 @dataclass
@@ -125,8 +131,9 @@ def decide_question(
     refusals are returned to raise after the commit. A recorded decision bumps the call's
     version (a process that read the call must read it again) and wakes the chat.
     """
-    decision, by, now = attempt.decision, attempt.by, utcnow()
-    row, question, running, closed = _read_question(connection, _LOCKED_QUESTION, attempt.question_id, now)
+    decision, by = attempt.decision, attempt.by
+    row, question, running, closed = _read_question(connection, _LOCKED_QUESTION, attempt.question_id)
+    now: datetime = row["now"]  # the lease clock's: the database's on PostgreSQL
     answer = attempt.answer_of(question)  # an invalid answer raises here and nothing is written
     trail = partial(
         record_attempt, connection, question, decision, at=now, by=by, channel=attempt.channel, note=attempt.note
@@ -188,7 +195,8 @@ def decide_if_open(
     """
     now = utcnow()
     if known is None:
-        _, question, running, closed = _read_question(connection, _QUESTION, attempt.question_id, now)
+        row, question, running, closed = _read_question(connection, _QUESTION_NOW, attempt.question_id)
+        now = row["now"]
     else:
         question, running, closed = copy.copy(known), False, False
     answer = attempt.answer_of(question)  # an invalid answer raises here and nothing is written
@@ -205,7 +213,7 @@ def decide_if_open(
         done = fetch_one(connection, _DECIDE_IF_OPEN[refuses_running], values)
     else:
         values |= {"read_version": claim.version, "held_version": claim.chat_version}
-        done = fetch_one(connection, _DECIDE_AND_CLAIM, values | {"owner": claim.owner, "until": claim.until})
+        done = fetch_one(connection, _DECIDE_AND_CLAIM, values | {"owner": claim.owner, **lease_values(claim.lease)})
     if done is None or done["decided"] != 1:
         return None
     settled = _settled(question, attempt, answer, now, done["call_version"], done["chat_version"])
@@ -235,18 +243,17 @@ def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
     return _settled(question, attempt, answer, now, row["call_version"], row["chat_version"])
 
 
-def _read_question(
-    connection: Sendable, query: Executable, question_id: str, now: datetime
-) -> tuple[Row, Question, bool, bool]:
-    """The question's row read by ``query``, the question, and whether its call runs at ``now`` and has ended.
+def _read_question(connection: Sendable, query: Executable, question_id: str) -> tuple[Row, Question, bool, bool]:
+    """The question's row read by ``query``, the question, and whether its call runs (by the lease clock, whose
+    time the row's ``now`` holds) and has ended.
 
     Raises :class:`UnknownQuestionError` for an unknown id.
     """
-    row = fetch_one(connection, query, {"question_id": question_id})
+    row = fetch_one(connection, query, {"question_id": question_id, **lease_values()})
     if row is None:
         raise UnknownQuestionError(f"No question has the id {question_id!r}")
     question = question_and_call_from_row(row)
-    running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > now
+    running = row["claimed_by"] is not None and row["claimed_until"] is not None and row["claimed_until"] > row["now"]
     return row, question, running, row["result_message_id"] is not None
 
 
@@ -280,6 +287,8 @@ def _recorded(
     return {
         "decided_question": attempt.question_id,
         "moment": now,
+        "now": now,
+        "clock_moved": moved().total_seconds(),
         "new_decision": attempt.decision,
         "new_answer": answer,
         "new_note": attempt.note,
@@ -362,18 +371,17 @@ def _decided_if_open(refuses_running: bool, *, decide: Update = _DECIDE, readabl
     """``decide`` (:data:`_DECIDE` unless told) on a question still open, without an approval policy, with time
     left, whose call has not ended (and, with ``refuses_running``, is not running); with ``readable``, also an
     approval whose row and call read back (:data:`_READABLE`)."""
-    moment = bindparam("moment", type_=questions.c.decided_at.type)
     call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
     ended = tool_calls.c.result_message_id.is_not(None)
     # One look at the call for both (the statement stays short enough for psycopg to keep its parsed form).
     odd = func.json_typeof(tool_calls.c.arguments) != constant("object")
     blocked = [call.where(or_(ended, odd) if readable else ended)]
     if refuses_running:  # unless the running call awaits this very question
-        running = call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > moment)
+        running = call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > NOW)
         blocked.append(running.where(_NOT_AWAITED))
     return decide.where(
         questions.c.policy.is_(None),
-        or_(questions.c.expires_at.is_(None), questions.c.expires_at > moment),
+        or_(questions.c.expires_at.is_(None), questions.c.expires_at > NOW),
         *(~exists(query) for query in blocked),
         *(_READABLE if readable else ()),
     )
@@ -386,7 +394,7 @@ def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
     returned: list[ColumnElement[Any]] = [tool_calls.c.version]
     if claim:
         owner = bindparam("owner", type_=tool_calls.c.claimed_by.type)
-        until = bindparam("until", type_=tool_calls.c.claimed_until.type)
+        until = UNTIL
         other_open = select(questions.c.id).where(
             questions.c.tool_call_id == decided.c.tool_call_id,
             UNDECIDED_BY_KEY,
@@ -475,6 +483,8 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
     deciders = [decider_values(attempt.by, attempt.channel) for attempt in attempts]
     values = {
         "moment": now,
+        "now": now,
+        "clock_moved": moved().total_seconds(),
         "new_decision": decision,
         "new_answer": answer,
         "given_question": [attempt.question_id for attempt in attempts],

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, and_, func, or_, select, update
 
 from tarry.clock import utcnow
+from tarry.store.moment import NOW, lease_values
 from tarry.store.tables import chats, tool_calls
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ async def write_next_check(
     """
 
     def write(connection: Connection) -> datetime | None:
-        claims = _live_claims(connection, chat_id, utcnow())
+        claims = _live_claims(connection, chat_id)
         candidates: list[datetime] = []
         for call_id, free in if_free.items():
             held = claims.get(call_id)
@@ -76,20 +77,23 @@ async def write_next_check(
     return await store.db.run_write(write)
 
 
-def _live_claims(connection: Connection, chat_id: str, now: datetime) -> dict[str | None, datetime]:
-    """Until when other processes hold the chat's open calls (by call id) and its model turn (key ``None``)."""
+def _live_claims(connection: Connection, chat_id: str) -> dict[str | None, datetime]:
+    """Until when other processes hold the chat's open calls (by call id) and its model turn (key ``None``), by
+    the lease clock (:mod:`tarry.store.moment`)."""
     found: dict[str | None, datetime] = {}
+    now = lease_values()
     rows = connection.execute(
         select(tool_calls.c.call_id, tool_calls.c.claimed_until).where(
             tool_calls.c.chat_id == chat_id,
             tool_calls.c.result_message_id.is_(None),
-            tool_calls.c.claimed_until > now,
-        )
+            tool_calls.c.claimed_until > NOW,
+        ),
+        now,
     )
     for row in rows:
         found[row.call_id] = row.claimed_until
     turn: datetime | None = connection.scalar(
-        select(chats.c.claimed_until).where(chats.c.id == chat_id, chats.c.claimed_until > now)
+        select(chats.c.claimed_until).where(chats.c.id == chat_id, chats.c.claimed_until > NOW), now
     )
     if turn is not None:
         found[None] = turn
@@ -142,7 +146,7 @@ async def wake_abandoned(store: Store, agents: Collection[str]) -> int:
         .where(
             tool_calls.c.result_message_id.is_(None),
             tool_calls.c.claimed_by.is_not(None),
-            tool_calls.c.claimed_until < now,
+            tool_calls.c.claimed_until < NOW,
         )
         .scalar_subquery()
     )
@@ -153,12 +157,13 @@ async def wake_abandoned(store: Store, agents: Collection[str]) -> int:
             or_(chats.c.next_check_at.is_(None), chats.c.next_check_at > now),
             or_(
                 chats.c.id.in_(abandoned_call),
-                and_(chats.c.claimed_by.is_not(None), chats.c.claimed_until < now),
+                and_(chats.c.claimed_by.is_not(None), chats.c.claimed_until < NOW),
             ),
         )
         .values(next_check_at=now, schedule_version=chats.c.schedule_version + 1)
     )
-    return await store.db.run_write(lambda connection: int(connection.execute(statement).rowcount))
+    values = lease_values()
+    return await store.db.run_write(lambda connection: int(connection.execute(statement, values).rowcount))
 
 
 async def take_if_due(store: Store, chat_id: str, tolerance: float = 1.0) -> ChatSchedule | None:

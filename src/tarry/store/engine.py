@@ -379,8 +379,10 @@ class Database:
             return kept[1]
         with self._kept_lock:  # the old one goes back first: PostgreSQL's pool has a connection per worker thread
             ended = [key for key in self._kept if not key[0].is_alive() or key == (thread, waits)]
-            gone = [self._kept.pop(key)[1] for key in ended]
-        for old in gone:
+            gone = [self._kept.pop(key) for key in ended]
+        for opened_in, old in gone:
+            if opened_in != generation and not old.invalidated and not old.closed:
+                old.invalidate()  # not back to the pool, which would hand the same connection out again
             old.close()
         connection = self._engine.connect()
         if not waits:  # nor for the disk: its commits leave checkpoints (which sync the file) to a worker thread
@@ -405,15 +407,25 @@ class Database:
             raise translated from error
 
     def _store_error(self, error: DBAPIError | OSError) -> StoreError | None:
-        """The :class:`~tarry.errors.StoreError` a driver's error means, if tarry knows it; a broken connection
-        is forgotten."""
+        """The :class:`~tarry.errors.StoreError` a driver's error means, if tarry knows it; a broken connection,
+        or one that answered read-only or full, is forgotten with all the others."""
         if isinstance(error, OSError):
             return StoreUnavailableError(f"Cannot reach the database at {self.where}: {error}")
-        if error.connection_invalidated:
+        translated = store_error(
+            error.orig,
+            self.where,
+            invalidated=error.connection_invalidated,
+            read_only_file=self.is_sqlite and _not_writable(str(self.url.database or "")),
+        )
+        if error.connection_invalidated or isinstance(translated, StoreReadOnlyError | StoreFullError):
+            # A connection that answered read-only (to a server that failover demoted, say) or full may keep
+            # answering so: every connection is replaced, and the next transaction opens a new one.
             self._generation += 1
             if self._on_loop is not None:
                 self._on_loop.forget()
-        return store_error(error.orig, self.where, invalidated=error.connection_invalidated)
+            if not error.connection_invalidated and not self.is_sqlite:
+                self._engine.dispose()  # the pool's idle connections too; those in use are not handed out again
+        return translated
 
     def _check_sqlite_folder(self, folder: str) -> None:
         """Fail clearly, once, when the SQLite file's folder does not exist."""
@@ -530,12 +542,18 @@ _KINDS: dict[str, tuple[type[StoreError], str, str]] = {
 }
 
 
-def store_error(orig: BaseException | None, where: str, *, invalidated: bool = False) -> StoreError | None:
+def store_error(
+    orig: BaseException | None, where: str, *, invalidated: bool = False, read_only_file: bool = False
+) -> StoreError | None:
     """The :class:`~tarry.errors.StoreError` a driver's exception means, or ``None`` when it is none of them.
 
     PostgreSQL's SQLSTATE and SQLite's result code decide; the driver's own words follow in parentheses.
+    ``read_only_file``: the SQLite file (or its folder, which holds the WAL) cannot be written, so SQLite's
+    "unable to open database file" means read-only, not out of reach.
     """
     reason = _reason(orig)
+    if reason is None and read_only_file and _sqlite_code(orig) == sqlite3.SQLITE_CANTOPEN:
+        reason = "read_only"
     if reason is not None:
         kind, what, advice = _KINDS[reason]
         said = getattr(getattr(orig, "diag", None), "message_primary", None) or orig  # psycopg's, without the SQL
@@ -552,17 +570,36 @@ def store_error(orig: BaseException | None, where: str, *, invalidated: bool = F
 
 def _sqlite_busy(orig: BaseException | None) -> bool:
     """Whether SQLite refused because another connection holds a lock (``SQLITE_BUSY`` or ``SQLITE_LOCKED``)."""
+    return _sqlite_code(orig) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _sqlite_code(orig: BaseException | None) -> int | None:
+    """SQLite's primary result code under the extended one an error carries, if it is SQLite's."""
     code = getattr(orig, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def _not_writable(database: str) -> bool:
+    """Whether an existing SQLite file, or the folder that holds its WAL, cannot be written (a read-only file
+    system, or permissions)."""
+    path = Path(database.removeprefix("file:").split("?")[0]).absolute()
+    try:
+        if not path.is_file():
+            return False
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return True
+    except OSError:
+        return False
+    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
 def _reason(orig: BaseException | None) -> str | None:
     state = getattr(orig, "sqlstate", None)
     if state in _SQLSTATES:
         return _SQLSTATES[state]
-    code = getattr(orig, "sqlite_errorcode", None)
-    if isinstance(code, int) and code & 0xFF in _SQLITE_CODES:  # the primary code under an extended one
-        return _SQLITE_CODES[code & 0xFF]
+    code = _sqlite_code(orig)
+    if code in _SQLITE_CODES:
+        return _SQLITE_CODES[code]
     if isinstance(orig, sqlite3.OperationalError) and any(phrase in str(orig) for phrase in _SCHEMA_PHRASES):
         return "schema"
     return None

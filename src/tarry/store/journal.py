@@ -30,6 +30,8 @@ from tarry.errors import (
     ClaimLostError,
     PendingToolCallsError,
     StoreConflictError,
+    StoreFullError,
+    StoreReadOnlyError,
     StoreUnavailableError,
 )
 from tarry.messages import Message
@@ -38,6 +40,7 @@ from tarry.questions import Decision, Question
 from tarry.store.cursor import Sendable, fetch_one, fetch_value, run
 from tarry.store.deciding import AnswerOf, Attempt, ClaimAlong, Settled, decide_question
 from tarry.store.engine import Database
+from tarry.store.moment import NOW, UNTIL, lease_values
 from tarry.store.one_statement import (
     HELD_OPEN_CALL,
     TURN_FREE,
@@ -90,6 +93,9 @@ class Host(Protocol):
 
 logger = logging.getLogger("tarry.store")
 T = TypeVar("T")
+_PASSING = (StoreUnavailableError, StoreConflictError, StoreReadOnlyError, StoreFullError)
+"""The database errors that may pass within moments (a failover, a deadlock broken, space freed): a finished
+call's save tries again through them."""
 
 
 @dataclass
@@ -314,7 +320,7 @@ class StoreJournal:
 
             await self.db.run_write(write)
         else:
-            create = partial(save_first_message, chat=chat, message=message)
+            create = partial(save_first_message, chat=chat, message=message, lease=self._lease if claim_turn else None)
             await self._claim(create, lambda _: claim_turn, chats, self.chat_id)  # a cancelled caller gives it back
         self._unsaved = None
         if claim_turn:
@@ -514,9 +520,11 @@ class StoreJournal:
         ``alone``: ``write`` is one statement sent through :mod:`tarry.store.cursor` without a transaction
         around it (:meth:`~tarry.store.engine.Database.run_direct`).
 
-        The tool has already run, so its result must not be lost to a dropped connection, nor to a
-        deadlock the database broke by ending this write: the write is tried again with backoff (the
-        lease is renewed meanwhile, once the database is back) for up to five leases. A write whose
+        The tool has already run, so its result must not be lost to a passing fault of the database: a
+        dropped connection, a deadlock it broke by ending this write, a moment read-only (a failover) or
+        full. The write saved nothing, and is tried again with backoff (on a new connection: the engine
+        replaces one that answered read-only or full; the lease is renewed meanwhile, once the database
+        takes writes again) for up to five leases, then the error is raised and logged. A write whose
         commit went through before the connection dropped finds the claim released on its next try and
         raises :class:`ClaimLostError`; the chat then reads the saved result back. So does a write whose
         lease ran out while the database was away and another process closed the call as interrupted.
@@ -528,7 +536,7 @@ class StoreJournal:
                 if alone:
                     return await self.db.run_direct(cast("Callable[[Sendable], T]", write), write=True)
                 return await self.db.run_write(write)
-            except (StoreUnavailableError, StoreConflictError) as error:  # either way the write saved nothing
+            except _PASSING as error:  # each saved nothing
                 if asyncio.get_running_loop().time() + pause > deadline:
                     logger.error(
                         "Could not save what %s came to within five leases (%s). "
@@ -539,8 +547,10 @@ class StoreJournal:
                     raise
                 if isinstance(error, StoreConflictError):  # a deadlock the database broke by ending this write
                     logger.warning("Saving %s met another transaction; trying again in %.2f s", what, pause)
-                else:
+                elif isinstance(error, StoreUnavailableError):
                     logger.warning("Lost the database while saving %s; trying again in %.2f s", what, pause)
+                else:
+                    logger.warning("The database refused to save %s (%s); trying again in %.2f s", what, error, pause)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 2.0)
 
@@ -569,7 +579,7 @@ class StoreJournal:
         row = None if question.tool_call is None else self._calls.get(question.tool_call.id)
         along, kept = None, None
         if claim and row is not None and not row.claimed and self._seen is not None and not self.db.is_sqlite:
-            along = ClaimAlong(row.id, row.version, self._seen, self.store.owner, utcnow() + self._lease)
+            along = ClaimAlong(row.id, row.version, self._seen, self.store.owner, utcnow() + self._lease, self._lease)
             kept = partial(self._keep_claim, row, along.until)
         settled = await self.store._decide(
             question.id, decision, lambda _: answer, note, by, channel, question, claim=along, on_claimed=kept
@@ -658,12 +668,15 @@ class StoreJournal:
                 tool_calls.c.claimed_by.label("call_claimed_by"),
                 tool_calls.c.claimed_until.label("call_claimed_until"),
                 tool_calls.c.result_message_id,
+                NOW.label("now"),
             )
             .outerjoin(tool_calls, tool_calls.c.id == questions.c.tool_call_id)
             .where(questions.c.id == question.id)
         )
         while question.is_open(utcnow()):
-            row = await self.db.run_alone(lambda connection: connection.execute(query).mappings().one(), write=False)
+            row = await self.db.run_alone(
+                lambda connection: connection.execute(query, lease_values()).mappings().one(), write=False
+            )
             held = row["call_claimed_by"] == self.store.owner and row["result_message_id"] is None
             if row["tool_call_id"] is not None and not held:  # an answer, too, is then the new run's to act on
                 raise ClaimLostError(
@@ -671,7 +684,7 @@ class StoreJournal:
                     "or it was closed): its answer cannot come here"
                 )
             if row["decision"] is not None:
-                lapsed = row["call_claimed_until"] is not None and row["call_claimed_until"] <= utcnow()
+                lapsed = row["call_claimed_until"] is not None and row["call_claimed_until"] <= row["now"]
                 if lapsed and await self._extend(tool_calls, row["tool_call_id"]) is None:
                     raise ClaimLostError(f"The call of question {question.id} was taken over as its answer came")
                 return question_from_row(row, question.tool_call)
@@ -719,8 +732,8 @@ class StoreJournal:
     async def _extend(self, table: Table, key: Any) -> datetime | None:
         """Push this process's claim on ``table``'s row ``key`` a lease ahead; until when it now holds, or ``None``
         when it is not this process's any more."""
-        until = utcnow() + self._lease
-        values = {"key": key, "owner": self.store.owner, "until": until}
+        values = {"key": key, "owner": self.store.owner, **lease_values(self._lease)}
+        until: datetime = values["until"]  # by this process's clock: only compared with it (_take_early_claim)
         renewed = await self.db.run_direct(partial(run, statement=_RENEW[table.name], values=values), write=True)
         return until if renewed else None
 
@@ -749,8 +762,7 @@ def bump_chat_claiming(
 
     Returns the new version, the first reserved position, and whether the turn was claimed.
     """
-    now = utcnow()
-    row = _bump(connection, chat_id, new_messages, None, {"now": now, "owner": owner, "until": now + lease}, changes)
+    row = _bump(connection, chat_id, new_messages, None, {"owner": owner, **lease_values(lease)}, changes)
     return int(row["version"]), int(row["message_count"]) - new_messages, bool(row["claimed"])
 
 
@@ -783,7 +795,7 @@ def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Execut
     """The chat's version bump that also sets ``columns`` (from ``new_<column>`` parameters), built once.
 
     ``held``: only while the ``holder`` parameter holds the turn. ``claim``: also claim the turn for
-    ``owner`` until ``until`` when no claim holds at ``now`` (:data:`TURN_FREE`), and return whether it did.
+    ``owner`` for a lease when no claim holds now (:data:`TURN_FREE`), and return whether it did.
     """
     held_by = (chats.c.claimed_by == bindparam("holder"),) if held else ()
     claiming, claimed = claiming_turn() if claim else ({}, None)
@@ -802,9 +814,8 @@ def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Execut
 
 def take_turn(connection: Sendable, chat_id: str, owner: str, lease: timedelta) -> int | None:
     """Claim the chat's turn for ``owner`` unless another claim holds; returns the chat's version, or ``None``."""
-    now = utcnow()
     version: int | None = fetch_value(
-        connection, _TAKE_TURN, {"chat_id": chat_id, "now": now, "owner": owner, "until": now + lease}
+        connection, _TAKE_TURN, {"chat_id": chat_id, "owner": owner, **lease_values(lease)}
     )
     return version
 
@@ -823,30 +834,29 @@ def claim_call(
     With ``chat`` (its id and a version) the claim holds only while the chat is at that version
     too, and is ``STALE`` otherwise.
     """
-    now = utcnow()
-    values = {"row_id": row_id, "read_version": version, "owner": owner, "until": now + lease, "now": now}
+    values = {"row_id": row_id, "read_version": version, "owner": owner, **lease_values(lease)}
     free, lapsed, state = _CLAIMS_AT_CHAT_VERSION if chat is not None else _CLAIMS
     if chat is not None:
         values |= {"held_chat": chat[0], "held_version": chat[1]}  # not the names of tool_calls' columns
     if fetch_value(connection, free, values) is not None:
         return Claim.GRANTED
-    why = _why_not_claimed(fetch_one(connection, state, values), version, chat, now)
+    why = _why_not_claimed(fetch_one(connection, state, values), version, chat)
     if why is not None:
         return why
     if fetch_value(connection, lapsed, values) is not None:  # its lease ran out: take it over
         return Claim.RECLAIMED
-    return _why_not_claimed(fetch_one(connection, state, values), version, chat, now) or Claim.BUSY
+    return _why_not_claimed(fetch_one(connection, state, values), version, chat) or Claim.BUSY
 
 
-def _why_not_claimed(row: Row | None, version: int, chat: tuple[str, int] | None, now: datetime) -> Claim | None:
+def _why_not_claimed(row: Row | None, version: int, chat: tuple[str, int] | None) -> Claim | None:
     """``STALE`` or ``BUSY`` as a call's row (and its chat's version) shows, or ``None`` when it is free or
-    its lease ran out."""
+    its lease ran out (by the lease clock, which the row's ``now`` reads)."""
     assert row is not None  # a call's row is never deleted
     if row["version"] != version or row["result_message_id"] is not None:
         return Claim.STALE
     if chat is not None and row["chat_version"] != chat[1]:
         return Claim.STALE
-    if row["claimed_by"] is not None and row["claimed_until"] >= now:
+    if row["claimed_by"] is not None and row["claimed_until"] >= row["now"]:
         return Claim.BUSY
     return None
 
@@ -997,7 +1007,7 @@ CHAT_VERSION = select(chats.c.version).where(chats.c.id == bindparam("chat_id"))
 _TAKE_TURN = (
     update(chats)
     .where(chats.c.id == bindparam("chat_id"), TURN_FREE)
-    .values(claimed_by=bindparam("owner"), claimed_until=bindparam("until"))
+    .values(claimed_by=bindparam("owner"), claimed_until=UNTIL)
     .returning(chats.c.version)
 )
 _OPEN_CALL = (
@@ -1035,13 +1045,17 @@ _OPEN_AT_VERSION = (
     tool_calls.c.version == bindparam("read_version"),
     OPEN_BY_KEY,
 )
-_CLAIM_CALL = update(tool_calls).values(claimed_by=bindparam("owner"), claimed_until=bindparam("until"))
+_CLAIM_CALL = update(tool_calls).values(claimed_by=bindparam("owner"), claimed_until=UNTIL)
 _CLAIM_FREE_CALL = _CLAIM_CALL.where(*_OPEN_AT_VERSION, tool_calls.c.claimed_by.is_(None)).returning(tool_calls.c.id)
 _CLAIM_LAPSED_CALL = _CLAIM_CALL.where(
-    *_OPEN_AT_VERSION, tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until < bindparam("now")
+    *_OPEN_AT_VERSION, tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until < NOW
 ).returning(tool_calls.c.id)
 _CALL_STATE = select(
-    tool_calls.c.version, tool_calls.c.result_message_id, tool_calls.c.claimed_by, tool_calls.c.claimed_until
+    tool_calls.c.version,
+    tool_calls.c.result_message_id,
+    tool_calls.c.claimed_by,
+    tool_calls.c.claimed_until,
+    NOW.label("now"),
 ).where(tool_calls.c.id == bindparam("row_id"))
 _CLAIMS = (_CLAIM_FREE_CALL, _CLAIM_LAPSED_CALL, _CALL_STATE)
 _CHAT_AT_VERSION = exists().where(chats.c.id == bindparam("held_chat"), chats.c.version == bindparam("held_version"))
@@ -1055,7 +1069,7 @@ _CLAIMS_AT_CHAT_VERSION = (
 _RENEW = {
     table.name: update(table)
     .where(table.c.id == bindparam("key"), table.c.claimed_by == bindparam("owner"))
-    .values(claimed_until=bindparam("until"))
+    .values(claimed_until=UNTIL)
     for table in (chats, tool_calls)
 }
 _RELEASE = {

@@ -21,6 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from tarry.clock import utcnow
 from tarry.errors import QuestionExpiredError
 from tarry.principals import Channel
+from tarry.store.moment import NOW, UNTIL, lease_values
 from tarry.store.tables import mcp_credentials, mcp_logins, questions
 
 if TYPE_CHECKING:
@@ -94,17 +95,20 @@ class OAuthRecords:
         await self.store.db.run_write(write)
 
     async def claim_refresh(self, server: str, identity: str, *, seconds: float) -> bool:
-        """Claim refreshing the tokens for ``seconds``; ``False`` while another process holds the claim."""
+        """Claim refreshing the tokens for ``seconds``; ``False`` while another process holds the claim.
+
+        The claim is a lease, written and judged by the lease clock (:mod:`tarry.store.moment`).
+        """
         owner = self.store.owner
 
         def write(connection: Connection) -> bool:
             _ensure_row(connection, server, identity)
-            now = utcnow()
-            free = (mcp_credentials.c.refreshing_until.is_(None)) | (mcp_credentials.c.refreshing_until <= now)
+            free = (mcp_credentials.c.refreshing_until.is_(None)) | (mcp_credentials.c.refreshing_until <= NOW)
             result = connection.execute(
                 update(mcp_credentials)
                 .where(mcp_credentials.c.server == server, mcp_credentials.c.identity == identity, free)
-                .values(refreshing_by=owner, refreshing_until=now + timedelta(seconds=seconds))
+                .values(refreshing_by=owner, refreshing_until=UNTIL),
+                lease_values(timedelta(seconds=seconds)),
             )
             return result.rowcount == 1
 

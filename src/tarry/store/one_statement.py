@@ -36,11 +36,12 @@ from tarry.clock import utcnow
 from tarry.errors import ClaimLostError
 from tarry.messages import Message
 from tarry.store.cursor import Sendable, fetch_one
+from tarry.store.moment import NOW, UNTIL, lease_values
 from tarry.store.rows import call_values, message_values, question_values
 from tarry.store.tables import OPEN_BY_KEY, chats, messages, questions, tool_calls
 
-TURN_FREE = or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < bindparam("now"))
-"""No claim on the chat's turn holds at ``now``."""
+TURN_FREE = or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < NOW)
+"""No claim on the chat's turn holds now, by the lease clock (:mod:`tarry.store.moment`)."""
 HELD_OPEN_CALL = (
     tool_calls.c.id == bindparam("row_id"),
     tool_calls.c.claimed_by == bindparam("owner"),
@@ -50,9 +51,9 @@ HELD_OPEN_CALL = (
 
 
 def claiming_turn() -> tuple[dict[str, Any], Any]:
-    """The values that claim the chat's turn for ``owner`` until ``until`` when it is free at ``now``, and
+    """The values that claim the chat's turn for ``owner`` for a lease (:data:`UNTIL`) when it is free now, and
     the ``claimed`` column to return, true when they did (the new row holds this statement's own deadline)."""
-    until = bindparam("until", type_=chats.c.claimed_until.type)
+    until = UNTIL
     owner = bindparam("owner", type_=chats.c.claimed_by.type)
     values = {
         "claimed_by": case((TURN_FREE, owner), else_=chats.c.claimed_by),
@@ -138,7 +139,7 @@ def save_user_message(
     now, columns = utcnow(), message_values(message)
     values: dict[str, Any] = {"of_chat": chat_id, "seen": seen, "at": now, **_prefixed("m_", columns)}
     if claim_turn is not None:
-        values.update(owner=owner, now=now, until=now + claim_turn)
+        values.update(owner=owner, **lease_values(claim_turn))
     row = fetch_one(connection, _user_message_statement(tuple(columns), claim_turn is not None), values)
     return None if row is None else (int(row["version"]), bool(row["claimed"]))
 
@@ -160,17 +161,29 @@ def _user_message_statement(message_columns: tuple[str, ...], claim: bool) -> Ex
     return select(bumped.c.version, bumped.c.claimed).add_cte(message.cte("message"))
 
 
-def save_first_message(connection: Sendable, *, chat: dict[str, Any], message: Message) -> None:
-    """Insert a new chat's row (``chat``, with every column it sets) and its first message, in one statement."""
+def save_first_message(
+    connection: Sendable, *, chat: dict[str, Any], message: Message, lease: timedelta | None = None
+) -> None:
+    """Insert a new chat's row (``chat``, with every column it sets) and its first message, in one statement.
+
+    With ``lease``, the row's ``claimed_until`` is that lease from now by the lease clock (:data:`UNTIL`).
+    """
     columns = message_values(message)
     values = {"of_chat": chat["id"], "at": chat["created_at"], **_prefixed("ch_", chat), **_prefixed("m_", columns)}
-    fetch_one(connection, _first_message_statement(tuple(chat), tuple(columns)), values)
+    if lease is not None:
+        values.update(lease_values(lease))
+    fetch_one(connection, _first_message_statement(tuple(chat), tuple(columns), lease is not None), values)
 
 
 @functools.lru_cache(maxsize=8)
-def _first_message_statement(chat_columns: tuple[str, ...], message_columns: tuple[str, ...]) -> Executable:
+def _first_message_statement(
+    chat_columns: tuple[str, ...], message_columns: tuple[str, ...], leased: bool
+) -> Executable:
     """The statement of :func:`save_first_message` for a chat row of ``chat_columns``, built once."""
-    given = {column: bindparam("ch_" + column, type_=chats.c[column].type) for column in chat_columns}
+    given = {
+        column: UNTIL if leased and column == "claimed_until" else bindparam("ch_" + column, type_=chats.c[column].type)
+        for column in chat_columns
+    }
     created = insert(chats).values(given).returning(*_BUMPED).cte("created")
     message = _message_after(created, message_columns)
     return select(created.c.version).add_cte(message.cte("message"))
@@ -197,7 +210,7 @@ def save_result(
     values: dict[str, Any] = {"of_chat": chat_id, "row_id": row_id, "owner": owner, "at": now}
     values.update(_prefixed("m_", columns))
     if claim_turn is not None:
-        values.update(now=now, until=now + claim_turn)
+        values.update(lease_values(claim_turn))
     statement = _result_statement(tuple(columns), claim_turn is not None)
     row = fetch_one(connection, statement, values)
     if row is None:
