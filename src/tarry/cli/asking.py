@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import getpass
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -33,6 +35,8 @@ class Asker:
         try:
             if question.kind == "approval":
                 await self._approval(question)
+            elif question.kind == "form" and not question.fields:  # nothing to fill in: still the person's yes
+                await self._confirm(question)
             elif question.kind == "url":
                 await self._url(question)
             else:
@@ -50,12 +54,22 @@ class Asker:
 
     async def _approval(self, question: Question) -> None:
         self.out.print(f"[bold yellow]?[/] Approve {escape(describe_call(question.tool_call))}?")
+        await self._yes_or_no(question, partial(self.chat.approve, question, by=self.who, channel="cli"), "approved")
+
+    async def _confirm(self, question: Question) -> None:
+        """A form without fields (an MCP server's own approval, say): accepted only on the person's explicit yes."""
+        self.out.print(f"[bold yellow]?[/] {escape(question.message)}")
+        self.out.print(f"  [dim]asked by {escape(describe_call(question.tool_call))}[/]")
+        await self._yes_or_no(question, partial(self.chat.answer, question, by=self.who, channel="cli"), "accepted")
+
+    async def _yes_or_no(self, question: Question, accept: Callable[[], Awaitable[bool]], accepted: str) -> None:
+        """Ask y or n (n with an optional note for the model); only a y calls ``accept``."""
         while True:
             reply = await self._line("  y = yes, n = no, n: NOTE = no, telling the model why> ")
             choice, _, note = reply.partition(":")
             choice = choice.strip().lower()
             if choice in YES and not note:
-                self._recorded(await self.chat.approve(question, by=self.who, channel="cli"), "approved")
+                self._recorded(await accept(), accepted)
                 return
             if choice in NO:
                 await self._decline(question, note.strip() or None)
