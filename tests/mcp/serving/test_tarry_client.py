@@ -191,6 +191,39 @@ async def test_a_task_finishes_and_another_is_cancelled_through_other_processes(
     assert _runs(markers).count(f"build {release}") == 1
 
 
+@pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
+async def test_an_approval_left_to_the_servers_inbox_is_given_there_and_the_clients_chat_carries_on(
+    start_server: Callable[..., ServerProcess], database: str, markers: Path, tmp_path: Path, era: str
+) -> None:
+    """With ``--approvals inbox`` the client sees a working task; a person approves in the server's store."""
+    server = MCPServer(url=start_server(approvals="inbox").url, name="served", protocol=era)  # type: ignore[arg-type]
+    client_url = f"sqlite:///{tmp_path / 'client.db'}"
+    async with Store(client_url) as store, Store(database) as served_store:
+        await store.setup()
+        try:
+            chat = await store.create_chat(
+                _model([{"name": "transfer", "arguments": {"amount": 7, "to": "Bo"}}]), [server]
+            )
+            await chat.ask("Pay Bo")
+            assert await chat.pending_questions() == []  # nothing for the client to answer
+            [task] = await chat.pending_tasks()  # the call waits on the server's side, as work
+            assert isinstance(task, McpTask) and task.status == "working"
+            loop = asyncio.get_running_loop()
+            end = loop.time() + WITHIN
+            while not (asked := await served_store.pending_questions()):
+                assert loop.time() < end, "the server's inbox never listed the approval"
+                await asyncio.sleep(0.1)
+            await _process("-m", "tarry.cli", "approve", asked[0].id, "--url", database)
+            reply = await _until_done(chat)
+        finally:
+            await server.close()
+        assert reply is not None and reply.content == "Done: Sent 7 to Bo"
+        [approved] = await served_store.history()
+        assert (approved.decision, approved.channel) == ("accept", "cli") and approved.by is not None
+        assert await store.history(chat.id) == []  # the client decided nothing
+    assert _runs(markers) == ["transfer Bo:7"]
+
+
 async def test_a_stdio_server_slower_to_start_than_the_sdks_discover_timeout_is_asked_again(
     database: str, markers: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
