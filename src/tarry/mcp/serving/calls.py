@@ -317,14 +317,17 @@ class ServedCalls:
         closes it too; this process closes it itself before it returns, trying again while a claim
         held elsewhere keeps it from doing so (up to the store's lease).
         """
-        logger.info("Closing served call %s: the MCP client was told it failed (%s)", chat_id, why)
-        await self.store.cancel(chat_id)
         loop = asyncio.get_running_loop()
         end = loop.time() + self.store.lease
+        asked = False
         while True:
             chat = await self.store.load_chat(chat_id, CallModel(), self.agent.tools)
-            if not chat.waiting:
+            if not chat.waiting:  # already over (a call that failed with a protocol error, say)
                 return
+            if not asked:
+                logger.info("Closing served call %s: the MCP client was told it failed (%s)", chat_id, why)
+                await self.store.cancel(chat_id)
+                asked = True
             await chat.cancel()
             if not chat.waiting:
                 return
