@@ -220,3 +220,18 @@ def test_pages_carry_a_strict_content_security_policy(inbox: Inbox) -> None:
     response = inbox.client.get("/")
     assert "script-src 'self'" in response.headers["content-security-policy"]
     assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_question_without_fields_is_shown_and_waits_for_an_explicit_accept(inbox: Inbox) -> None:
+    chat = park(inbox.url, call("proceed", target="production"))
+    [asked] = pending(inbox.url, chat)
+    assert asked.kind == "form" and asked.fields == ()
+    page = inbox.client.get("/", headers=AUTH).text
+    shown = page[page.index(f'id="q-{asked.id}"') :]
+    assert '<button type="submit" class="primary">Accept</button>' in shown[: shown.index("</li>")]
+    listed = inbox.client.get("/api/questions", headers=AUTH).json()
+    assert [item["id"] for item in listed] == [asked.id]
+    assert question(inbox.url, asked.id).decision is None  # shown and listed, not taken as answered
+    accepted = inbox.client.post(f"/api/questions/{asked.id}/answer", json={}, headers=AUTH)
+    assert accepted.status_code == 200, accepted.text
+    assert accepted.json()["question"]["decision"] == "accept"
