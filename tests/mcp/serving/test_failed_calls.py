@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp import Client
 from tarry.cli.exits import Exit
+from tarry.mcp import legacy_tasks
 from tarry.store import Store
 from tests.cli.conftest import tarry
 from tests.web.client import AUTH, Inbox
@@ -62,4 +63,28 @@ async def test_a_call_refused_for_want_of_elicitation_is_closed_and_never_runs(
     assert json.loads(pending.stdout) == []
     approved = await asyncio.to_thread(tarry, "approve", closed.question_id, "--url", database)
     assert approved.returncode == Exit.TOO_LATE and "cancel" in approved.stderr
+    assert _runs(markers) == []
+
+
+async def test_a_2025_task_whose_question_the_client_cannot_take_ends_failed_and_closed(
+    start_server: Callable[..., ServerProcess], database: str, markers: Path
+) -> None:
+    server = start_server()
+    async with Client(server.url, mode="legacy") as client:
+        session = client.session
+        created = await legacy_tasks.call_tool_as_task(
+            session,
+            session._dispatcher,
+            "transfer",
+            {"amount": 5, "to": "Ann"},
+            60_000,
+        )
+        with pytest.raises(MCPError) as refused:  # tasks/result answers with the task's error
+            await legacy_tasks.task_result(session, created.task.task_id)
+        assert refused.value.error.code == -32021
+        assert (await legacy_tasks.get_task(session, created.task.task_id)).status == "failed"
+    async with Store(database) as store:
+        assert list(await store.pending_questions()) == []
+        [closed] = [event for event in await store.history() if event.kind == "approval"]
+        assert closed.decision == "cancel" and not await store.approve(closed.question_id)
     assert _runs(markers) == []
