@@ -3,7 +3,8 @@
 The model reads only the transcript, so a resumed chat in a new process carries on with a fresh one.
 What the user says picks the tool: "pay" needs an approval, "book" asks a form, "login" asks a
 URL, "render" returns a task that moves on by half at each check, "mcp" books through the MCP
-booking server of the MCP tests (given with ``--mcp``), "everything" asks server-everything's form,
+booking server of the MCP tests (given with ``--mcp``), "refund" asks for the approval of tarry's
+own MCP server (``remote_errands.py`` behind ``tarry mcp serve``), "everything" asks server-everything's form,
 "outage" fails the model request.
 """
 
@@ -58,6 +59,8 @@ def turn(messages: list[Message]) -> str | list[dict[str, object]]:
         return [{"name": "book", "arguments": {"restaurant": "Luigi's"}}]
     if "outage" in text:
         raise ProviderError("the provider is down", provider="scripted", status=503)
+    if "refund" in text:  # the refund tool of remote_errands.py, served by `tarry mcp serve --stdio` given with --mcp
+        return [{"name": "refund", "arguments": {"order": "A-17"}}]
     if "everything" in text:  # server-everything's form of every field kind, pushed while the call runs
         return [{"name": "trigger-elicitation-request", "arguments": {}}]
     if "pay" in text:

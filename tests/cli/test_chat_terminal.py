@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -264,3 +266,41 @@ def test_an_mcp_servers_form_is_asked_field_by_field_while_its_call_runs(workdir
     finally:
         if chat.process.isalive():
             chat.process.terminate(force=True)
+
+
+@pytest.mark.parametrize(("typed", "decision"), [("n", "decline"), ("y", "accept")])
+def test_tarry_mcp_serves_approval_is_asked_and_only_the_persons_yes_runs_the_tool(
+    workdir: Path, typed: str, decision: str
+) -> None:
+    """tarry's own server asks its approval as a form with no fields: it is still asked, never taken as answered."""
+    shutil.copy(HERE / "remote_errands.py", workdir / "remote_errands.py")
+    served = [sys.executable, "-m", "tarry.cli", "mcp", "serve", "--stdio", "--tools", "remote_errands:TOOLS"]
+    served += ["--url", f"sqlite:///{workdir / 'served.db'}"]
+    chat = Terminal(["chat", "--agent", "errands:agent", "--mcp", shlex.join(served)], workdir)
+    try:
+        chat.expect("you> ")
+        chat.say("refund order A-17")
+        chat.expect("call refund(order='A-17')")
+        chat.expect("Approve the refund call?")
+        chat.expect("y = yes, n = no")
+        assert not (workdir / "refunds.log").exists()  # nothing runs before the person's answer
+        chat.say(typed)
+        if decision == "accept":
+            chat.expect("accepted")
+            chat.expect("Done: Refunded A-17.")
+        else:
+            chat.expect("declined")
+            chat.expect("Done: ")
+        chat.expect("you> ")
+        assert chat.finish() == Exit.OK
+    finally:
+        if chat.process.isalive():
+            chat.process.terminate(force=True)
+    runs = (workdir / "refunds.log").read_text().splitlines() if (workdir / "refunds.log").exists() else []
+    assert runs == (["A-17"] if decision == "accept" else [])
+    trail = json.loads(tarry("history", "--json", cwd=workdir).stdout)
+    assert [(event["decision"], event["channel"], event["by"]["id"]) for event in trail] == [
+        (decision, "cli", getpass.getuser())
+    ]
+    served_trail = json.loads(tarry("history", "--json", "--url", f"sqlite:///{workdir / 'served.db'}").stdout)
+    assert [(event["decision"], event["channel"]) for event in served_trail] == [(decision, "mcp")]

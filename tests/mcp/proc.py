@@ -97,7 +97,18 @@ async def poll(url: str, chat_id: str, server: str, calls: str, within: str) -> 
         await store.close()
 
 
-COMMANDS = {"ask": ask, "carry": carry, "poll": poll}
+async def cancel(url: str, chat_id: str, server: str, calls: str) -> None:
+    """``chat.cancel()``: cancels the paused tasks (on the server too) and closes the waiting calls."""
+    store, mcp, chat = await _open(url, chat_id, server, calls)
+    try:
+        await chat.cancel()
+        print(json.dumps(state(chat)))
+    finally:
+        await mcp.close()
+        await store.close()
+
+
+COMMANDS = {"ask": ask, "carry": carry, "poll": poll, "cancel": cancel}
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)

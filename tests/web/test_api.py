@@ -283,3 +283,18 @@ def test_text_no_database_can_hold_and_identities_too_long_are_400s_naming_them(
         [event] = client.get("/api/history", headers=AUTH).json()
         assert event["by"]["id"] == "u" * 200 and event["answer"] == {"code": "abc", "remark": "fine"}
         client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def test_a_question_without_fields_is_shown_and_waits_for_an_explicit_accept(inbox: Inbox) -> None:
+    chat = park(inbox.url, call("proceed", target="production"))
+    [asked] = pending(inbox.url, chat)
+    assert asked.kind == "form" and asked.fields == ()
+    page = inbox.client.get("/", headers=AUTH).text
+    shown = page[page.index(f'id="q-{asked.id}"') :]
+    assert '<button type="submit" class="primary">Accept</button>' in shown[: shown.index("</li>")]
+    listed = inbox.client.get("/api/questions", headers=AUTH).json()
+    assert [item["id"] for item in listed] == [asked.id]
+    assert question(inbox.url, asked.id).decision is None  # shown and listed, not taken as answered
+    accepted = inbox.client.post(f"/api/questions/{asked.id}/answer", json={}, headers=AUTH)
+    assert accepted.status_code == 200, accepted.text
+    assert accepted.json()["question"]["decision"] == "accept"

@@ -84,6 +84,16 @@ class Confirm(Tool):
         return "ok"
 
 
+class Proceed(Tool):
+    """Asks whether to go on, with nothing to fill in (as an MCP server asks its approvals)."""
+
+    def execute(self, target: str) -> Task:
+        return self.ask(f"Deploy to {target}?")
+
+    def resume(self, task: Task, target: str) -> str:
+        return "deployed"
+
+
 class Visit(Tool):
     """Asks the person to visit a page."""
 
@@ -149,7 +159,7 @@ class Lookup(Tool):
         return f"Order {order} was paid twice."
 
 
-TOOLS = [Refund(), BookTable(), Confirm(), Visit(), Link(), Render(), Shout(), Code(), Slug(), Lookup()]
+TOOLS = [Refund(), BookTable(), Confirm(), Proceed(), Visit(), Link(), Render(), Shout(), Code(), Slug(), Lookup()]
 
 
 async def park_async(url: str, calls: Sequence[dict[str, Any]]) -> str:

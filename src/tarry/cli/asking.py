@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -40,6 +42,8 @@ class Asker:
         try:
             if question.kind == "approval":
                 await self._approval(question)
+            elif question.kind == "form" and not question.fields:  # nothing to fill in: still the person's yes
+                await self._confirm(question)
             elif question.kind == "url":
                 await self._url(question)
             else:
@@ -60,29 +64,46 @@ class Asker:
 
     async def _approval(self, question: Question) -> None:
         self.out.print(f"[bold yellow]?[/] Approve {escape(describe_call(question.tool_call))}?")
+        await self._yes_or_no(question, partial(self._approve, question))
+
+    async def _approve(self, question: Question) -> None:
+        recorded = await self.chat.approve(question, by=self.who, channel="cli")
+        counted = await self._still_waiting(question) if recorded and question.policy is not None else None
+        if counted is not None and counted.policy is not None:
+            self.out.print(
+                f"  [green]Your approval was counted: {len(counted.votes)} of {counted.policy.count}; "
+                "the call runs once enough people approved it.[/]"
+            )
+            return
+        self._recorded(recorded, "approved")
+
+    async def _still_waiting(self, question: Question) -> Question | None:
+        """``question`` as the chat now sees it while it still waits (an approval counted, not yet enough)."""
+        return next((waiting for waiting in await self.chat.pending_questions() if waiting.id == question.id), None)
+
+    async def _confirm(self, question: Question) -> None:
+        """A form without fields (an MCP server's own approval, say): accepted only on the person's explicit yes."""
+        self.out.print(f"[bold yellow]?[/] {escape(question.message)}")
+        self.out.print(f"  [dim]asked by {escape(describe_call(question.tool_call))}[/]")
+
+        async def accept() -> None:
+            self._recorded(await self.chat.answer(question, by=self.who, channel="cli"), "accepted")
+
+        await self._yes_or_no(question, accept)
+
+    async def _yes_or_no(self, question: Question, accept: Callable[[], Awaitable[None]]) -> None:
+        """Ask y or n (n with an optional note for the model); only a y calls ``accept``, which records and says so."""
         while True:
             reply = await self._line("  y = yes, n = no, n: NOTE = no, telling the model why> ")
             choice, _, note = reply.partition(":")
             choice = choice.strip().lower()
             if choice in YES and not note:
-                recorded = await self.chat.approve(question, by=self.who, channel="cli")
-                counted = await self._still_waiting(question) if recorded and question.policy is not None else None
-                if counted is not None and counted.policy is not None:
-                    self.out.print(
-                        f"  [green]Your approval was counted: {len(counted.votes)} of {counted.policy.count}; "
-                        "the call runs once enough people approved it.[/]"
-                    )
-                    return
-                self._recorded(recorded, "approved")
+                await accept()
                 return
             if choice in NO:
                 await self._decline(question, note.strip() or None)
                 return
             self.out.print("  Type y, n, or n: followed by a note.")
-
-    async def _still_waiting(self, question: Question) -> Question | None:
-        """``question`` as the chat now sees it while it still waits (an approval counted, not yet enough)."""
-        return next((waiting for waiting in await self.chat.pending_questions() if waiting.id == question.id), None)
 
     async def _url(self, question: Question) -> None:
         assert question.url is not None

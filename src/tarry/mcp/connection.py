@@ -226,9 +226,10 @@ class Connection:
                 await link.stop.wait()
         except BaseException as error:
             if not link.ready.done():
+                cause = _innermost(error)
                 link.ready.set_exception(
                     ConnectionError(
-                        f"Could not connect to the MCP server {self.name!r}: {type(error).__name__}: {error}"
+                        f"Could not connect to the MCP server {self.name!r}: {type(cause).__name__}: {cause}"
                     )
                 )
             elif not isinstance(error, asyncio.CancelledError):
@@ -246,7 +247,22 @@ class Connection:
         elif protocol == "legacy":
             await session.initialize()
         else:
-            session.adopt(types.DiscoverResult.model_validate(await session.send_discover(protocol)))
+            session.adopt(types.DiscoverResult.model_validate(await self._discover(session, protocol)))
+
+    async def _discover(self, session: ClientSession, version: str) -> dict[str, Any]:
+        """``server/discover`` at ``version``, sent again while it times out, for up to ``timeout`` seconds.
+
+        The SDK gives it 10 seconds, less than a stdio server process may take to start on a busy machine.
+        """
+        loop = asyncio.get_running_loop()
+        end = None if self.settings.timeout is None else loop.time() + self.settings.timeout
+        while True:
+            try:
+                return await session.send_discover(version)
+            except MCPError as error:
+                if error.code != types.REQUEST_TIMEOUT or (end is not None and loop.time() >= end):
+                    raise
+                logger.info("The MCP server %r did not answer server/discover yet; asking again", self.name)
 
     # Requests, with the time limit and the running call a pushed question belongs to
 
@@ -388,6 +404,13 @@ class Connection:
         finally:
             deadline.resume()
         return elicit_response(decided)
+
+
+def _innermost(error: BaseException) -> BaseException:
+    """The error a task group's exception group wraps (the first, at the deepest level), else ``error`` itself."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
 
 
 def _lost(link: _Link, error: MCPError) -> bool:

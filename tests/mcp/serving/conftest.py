@@ -19,14 +19,16 @@ KEY = "a-shared-request-state-key-for-tests"
 class ServerProcess:
     """One ``tarry mcp serve`` process; ``kill()`` ends it at once (SIGKILL), as a crash would."""
 
-    def __init__(self, database: str, markers: Path, lease: float, options: Sequence[str] = ()) -> None:
+    def __init__(
+        self, database: str, markers: Path, lease: float, options: Sequence[str] = (), approvals: str = "client"
+    ) -> None:
         self.port = free_port()
         # A file, not a pipe: a pipe nobody reads fills up and blocks the server.
         self.log = open(markers.with_name(f"server-{self.port}.log"), "wb")  # noqa: SIM115 - closed in stop()
         env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "TARRY_MCP_STATE_KEY": KEY}
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         argv = [sys.executable, "-m", "tarry.cli", "mcp", "serve", "--tools", TOOLS, "--url", database]
-        argv += ["--port", str(self.port), "--lease", str(lease), *options]
+        argv += ["--port", str(self.port), "--lease", str(lease), "--approvals", approvals, *options]
         self.process = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=self.log)
         wait_for_port(self.port, self.process)
         self.url = f"http://127.0.0.1:{self.port}/mcp"
@@ -68,8 +70,8 @@ def start_server(database: str, markers: Path) -> Iterator[Callable[..., ServerP
     """Starts ``tarry mcp serve`` processes on the test's database; all are stopped at the end."""
     started: list[ServerProcess] = []
 
-    def start(lease: float = 60.0, options: Sequence[str] = ()) -> ServerProcess:
-        server = ServerProcess(database, markers, lease, options)
+    def start(lease: float = 60.0, options: Sequence[str] = (), approvals: str = "client") -> ServerProcess:
+        server = ServerProcess(database, markers, lease, options, approvals)
         started.append(server)
         return server
 

@@ -74,7 +74,18 @@ class Survey(Tool):
         return Task(status="input_required").with_question(name, go)
 
 
-TOOLS = [add, echo, PickColour(), Build(), Transfer(), fail, Survey()]
+class SignUp(Tool):
+    """Signs up for a plan once the person opened the terms page (a URL question)."""
+
+    def execute(self, plan: str) -> Task:
+        return self.ask("Read the terms before signing up", url="https://example.org/terms")
+
+    def resume(self, task: Task, plan: str) -> str:
+        mark("sign_up", plan)
+        return f"signed up for {plan}"
+
+
+TOOLS = [add, echo, PickColour(), Build(), Transfer(), fail, Survey(), SignUp()]
 
 
 def worker_agents() -> list[Agent]:

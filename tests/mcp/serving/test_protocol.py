@@ -40,7 +40,7 @@ async def test_each_tool_is_listed_with_its_json_schema(store: Store) -> None:
     async with Client(server, mode="legacy") as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
     await calls.close()
-    assert sorted(listed) == ["add", "build", "echo", "fail", "pick_colour", "survey", "transfer"]
+    assert sorted(listed) == ["add", "build", "echo", "fail", "pick_colour", "sign_up", "survey", "transfer"]
     assert listed["add"].input_schema == TOOLS[0].parameters
     assert listed["add"].description == "Adds two integers."
     assert listed["build"].execution is not None and listed["build"].execution.task_support == "optional"

@@ -315,6 +315,7 @@ class McpFrontEnd:
             if modern and params.request_state is not None:
                 chat_id = self.signer.open(params.request_state, tool=params.name, owner=self.owner(ctx))
                 tool = self._tool(params.name)  # a server that no longer serves it says so
+                # A refused answer fails this round only (-32602): the state stays valid, the call open for a retry.
                 await self._take_responses(chat_id, params.input_responses or {})
                 chat: Chat | str = chat_id
             else:
@@ -323,11 +324,24 @@ class McpFrontEnd:
                 chat = await self.calls.begin(params.name, arguments)
                 chat_id = chat.id
                 offered = params.input_responses or {}
+        except InvalidArgumentsError as error:
+            return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
+        try:
             if modern and _declares_tasks(ctx) and _becomes_task(tool, await self.calls.state(chat)):
                 task = await self.calls.adopt(chat_id, params.name, owner=self.owner(ctx))
                 return _modern_created(task)  # type: ignore[return-value]
-        except InvalidArgumentsError as error:
-            return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
+            return await self._answer_call(ctx, chat_id, params.name, modern, offered)
+        except MCPError as error:  # the client is told the call failed: it must never run, nor be answered, later
+            await self.calls.close_failed(chat_id, error.error.message)
+            raise
+
+    async def _answer_call(
+        self, ctx: Any, chat_id: str, name: str, modern: bool, offered: Mapping[str, Any]
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Hold the request until the call ends or asks (a 2025-11-25 client is asked on the request meanwhile).
+
+        ``offered`` are answers a 2026-07-28 client sent with its first call (SEP-2322): taken once, the rest ignored.
+        """
         reported: list[str] = []
         held: float | None = asyncio.get_running_loop().time()
         while True:
@@ -340,14 +354,14 @@ class McpFrontEnd:
                 reported.append(state.status_message)  # progress goes out from the task's status_message
                 await ctx.session.report_progress(len(reported), None, state.status_message)
             if state.status == "input_required":
-                if modern and offered:  # answers sent with the first call (SEP-2322): taken once, the rest ignored
+                if modern and offered:
                     taken, offered = await self._take(state.questions, offered), {}
                     if taken:
                         self.calls.carry(chat_id)
                         continue
                 if modern:
                     _require_elicitation(ctx)
-                    return self._input_required(chat_id, params.name, state, self.owner(ctx))
+                    return self._input_required(chat_id, name, state, self.owner(ctx))
                 await self._elicit(ctx, state.questions, None)
             held = await self._let_go(ctx, held)
             self.calls.carry(chat_id)
@@ -518,7 +532,12 @@ class McpFrontEnd:
             if task.done():
                 break
             if task.status == "input_required":
-                await self._elicit(ctx, state.questions, task.id)
+                try:
+                    await self._elicit(ctx, state.questions, task.id)
+                except MCPError as error:  # the task's result is this error: its call never runs later
+                    await self.calls.close_failed(task.chat_id, error.error.message)
+                    await self.calls.refresh(task)
+                    raise
                 continue
             await asyncio.sleep((task.poll_interval_ms or self.calls.poll_interval_ms) / 1000)
         if task.result is None and task.status == "failed":

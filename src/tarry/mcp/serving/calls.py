@@ -309,6 +309,33 @@ class ServedCalls:
         self.carry(task.chat_id)
         return cancelled
 
+    async def close_failed(self, chat_id: str, why: str) -> None:
+        """Close a call whose failure the MCP client was told of (``why``): its questions are cancelled and it ends
+        with a cancelled result, so nobody lists, answers or approves it later and it never runs.
+
+        The chat's cancellation is asked for first, so a process that carries the call on meanwhile
+        closes it too; this process closes it itself before it returns, trying again while a claim
+        held elsewhere keeps it from doing so (up to the store's lease).
+        """
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.store.lease
+        asked = False
+        while True:
+            chat = await self.store.load_chat(chat_id, CallModel(), self.agent.tools)
+            if not chat.waiting:  # already over (a call that failed with a protocol error, say)
+                return
+            if not asked:
+                logger.info("Closing served call %s: the MCP client was told it failed (%s)", chat_id, why)
+                await self.store.cancel(chat_id)
+                asked = True
+            await chat.cancel()
+            if not chat.waiting:
+                return
+            if loop.time() > end:
+                logger.warning("Served call %s could not be closed yet; whoever carries it on closes it", chat_id)
+                return
+            await asyncio.sleep(self.poll_interval_ms / 1000)
+
     async def answer(self, question: Question, action: str, content: dict[str, Any] | None) -> bool:
         """Record the client's answer on ``question`` (channel ``mcp``): accept answers it, anything else declines."""
         if action == "accept":
