@@ -223,11 +223,12 @@ class Connection:
                 await link.stop.wait()
         except BaseException as error:
             if not link.ready.done():
-                link.ready.set_exception(
-                    ConnectionError(
-                        f"Could not connect to the MCP server {self.name!r}: {type(error).__name__}: {error}"
-                    )
+                cause = _innermost(error)
+                failed = ConnectionError(
+                    f"Could not connect to the MCP server {self.name!r}: {type(cause).__name__}: {cause}"
                 )
+                failed.__cause__ = cause
+                link.ready.set_exception(failed)
             elif not isinstance(error, asyncio.CancelledError):
                 logger.info("The connection to the MCP server %r ended: %s", self.name, type(error).__name__)
             if isinstance(error, asyncio.CancelledError):
@@ -397,3 +398,10 @@ def _lost(link: _Link, error: MCPError) -> bool:
 
 async def _list_tools(session: ClientSession, *, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
     return await session.list_tools(params=params)
+
+
+def _innermost(error: BaseException) -> BaseException:
+    """The error inside the exception groups of the transport's task groups, which say only how many they hold."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
