@@ -112,6 +112,13 @@ class Render(Tool):
         return Task(status_message=f"Rendering page 3 of {pages}", poll_interval=30)
 
 
+class Busy(Tool):
+    """Starts work that finishes later, saying whatever text it is given as its status."""
+
+    def execute(self, text: str) -> Task:
+        return Task(status_message=text, poll_interval=30)
+
+
 class Shout(Tool):
     """Asks whatever text it is given, with choices titled by that text (for the XSS test)."""
 
@@ -139,7 +146,7 @@ class Lookup(Tool):
         return f"Order {order} was paid twice."
 
 
-TOOLS = [Refund(), BookTable(), Confirm(), Visit(), Link(), Render(), Shout(), Code(), Lookup()]
+TOOLS = [Refund(), BookTable(), Confirm(), Visit(), Link(), Render(), Busy(), Shout(), Code(), Lookup()]
 
 
 async def park_async(url: str, calls: Sequence[dict[str, Any]]) -> str:
