@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import inspect
+import json
 import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ T = TypeVar("T", bound=Shown)
 
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
+PRINCIPAL = "tarry.principal"
+"""Where a request's scope keeps who :meth:`Access.principal` found it comes from."""
 
 
 class NotLoggedIn(Exception):
@@ -112,15 +115,22 @@ class Access:
         return self.token is not None and given is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
     def log_in(self, response: Response, connection: HTTPConnection, path: str) -> None:
-        """Give the browser a session cookie of its own (a random id, signed)."""
+        """Give the browser a session cookie of its own: a random id, signed with the origin it is for."""
         session = secrets.token_urlsafe(18)
-        _set_cookie(response, connection, "tarry_session", f"{session}.{self._sign('session', session)}", path)
+        signature = self._sign("session", f"{origin_of(connection)}|{session}")
+        _set_cookie(response, connection, "tarry_session", f"{session}.{signature}", path)
 
     def session(self, connection: HTTPConnection) -> str | None:
-        """The id of the browser's valid session cookie, if it sent one."""
+        """The id of the browser's valid session cookie, if it sent one.
+
+        Browsers send cookies to every port of a host, so a cookie can reach another server,
+        which could send it back under any name: it is valid only at the origin (scheme, host
+        and port) it was issued for.
+        """
         cookie = connection.cookies.get(cookie_name(connection, "tarry_session"), "")
         session, _, signature = cookie.partition(".")
-        return session if session and self._signed("session", session, signature) else None
+        valid = session and self._signed("session", f"{origin_of(connection)}|{session}", signature)
+        return session if valid else None
 
     def logged_in(self, connection: HTTPConnection) -> bool:
         """True when the request may use the inbox at all (always, when ``authorize`` decides)."""
@@ -154,11 +164,17 @@ class Access:
             raise Forbidden("You may not see or answer this.")
 
     async def principal(self, connection: HTTPConnection) -> Principal | None:
-        """Who a decision of this request is recorded as.
+        """Who a decision of this request is recorded as (asked once per request).
 
         ``identify(request)`` when given; else, with the login token, :data:`TOKEN_HOLDER`; else
         the user the host app's authentication middleware set (``request.user``), if any.
         """
+        if PRINCIPAL not in connection.scope:
+            connection.scope[PRINCIPAL] = await self._principal(connection)
+        found: Principal | None = connection.scope[PRINCIPAL]
+        return found
+
+    async def _principal(self, connection: HTTPConnection) -> Principal | None:
         if self.identify is not None:
             found = self.identify(connection)
             if inspect.isawaitable(found):
@@ -193,10 +209,11 @@ class Access:
     # CSRF
 
     def _csrf_binding(self, connection: HTTPConnection) -> str:
-        """Who the CSRF token belongs to: the session, else the host app's authenticated user."""
-        if self.token is not None:
-            return f"session:{self.session(connection) or ''}"
-        return f"user:{user_identity(connection) or ''}:{connection.headers.get('authorization', '')}"
+        """Who the CSRF token belongs to: the session and the person (:meth:`principal`, once asked), else the
+        ``Authorization`` header (with ``authorize`` and nobody identified)."""
+        principal: Principal | None = connection.scope.get(PRINCIPAL)
+        parts = [self.session(connection), None if principal is None else principal.id]
+        return json.dumps([*parts, connection.headers.get("authorization")])
 
     def csrf_cookie(self, connection: HTTPConnection) -> str | None:
         """The browser's CSRF cookie, if it sent one."""
@@ -211,17 +228,22 @@ class Access:
         _set_cookie(response, connection, "tarry_csrf", value, path)
 
     def csrf_token(self, connection: HTTPConnection, cookie: str) -> str:
-        """The token forms carry for the browser holding ``cookie``, in this session."""
+        """The token forms carry for the browser holding ``cookie``, in this session, for the person asking.
+
+        The person is who :meth:`principal` found for this request; a page with forms asks it first
+        (a page without, such as a refusal, may carry a token that is good for nobody).
+        """
         return self._sign("csrf", f"{cookie}|{self._csrf_binding(connection)}")
 
-    def csrf_valid(self, connection: HTTPConnection, token: str | None) -> bool:
-        """True when ``token`` belongs to the request's CSRF cookie and session, sent from this origin."""
+    async def csrf_valid(self, connection: HTTPConnection, token: str | None) -> bool:
+        """True when ``token`` belongs to the request's CSRF cookie, session and person, sent from this origin."""
         cookie = self.csrf_cookie(connection)
         if not cookie or not token or not same_origin(connection):
             return False
+        await self.principal(connection)
         return hmac.compare_digest(token.encode(), self.csrf_token(connection, cookie).encode())
 
-    def api_write_allowed(self, connection: HTTPConnection) -> bool:
+    async def api_write_allowed(self, connection: HTTPConnection) -> bool:
         """True when an API write cannot be a cross-site forgery.
 
         Browsers send neither an ``Authorization`` header, nor a JSON body, nor a custom
@@ -235,7 +257,7 @@ class Access:
         media_type = connection.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type == "application/json":
             return True
-        return self.csrf_valid(connection, connection.headers.get(CSRF_HEADER))
+        return await self.csrf_valid(connection, connection.headers.get(CSRF_HEADER))
 
 
 def user_identity(connection: HTTPConnection) -> str | None:
@@ -269,6 +291,12 @@ def same_origin(connection: HTTPConnection) -> bool:
         here.hostname,
         here.port or _default_port(here.scheme),
     )
+
+
+def origin_of(connection: HTTPConnection) -> str:
+    """The origin the request was sent to: its scheme, host and port (the default port written out)."""
+    url = connection.url
+    return f"{url.scheme}://{url.hostname}:{url.port or _default_port(url.scheme)}"
 
 
 def _default_port(scheme: str) -> int:

@@ -139,9 +139,10 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
             raise Refused(401, "login") from None
         except Forbidden:
             raise Refused(403, "forbidden") from None
+        await access.principal(request)  # who the forms' CSRF tokens are for
 
     async def form_from_here(request: Request) -> None:
-        if not access.csrf_valid(request, _text(await request.form(), CSRF_FIELD)):
+        if not await access.csrf_valid(request, _text(await request.form(), CSRF_FIELD)):
             raise Refused(403, "csrf")
 
     router = APIRouter(include_in_schema=False)
