@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -200,7 +201,7 @@ class OAuthRecords:
         found: str | None = await self.store.db.run_read(lambda connection: connection.scalar(query))
         return found
 
-    async def _receive(self, state: str, received: Any, channel: Channel) -> LoginOutcome:
+    async def _receive(self, state: str, received: Callable[[Any], dict[str, Any]], channel: Channel) -> LoginOutcome:
         """Record what a redirect brought (``received(row)``: the code, or why it was refused) on a waiting login."""
 
         def write(connection: Connection) -> tuple[LoginOutcome, tuple[str, str]]:
