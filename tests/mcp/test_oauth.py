@@ -368,10 +368,11 @@ async def test_tarry_worker_carries_the_chat_on_once_its_first_login_is_answered
             async with asyncio.timeout(60):
                 while True:
                     done = await store.load_chat(chat.id)
-                    if done.last_reply is not None and not done.waiting:
+                    reply = done.last_reply  # the calls' message, until the model's answer comes
+                    if reply is not None and not reply.tool_calls and not done.waiting:
                         break
                     await asyncio.sleep(0.1)
-            assert done.last_reply.content == "Done: 5"
+            assert reply.content == "Done: 5"
         finally:
             worker.send_signal(signal.SIGTERM)
             _, err = await asyncio.to_thread(worker.communicate, timeout=60)
