@@ -36,7 +36,7 @@ from sqlalchemy import select
 from tarry import Agent, Chat, Message
 from tarry.clock import utcnow
 from tarry.mcp import MCPServer
-from tarry.mcp.oauth import LoginRequired, OAuthLogin, StoredTokens
+from tarry.mcp.oauth import LoginRefusedError, LoginRequired, OAuthLogin, StoredTokens
 from tarry.store import Store
 from tarry.store.tables import chats, mcp_logins
 from tarry.testing import ScriptedModel, advance_clock
@@ -368,10 +368,11 @@ async def test_tarry_worker_carries_the_chat_on_once_its_first_login_is_answered
             async with asyncio.timeout(60):
                 while True:
                     done = await store.load_chat(chat.id)
-                    if done.last_reply is not None and not done.waiting:
+                    reply = done.last_reply  # the calls' message, until the model's answer comes
+                    if reply is not None and not reply.tool_calls and not done.waiting:
                         break
                     await asyncio.sleep(0.1)
-            assert done.last_reply.content == "Done: 5"
+            assert reply.content == "Done: 5"
         finally:
             worker.send_signal(signal.SIGTERM)
             _, err = await asyncio.to_thread(worker.communicate, timeout=60)
@@ -446,6 +447,38 @@ async def test_tokens_are_kept_per_server_and_user_and_one_process_claims_a_refr
         StoredTokens(store, "")
 
 
+@pytest.fixture
+def impostor() -> Iterator[str]:
+    """An OAuth-protected SDK server whose redirects name another issuer (``iss``) than the one it advertises."""
+    with http_server([sys.executable, str(SERVERS / "oauth_server.py"), "{port}", "https://evil.example"]) as url:
+        yield url
+
+
+async def test_a_login_answered_by_another_issuer_is_refused_and_the_next_attempt_says_why(
+    store: Store, impostor: str, inbox: Inbox
+) -> None:
+    server = MCPServer(url=impostor, name="guarded", auth=OAuthLogin(store, impostor, redirect_uri=inbox.callback))
+    chat = await store.create_chat(model=model(), tools=[server])
+    assert await chat.ask("What is 2 + 3?") is None and chat.waiting
+    [question] = await chat.pending_questions()
+    assert question.url is not None
+    status, page, _ = await browse(question.url)
+    assert status == 400 and "Logged in" not in page and "Login refused" in page
+    assert html.unescape(page).count("'https://evil.example', not from 'http://127.0.0.1:") == 1
+    assert (await store.oauth.credentials(impostor)).tokens is None  # nothing kept as logged in
+    with pytest.raises(
+        ConnectionError, match=re.escape("was refused: the answer came from the issuer 'https://evil.example'")
+    ) as raised:
+        await chat.complete()
+    refused = raised.value.__cause__
+    assert isinstance(refused, LoginRefusedError) and refused.server == impostor
+    assert stats(impostor)["codes"] == 0  # the code was never exchanged
+    assert await chat.complete() is None and chat.waiting  # the next attempt asks for a new login
+    [again] = await chat.pending_questions()
+    assert again.id != question.id and again.url != question.url
+    await server.close()
+
+
 async def test_the_callback_refuses_unknown_used_and_expired_logins(store: Store) -> None:
     app = create_app(store)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://inbox") as client:
@@ -465,7 +498,7 @@ async def test_the_callback_refuses_unknown_used_and_expired_logins(store: Store
         expired = await client.get("/oauth/callback", params={"state": "s2", "code": "c3"})
         assert expired.status_code == 410 and "expired" in expired.text
         refused = await client.get("/oauth/callback", params={"state": "s2", "error": "access_denied"})
-        assert refused.status_code == 400 and "access_denied" in refused.text
+        assert refused.status_code == 400 and "access_denied" not in refused.text  # no login waits: no text shown
 
 
 async def test_the_standalone_callback_listens_on_loopback(store: Store) -> None:

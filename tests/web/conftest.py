@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.store.conftest import _postgres_schema_url
 from tests.web.client import Inbox
 from tests.web.server import LiveServer
 from tests.web.tools import setup
@@ -31,6 +32,19 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 def database_url(tmp_path: Path) -> str:
     """A SQLite file of its own for each test."""
     return f"sqlite:///{tmp_path / 'inbox.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database, for the tests where the database matters: a SQLite file, then a PostgreSQL schema."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'inbox.db'}"
+        setup(url)
+        yield url
+    else:
+        for url in _postgres_schema_url():
+            setup(url)
+            yield url
 
 
 @pytest.fixture

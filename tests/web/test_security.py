@@ -277,3 +277,58 @@ def test_ten_concurrent_answers_record_one_and_the_rest_are_409(live: LiveServer
     assert statuses == [200] + [409] * 9
     assert question(live.url, asked.id).decision == "accept"
     assert [decided.id for decided in live.answered] == [asked.id]
+
+
+def test_a_session_cookie_is_refused_at_any_origin_but_its_own(database_url: str) -> None:
+    setup(database_url)
+    inbox = Inbox(database_url, base="http://127.0.0.1:8123")
+    with inbox.client as client:
+        client.get(f"/login?token={TOKEN}", follow_redirects=False)
+        session = client.cookies["tarry_session_8123"]
+        client.cookies.clear()
+        here = {"Cookie": f"tarry_session_8123={session}"}
+        assert client.get("/", headers=here).status_code == 200
+        # Browsers send the cookie to every port of the host: a server there may replay it under the name for
+        # its own port, or to this one with its own Host. The session was issued for http://127.0.0.1:8123 only.
+        elsewhere = [
+            ("http://127.0.0.1:9000/", {"Cookie": f"tarry_session_9000={session}"}),
+            ("http://localhost:8123/", here),
+            ("http://127.0.0.2:8123/", here),
+        ]
+        for url, headers in elsewhere:
+            refused = client.get(url, headers=headers)
+            assert refused.status_code == 401 and 'data-refused="login"' in refused.text, url
+            assert client.get(f"{url}api/questions", headers=headers).status_code == 401
+        client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", ["token", "authorize"])
+def test_a_csrf_token_is_bound_to_the_person_identify_names(database_url: str, mode: str) -> None:
+    from tarry import Principal
+
+    setup(database_url)
+    chat = park(database_url, call("refund", order="A1", amount=1))
+    [asked] = pending(database_url, chat)
+
+    def identify(connection: HTTPConnection) -> Principal | None:
+        user = connection.headers.get("x-user")  # how the host app (or a per-user token) tells people apart
+        return None if user is None else Principal(user)
+
+    options: dict[str, Any] = {"identify": identify}
+    if mode == "authorize":
+        options["authorize"] = lambda connection, item: "x-user" in connection.headers
+    inbox = Inbox(database_url, **options)
+    with inbox.client as client:
+        if mode == "token":
+            client.get(f"/login?token={TOKEN}")
+        token = csrf_of(client.get("/", headers={"x-user": "ada"}).text)
+        action = f"/questions/{asked.id}/approve"
+        # Eve, in the same browser (same CSRF cookie, same session), cannot use the token the page gave Ada.
+        forged = client.post(action, data={"csrf_token": token}, headers={"x-user": "eve"}, follow_redirects=False)
+        assert forged.status_code == 403 and 'data-refused="csrf"' in forged.text
+        api = client.post(f"/api{action}", headers={"x-user": "eve", "X-CSRF-Token": token})
+        assert api.status_code == 403
+        assert question(database_url, asked.id).decision is None
+        done = client.post(action, data={"csrf_token": token}, headers={"x-user": "ada"}, follow_redirects=False)
+        assert done.status_code == 303 and question(database_url, asked.id).decision == "accept"
+        client.portal.call(inbox.store.close)  # type: ignore[union-attr]

@@ -122,6 +122,13 @@ class Render(Tool):
         return Task(status_message=f"Rendering page 3 of {pages}", poll_interval=30)
 
 
+class Busy(Tool):
+    """Starts work that finishes later, saying whatever text it is given as its status."""
+
+    def execute(self, text: str) -> Task:
+        return Task(status_message=text, poll_interval=30)
+
+
 class Shout(Tool):
     """Asks whatever text it is given, with choices titled by that text (for the XSS test)."""
 
@@ -159,7 +166,20 @@ class Lookup(Tool):
         return f"Order {order} was paid twice."
 
 
-TOOLS = [Refund(), BookTable(), Confirm(), Proceed(), Visit(), Link(), Render(), Shout(), Code(), Slug(), Lookup()]
+TOOLS = [
+    Refund(),
+    BookTable(),
+    Confirm(),
+    Proceed(),
+    Visit(),
+    Link(),
+    Render(),
+    Busy(),
+    Shout(),
+    Code(),
+    Slug(),
+    Lookup(),
+]
 
 
 async def park_async(url: str, calls: Sequence[dict[str, Any]]) -> str:

@@ -16,7 +16,7 @@ require_sdk()
 
 from tarry.mcp.dpop import DPoP  # noqa: E402
 from tarry.mcp.jwt_bearer import JWTBearerLogin  # noqa: E402
-from tarry.mcp.oauth import LoginRequired, OAuthLogin, StoredTokens  # noqa: E402
+from tarry.mcp.oauth import LoginRefusedError, LoginRequired, OAuthLogin, StoredTokens  # noqa: E402
 from tarry.mcp.protocol_error import ProtocolError  # noqa: E402
 from tarry.mcp.receiver import TaskReceiver  # noqa: E402
 from tarry.mcp.server import MCPServer  # noqa: E402
@@ -26,6 +26,7 @@ from tarry.mcp.tool import McpTool  # noqa: E402
 __all__ = [
     "DPoP",
     "JWTBearerLogin",
+    "LoginRefusedError",
     "LoginRequired",
     "MCPServer",
     "McpTask",

@@ -227,11 +227,11 @@ class Connection:
         except BaseException as error:
             if not link.ready.done():
                 cause = _innermost(error)
-                link.ready.set_exception(
-                    ConnectionError(
-                        f"Could not connect to the MCP server {self.name!r}: {type(cause).__name__}: {cause}"
-                    )
+                failed = ConnectionError(
+                    f"Could not connect to the MCP server {self.name!r}: {type(cause).__name__}: {cause}"
                 )
+                failed.__cause__ = cause
+                link.ready.set_exception(failed)
             elif not isinstance(error, asyncio.CancelledError):
                 logger.info("The connection to the MCP server %r ended: %s", self.name, type(error).__name__)
             if isinstance(error, asyncio.CancelledError):

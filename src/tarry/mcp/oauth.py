@@ -59,7 +59,17 @@ class OAuthRecords(Protocol):
     async def save_client_info(self, server: str, identity: str, client_info: dict[str, Any]) -> None: ...
     async def claim_refresh(self, server: str, identity: str, *, seconds: float) -> bool: ...
     async def release_refresh(self, server: str, identity: str) -> None: ...
-    async def begin_login(self, server: str, identity: str, *, state: str, code_verifier: str, ttl: float) -> None: ...
+    async def begin_login(
+        self,
+        server: str,
+        identity: str,
+        *,
+        state: str,
+        code_verifier: str,
+        ttl: float,
+        issuer: str | None = None,
+        issuer_required: bool = False,
+    ) -> None: ...
     async def take_code(self, server: str, identity: str) -> Any: ...
 
 
@@ -105,6 +115,23 @@ class LoginRequired(AnswerNeeded):
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled by job runners with its own arguments
         return (type(self), (self.server, self.url, self.state, self.ttl))
+
+
+class LoginRefusedError(TarryError):
+    """The login a person made to an MCP server was refused, and why: nothing was kept as logged in.
+
+    Raised by the next attempt to use the server after the redirect brought a refusal (the
+    authorization server's own, or an answer from another issuer than the one the login was
+    sent to); the attempt after it starts a new login.
+    """
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(f"The login to the MCP server at {server} was refused: {reason}")
+        self.server = server
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.server, self.reason))
 
 
 def _not_a_login(record: logging.LogRecord) -> bool:
@@ -288,12 +315,17 @@ class OAuthLogin(OAuthClientProvider):
         """The token request for a code that arrived; else record a new login and raise :class:`LoginRequired`."""
         received = await self.tokens.records.take_code(self.server, self.tokens.identity)
         if received is not None:
+            if received.refused is not None:
+                raise LoginRefusedError(self.server, received.refused)
             validate_authorization_response_iss(received.issuer, self.context.oauth_metadata)
             return await self._exchange_token_authorization_code(received.code, received.code_verifier)
         url, state, verifier = self._authorization_url()
+        metadata = self.context.oauth_metadata
         await self.tokens.records.begin_login(
-            self.server, self.tokens.identity, state=state, code_verifier=verifier, ttl=self.login_ttl
-        )
+            self.server, self.tokens.identity, state=state, code_verifier=verifier, ttl=self.login_ttl,
+            issuer=None if metadata is None else str(metadata.issuer),
+            issuer_required=bool(metadata is not None and metadata.authorization_response_iss_parameter_supported),
+        )  # fmt: skip
         login = LoginRequired(self.server, url, state, self.login_ttl)
         started = _started.get()
         if started is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("tarry.store")
 LOGIN_KEY = "oauth-login:"
 """The key of a login's URL question is this prefix and the login's ``state``."""
-LoginOutcome = Literal["done", "expired", "used", "unknown"]
+LoginOutcome = Literal["done", "refused", "expired", "used", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class ReceivedCode:
     code: str
     code_verifier: str
     issuer: str | None
+    refused: str | None = None
+    """Why the redirect was refused (then no code was kept): the authorization server's words, or the wrong issuer."""
 
 
 class OAuthRecords:
@@ -134,12 +137,28 @@ class OAuthRecords:
 
         await self.store.db.run_write(write)
 
-    async def begin_login(self, server: str, identity: str, *, state: str, code_verifier: str, ttl: float) -> None:
-        """Record a login a person is about to make: its ``state`` and PKCE verifier, for ``ttl`` seconds."""
+    async def begin_login(
+        self,
+        server: str,
+        identity: str,
+        *,
+        state: str,
+        code_verifier: str,
+        ttl: float,
+        issuer: str | None = None,
+        issuer_required: bool = False,
+    ) -> None:
+        """Record a login a person is about to make: its ``state`` and PKCE verifier, for ``ttl`` seconds.
+
+        ``issuer`` is the issuer of the authorization server the login is sent to: a redirect whose
+        ``iss`` (RFC 9207) names another is refused, as is one without ``iss`` when ``issuer_required``
+        (the server advertised that it sends it).
+        """
         now = utcnow()
         row = {
             "state": state, "server": server, "identity": identity, "code_verifier": code_verifier,
-            "created_at": now, "expires_at": now + timedelta(seconds=ttl),
+            "created_at": now, "expires_at": now + timedelta(seconds=ttl), "expected_issuer": issuer,
+            "issuer_required": issuer_required,
         }  # fmt: skip
         await self.store.db.run_write(lambda connection: connection.execute(mcp_logins.insert().values(**row)))
 
@@ -150,38 +169,72 @@ class OAuthRecords:
 
         ``"done"`` when this call recorded it (and answered the URL questions of every login to
         the same server and identity still waiting, since they share the tokens, so the waiting
-        calls and chats carry on); ``"used"`` when a code came before, ``"expired"`` when the
-        login's time ran out, ``"unknown"`` when no login has this state. The trail records the
-        answers as made by nobody known (the redirect names no one) through ``channel``.
+        calls and chats carry on); ``"refused"`` when ``issuer`` is not the one the login was sent
+        to (the code is dropped, :meth:`refusal` says why, and the questions are answered all the
+        same, so the next attempt reports it); ``"used"`` when a redirect came before,
+        ``"expired"`` when the login's time ran out, ``"unknown"`` when no login has this state.
+        The trail records the answers as made by nobody known (the redirect names no one) through
+        ``channel``. Raises :class:`ValueError` for a state, code or issuer holding a NUL character.
         """
+        _check_text(state=state, code=code, issuer=issuer)
         if not state or not code:
             return "unknown"
+
+        def received(row: Any) -> dict[str, Any]:
+            problem = _issuer_problem(issuer, row["expected_issuer"], row["issuer_required"])
+            return {"code": code, "issuer": issuer} if problem is None else {"refused": problem}
+
+        return await self._receive(state, received, channel)
+
+    async def refuse(self, state: str, reason: str, *, channel: Channel = "web") -> LoginOutcome:
+        """Record that the authorization server refused the login ``state``, saying ``reason``.
+
+        ``"refused"`` when recorded (the URL questions are answered, so the next attempt reports
+        ``reason``); else, as :meth:`receive_code`, ``"used"``, ``"expired"`` or ``"unknown"``:
+        then nothing is recorded and ``reason`` cannot be trusted to come from a login tarry began.
+        """
+        _check_text(state=state, reason=reason)
+        if not state:
+            return "unknown"
+        return await self._receive(state, lambda row: {"refused": reason}, channel)
+
+    async def refusal(self, state: str) -> str | None:
+        """Why the redirect of the login ``state`` was refused, or ``None``."""
+        _check_text(state=state)
+        query = select(mcp_logins.c.refused).where(mcp_logins.c.state == state)
+        found: str | None = await self.store.db.run_read(lambda connection: connection.scalar(query))
+        return found
+
+    async def _receive(self, state: str, received: Callable[[Any], dict[str, Any]], channel: Channel) -> LoginOutcome:
+        """Record what a redirect brought (``received(row)``: the code, or why it was refused) on a waiting login."""
 
         def write(connection: Connection) -> tuple[LoginOutcome, tuple[str, str]]:
             now = utcnow()
             query = select(
-                mcp_logins.c.code, mcp_logins.c.expires_at, mcp_logins.c.server, mcp_logins.c.identity
-            ).where(mcp_logins.c.state == state)
+                mcp_logins.c.code, mcp_logins.c.refused, mcp_logins.c.expires_at, mcp_logins.c.server,
+                mcp_logins.c.identity, mcp_logins.c.expected_issuer, mcp_logins.c.issuer_required,
+            ).where(mcp_logins.c.state == state)  # fmt: skip
             row = connection.execute(query.with_for_update()).mappings().one_or_none()
             if row is None:
                 return "unknown", ("", "")
             login = (row["server"], row["identity"])
-            if row["code"] is not None:
+            if row["code"] is not None or row["refused"] is not None:
                 return "used", login
             if row["expires_at"] <= now:
                 return "expired", login
+            values = received(row)
             connection.execute(
                 update(mcp_logins)
-                .where(mcp_logins.c.state == state, mcp_logins.c.code.is_(None))
-                .values(code=code, issuer=issuer, received_at=now)
+                .where(mcp_logins.c.state == state, mcp_logins.c.code.is_(None), mcp_logins.c.refused.is_(None))
+                .values(**values, received_at=now)
             )
-            return "done", login
+            return ("refused" if "refused" in values else "done"), login
 
         outcome, (server, identity) = await self.store.db.run_write(write)
-        if outcome != "done":
+        if outcome not in ("done", "refused"):
             logger.info("A login redirect was refused: %s", outcome)
             return outcome
-        logger.info("A login's code arrived")
+        logger.info("A login's redirect arrived (%s)", "a code" if outcome == "done" else "refused")
         logins = select(literal(LOGIN_KEY) + mcp_logins.c.state).where(
             mcp_logins.c.server == server, mcp_logins.c.identity == identity
         )
@@ -195,23 +248,29 @@ class OAuthRecords:
         return outcome
 
     async def take_code(self, server: str, identity: str) -> ReceivedCode | None:
-        """The newest code received for ``server`` and ``identity`` and not used yet, marked used (once)."""
+        """The newest redirect received for ``server`` and ``identity`` and not used yet, marked used (once).
+
+        Its ``code``, or, when the redirect was refused, ``refused`` saying why (and an empty code).
+        """
 
         def write(connection: Connection) -> ReceivedCode | None:
             now = utcnow()
             query = (
-                select(mcp_logins.c.state, mcp_logins.c.code, mcp_logins.c.code_verifier, mcp_logins.c.issuer)
+                select(
+                    mcp_logins.c.state, mcp_logins.c.code, mcp_logins.c.code_verifier, mcp_logins.c.issuer,
+                    mcp_logins.c.refused,
+                )
                 .where(
                     mcp_logins.c.server == server,
                     mcp_logins.c.identity == identity,
-                    mcp_logins.c.code.is_not(None),
+                    mcp_logins.c.received_at.is_not(None),
                     mcp_logins.c.used_at.is_(None),
                     mcp_logins.c.expires_at > now,
                 )
                 .order_by(mcp_logins.c.received_at.desc())
                 .limit(1)
                 .with_for_update()
-            )
+            )  # fmt: skip
             row = connection.execute(query).mappings().one_or_none()
             if row is None:
                 return None
@@ -222,9 +281,28 @@ class OAuthRecords:
             )
             if taken.rowcount != 1:
                 return None
-            return ReceivedCode(row["code"], row["code_verifier"], row["issuer"])
+            return ReceivedCode(row["code"] or "", row["code_verifier"], row["issuer"], row["refused"])
 
         return await self.store.db.run_write(write)
+
+
+def _check_text(**values: str | None) -> None:
+    """Raise :class:`ValueError` naming the first value that holds a NUL (PostgreSQL refuses it in a query)."""
+    for name, value in values.items():
+        if value is not None and "\x00" in value:
+            raise ValueError(f"A login's {name} cannot hold a NUL character")
+
+
+def _issuer_problem(given: str | None, expected: str | None, required: bool) -> str | None:
+    """Why a redirect's ``iss`` refuses it (RFC 9207 §2.4: compared as strings), or ``None`` when it may be taken."""
+    if given is not None and given != expected:
+        return (
+            f"the answer came from the issuer {given!r}, not from {expected!r}, "
+            "the authorization server the login was sent to"
+        )
+    if given is None and required:
+        return f"the answer did not say which issuer sent it, and {expected!r} says it always does"
+    return None
 
 
 def _ensure_row(connection: Connection, server: str, identity: str) -> None:

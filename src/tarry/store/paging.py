@@ -12,9 +12,11 @@ from typing import Any, NamedTuple
 from sqlalchemy import ColumnElement, Integer, Select, String, bindparam, cast, func, null, select, union_all
 
 from tarry.questions import Question
-from tarry.store.tables import Json, questions, tool_calls
+from tarry.store.tables import LARGEST_ID, Json, questions, tool_calls
 
 CURSOR_VERSION = "q1"
+LARGEST_NUMBER = 2**31 - 1
+"""The largest number a question's ``number`` column holds (a 32-bit integer on PostgreSQL)."""
 
 
 class QuestionPage(list[Question]):
@@ -53,19 +55,48 @@ def encode_cursor(position: Position) -> str:
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> Position:
+def decode_cursor(cursor: object) -> Position:
     """The position a cursor from :func:`encode_cursor` holds.
 
-    Raises :class:`ValueError` naming the cursor when it was not made by :func:`encode_cursor`.
+    Checked strictly, since a cursor comes back from whoever holds the URL: each number must
+    be one a row can have (a call's row id up to :data:`~tarry.store.tables.LARGEST_ID`, a
+    question's number up to :data:`LARGEST_NUMBER`) and a question id printable ASCII of at
+    most 36 characters. Raises :class:`ValueError` naming the cursor and what is wrong with it
+    otherwise, so a forged cursor never reaches the database.
     """
+    if not isinstance(cursor, str):
+        raise ValueError(f"A cursor is text from a page's next_cursor, not {type(cursor).__name__}")
     try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        version, call_row, number, *question_id = text.split(":", 3)
-        if version != CURSOR_VERSION or int(call_row) < 0 or (question_id and int(call_row) != 0):
-            raise ValueError(version)
-        return Position(int(call_row), int(number), *question_id)
+        return _position(cursor)
+    except ValueError as error:
+        shown = cursor if len(cursor) <= 60 else f"{cursor[:60]}…"
+        raise ValueError(f"{shown!r} is not a cursor from a page of pending questions: {error}") from None
+
+
+def _position(cursor: str) -> Position:
+    if not cursor.isascii() or len(cursor) > 200:
+        raise ValueError("it is not URL-safe base64 of at most 200 characters")
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ValueError(f"{cursor!r} is not a cursor from a page of pending questions") from None
+        raise ValueError("it is not URL-safe base64 of ASCII text") from None
+    version, *parts = text.split(":", 3)
+    if version != CURSOR_VERSION or len(parts) not in (2, 3):
+        raise ValueError(f"it is not a version {CURSOR_VERSION} cursor")
+    call_row, number = _bounded(parts[0], LARGEST_ID), _bounded(parts[1], LARGEST_NUMBER)
+    question_id = parts[2] if len(parts) == 3 else ""
+    if (call_row == 0) != (len(parts) == 3):
+        raise ValueError("a chat's own question's cursor holds its id, a call's question's does not")
+    if question_id and not (len(question_id) <= 36 and question_id.isprintable()):
+        raise ValueError("its question id is not an id")
+    return Position(call_row, number, question_id)
+
+
+def _bounded(text: str, largest: int) -> int:
+    """``text`` as a whole number from 0 to ``largest``, written in decimal digits only."""
+    if not (text.isdigit() and text.isascii() and len(text) <= len(str(largest)) and int(text) <= largest):
+        raise ValueError(f"{text!r} is not a whole number from 0 to {largest}")
+    return int(text)
 
 
 def check_limit(limit: int | None) -> None:

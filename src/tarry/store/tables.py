@@ -20,6 +20,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     literal_column,
 )
 from sqlalchemy.sql.elements import ColumnElement
@@ -225,6 +226,10 @@ mcp_logins = Table(
     Column("code_verifier", Text, nullable=False),
     Column("code", Text),
     Column("issuer", Text),
+    # 0011: the issuer the login was sent to (the redirect's iss must match it), and why a redirect was refused.
+    Column("expected_issuer", Text),
+    Column("issuer_required", Boolean, nullable=False, server_default=false()),
+    Column("refused", Text),
     Column("created_at", UTCDateTime, nullable=False),
     Column("expires_at", UTCDateTime, nullable=False),
     Column("received_at", UTCDateTime),

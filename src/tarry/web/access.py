@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 import inspect
+import json
 import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ T = TypeVar("T", bound=Shown)
 
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
+PRINCIPAL = "tarry.principal"
+"""Where a request's scope keeps who :meth:`Access.principal` found it comes from."""
 
 
 class NotLoggedIn(Exception):
@@ -136,18 +139,25 @@ class Access:
         return None if user is None else user.id
 
     def log_in(self, response: Response, connection: HTTPConnection, path: str, user: str = "") -> None:
-        """Give the browser a session cookie of its own (a random id, signed), for ``user`` (``""``: the shared
-        token)."""
+        """Give the browser a session cookie of its own, for ``user`` (``""``: the shared token): a random id,
+        signed with the origin it is for."""
         session = secrets.token_urlsafe(18)
         if user:
             session += "~" + base64.urlsafe_b64encode(user.encode()).decode().rstrip("=")
-        _set_cookie(response, connection, "tarry_session", f"{session}.{self._sign('session', session)}", path)
+        signature = self._sign("session", f"{origin_of(connection)}|{session}")
+        _set_cookie(response, connection, "tarry_session", f"{session}.{signature}", path)
 
     def session(self, connection: HTTPConnection) -> str | None:
-        """The id of the browser's valid session cookie, if it sent one."""
+        """The id of the browser's valid session cookie, if it sent one.
+
+        Browsers send cookies to every port of a host, so a cookie can reach another server,
+        which could send it back under any name: it is valid only at the origin (scheme, host
+        and port) it was issued for.
+        """
         cookie = connection.cookies.get(cookie_name(connection, "tarry_session"), "")
         session, _, signature = cookie.partition(".")
-        return session if session and self._signed("session", session, signature) else None
+        valid = session and self._signed("session", f"{origin_of(connection)}|{session}", signature)
+        return session if valid else None
 
     def _login_user(self, connection: HTTPConnection) -> Principal | None:
         """The user whose own token the request carries (as a bearer token, or by its session), if any."""
@@ -196,13 +206,19 @@ class Access:
             raise Forbidden("You may not see or answer this.")
 
     async def principal(self, connection: HTTPConnection) -> Principal | None:
-        """Who a decision of this request is recorded as.
+        """Who a decision of this request is recorded as (asked once per request).
 
         ``identify(request)`` when given; else the identity header from a trusted proxy; else the
         user whose own token the request carries; else, with the shared login token,
         :data:`TOKEN_HOLDER`; else the user the host app's authentication middleware set
         (``request.user``), if any.
         """
+        if PRINCIPAL not in connection.scope:
+            connection.scope[PRINCIPAL] = await self._principal(connection)
+        found: Principal | None = connection.scope[PRINCIPAL]
+        return found
+
+    async def _principal(self, connection: HTTPConnection) -> Principal | None:
         if self.identify is not None:
             found = self.identify(connection)
             if inspect.isawaitable(found):
@@ -238,10 +254,11 @@ class Access:
     # CSRF
 
     def _csrf_binding(self, connection: HTTPConnection) -> str:
-        """Who the CSRF token belongs to: the session, else the host app's authenticated user."""
-        if self.logs_in:
-            return f"session:{self.session(connection) or ''}"
-        return f"user:{user_identity(connection) or ''}:{connection.headers.get('authorization', '')}"
+        """Who the CSRF token belongs to: the session and the person (:meth:`principal`, once asked), else the
+        ``Authorization`` header (with ``authorize`` and nobody identified)."""
+        principal: Principal | None = connection.scope.get(PRINCIPAL)
+        parts = [self.session(connection), None if principal is None else principal.id]
+        return json.dumps([*parts, connection.headers.get("authorization")])
 
     def csrf_cookie(self, connection: HTTPConnection) -> str | None:
         """The browser's CSRF cookie, if it sent one."""
@@ -256,17 +273,22 @@ class Access:
         _set_cookie(response, connection, "tarry_csrf", value, path)
 
     def csrf_token(self, connection: HTTPConnection, cookie: str) -> str:
-        """The token forms carry for the browser holding ``cookie``, in this session."""
+        """The token forms carry for the browser holding ``cookie``, in this session, for the person asking.
+
+        The person is who :meth:`principal` found for this request; a page with forms asks it first
+        (a page without, such as a refusal, may carry a token that is good for nobody).
+        """
         return self._sign("csrf", f"{cookie}|{self._csrf_binding(connection)}")
 
-    def csrf_valid(self, connection: HTTPConnection, token: str | None) -> bool:
-        """True when ``token`` belongs to the request's CSRF cookie and session, sent from this origin."""
+    async def csrf_valid(self, connection: HTTPConnection, token: str | None) -> bool:
+        """True when ``token`` belongs to the request's CSRF cookie, session and person, sent from this origin."""
         cookie = self.csrf_cookie(connection)
         if not cookie or not token or not same_origin(connection):
             return False
+        await self.principal(connection)
         return hmac.compare_digest(token.encode(), self.csrf_token(connection, cookie).encode())
 
-    def api_write_allowed(self, connection: HTTPConnection) -> bool:
+    async def api_write_allowed(self, connection: HTTPConnection) -> bool:
         """True when an API write cannot be a cross-site forgery.
 
         Browsers send neither an ``Authorization`` header, nor a JSON body, nor a custom
@@ -280,7 +302,7 @@ class Access:
         media_type = connection.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type == "application/json":
             return True
-        return self.csrf_valid(connection, connection.headers.get(CSRF_HEADER))
+        return await self.csrf_valid(connection, connection.headers.get(CSRF_HEADER))
 
 
 def user_identity(connection: HTTPConnection) -> str | None:
@@ -314,6 +336,12 @@ def same_origin(connection: HTTPConnection) -> bool:
         here.hostname,
         here.port or _default_port(here.scheme),
     )
+
+
+def origin_of(connection: HTTPConnection) -> str:
+    """The origin the request was sent to: its scheme, host and port (the default port written out)."""
+    url = connection.url
+    return f"{url.scheme}://{url.hostname}:{url.port or _default_port(url.scheme)}"
 
 
 def _default_port(scheme: str) -> int:

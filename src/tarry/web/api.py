@@ -50,7 +50,7 @@ def api_router(decider: Decider) -> APIRouter:
             raise Problem(403, error.reason) from None
 
     async def not_forged(request: Request) -> None:
-        if not access.api_write_allowed(request):
+        if not await access.api_write_allowed(request):
             raise Problem(
                 403, "Send the decision as JSON, with an Authorization header, or with the X-CSRF-Token header."
             )

@@ -47,7 +47,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        send = self._with_headers(scope, send)
+        send = with_security_headers(scope, send)
         if scope["method"] in BODILESS:
             await self.app(scope, receive, send)
             return
@@ -87,21 +87,35 @@ class Guard:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    def _with_headers(self, scope: Scope, send: Send) -> Send:
-        root = str(scope.get("root_path", "")).rstrip("/")
-        path = str(scope.get("path", ""))
-        static = path.startswith((f"{root}/static/", "/static/"))
 
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS.items():
-                    headers.setdefault(name, value)
-                if not static:
-                    headers["Cache-Control"] = "no-store"
-            await send(message)
+def with_security_headers(scope: Scope, send: Send) -> Send:
+    """``send``, adding :data:`SECURITY_HEADERS` (unless the app set its own) and, outside ``/static``,
+    ``Cache-Control: no-store`` to the response: the one place the inbox and the OAuth redirect endpoint get them."""
+    root = str(scope.get("root_path", "")).rstrip("/")
+    path = str(scope.get("path", ""))
+    static = path.startswith((f"{root}/static/", "/static/"))
 
-        return sending
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = MutableHeaders(scope=message)
+            for name, value in SECURITY_HEADERS.items():
+                headers.setdefault(name, value)
+            if not static:
+                headers["Cache-Control"] = "no-store"
+        await send(message)
+
+    return sending
+
+
+class SecurityHeaders:
+    """A pure ASGI middleware that gives every HTTP response of ``app`` the inbox's security headers."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one ASGI connection."""
+        await self.app(scope, receive, with_security_headers(scope, send) if scope["type"] == "http" else send)
 
 
 def _replay(body: bytes, receive: Receive) -> Callable[[], Awaitable[Message]]:

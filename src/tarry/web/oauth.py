@@ -15,12 +15,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from tarry.errors import TarryError
 from tarry.store import Store
+from tarry.web.guard import SecurityHeaders
+from tarry.web.views import visible
 
 CALLBACK_PATH = "/oauth/callback"
 _PAGES = {
@@ -31,14 +34,34 @@ _PAGES = {
 }
 
 
+REFUSED = "Login refused"
+KEPT_NOTHING = "Nothing was kept as logged in; the chat that waited for this login says so when it carries on."
+REASON_LIMIT = 500
+"""The most characters of an authorization server's reason shown on the page."""
+
+
 async def receive_login(store: Store, request: Request) -> Response:
-    """Handle one redirect: record its code on the login its ``state`` names, and say how that went."""
+    """Handle one redirect: record its code (or its refusal) on the login its ``state`` names, and say how that went.
+
+    Text from the query is shown only once the state names a login tarry is waiting for: anyone can
+    send a person a link to this endpoint, with any words in its ``error_description``.
+    """
     query = request.query_params
-    error = query.get("error")
+    broken = next((name for name, value in query.multi_items() if "\x00" in name + value), None)
+    if broken is not None:
+        detail = "It holds a NUL character, which no login link does. Nothing was recorded."
+        return _page(400, "Not a login link", f"This is not a link an authorization server sends back. {detail}")
+    state, error = query.get("state", ""), query.get("error")
     if error:
-        reason = query.get("error_description") or error
-        return _page(400, "Login refused", f"The authorization server refused the login: {reason}")
-    outcome = await store.oauth.receive_code(query.get("state", ""), query.get("code", ""), query.get("iss"))
+        reason = visible(query.get("error_description") or error)[:REASON_LIMIT]
+        if await store.oauth.refuse(state, reason) != "refused":
+            detail = "This link names no login tarry is waiting for, so nothing was recorded."
+            return _page(400, REFUSED, f"The login was refused. {detail}")
+        return _page(400, REFUSED, f"The authorization server refused the login: {reason}. {KEPT_NOTHING}")
+    outcome = await store.oauth.receive_code(state, query.get("code", ""), query.get("iss"))
+    if outcome == "refused":
+        why = visible(await store.oauth.refusal(state) or "")[:REASON_LIMIT]
+        return _page(400, REFUSED, f"The login was refused: {why}. {KEPT_NOTHING}")
     return _page(*_PAGES[outcome])
 
 
@@ -48,7 +71,7 @@ def callback_app(store: Store) -> Starlette:
     async def callback(request: Request) -> Response:
         return await receive_login(store, request)
 
-    return Starlette(routes=[Route(CALLBACK_PATH, callback, methods=["GET"])])
+    return Starlette(routes=[Route(CALLBACK_PATH, callback, methods=["GET"])], middleware=[Middleware(SecurityHeaders)])
 
 
 @asynccontextmanager
@@ -79,8 +102,7 @@ async def serve_callback(store: Store, *, port: int = 8976, host: str = "127.0.0
 def _page(status: int, title: str, text: str) -> HTMLResponse:
     body = (
         f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)} - tarry</title>"
-        f"<body style='font-family:sans-serif;max-width:40em;margin:4em auto'><h1>{html.escape(title)}</h1>"
+        f"<body><h1>{html.escape(title)}</h1>"
         f"<p>{html.escape(text)}</p></body></html>"
     )
-    headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
-    return HTMLResponse(body, status_code=status, headers=headers)
+    return HTMLResponse(body, status_code=status)

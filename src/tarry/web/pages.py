@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 
 import jinja2
 from fastapi import APIRouter, Depends, Request
+from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 from starlette.requests import HTTPConnection
 from starlette.responses import RedirectResponse, Response, StreamingResponse
@@ -56,10 +57,24 @@ def templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.globals.update(
-        visible=views.visible, ago=views.ago, until=views.until, clock=views.clock, iso=views.iso, span=views.span
-    )
+    environment.globals.update(ago=views.ago, until=views.until, clock=views.clock, iso=views.iso, span=views.span)
+    environment.filters["sent"] = sent
+    environment.finalize = shown
     return Jinja2Templates(env=environment)
+
+
+def shown(value: Any) -> Any:
+    """What a template prints of ``value``: text with its hidden characters made visible (``\\uXXXX``).
+
+    Applied to every ``{{ … }}``, so no text from a model, a tool or a person can reach a page raw;
+    what the ``sent`` filter marks (a form's values, which go back as they came) is left alone.
+    """
+    return views.visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
+def sent(value: Any) -> Markup:
+    """``value`` escaped for HTML but otherwise as it is: a form's value or input name, which must go back unchanged."""
+    return escape(value)
 
 
 def root_of(connection: HTTPConnection) -> str:
@@ -127,9 +142,10 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
             raise Refused(401, "login") from None
         except Forbidden:
             raise Refused(403, "forbidden") from None
+        await access.principal(request)  # who the forms' CSRF tokens are for
 
     async def form_from_here(request: Request) -> None:
-        if not access.csrf_valid(request, _text(await request.form(), CSRF_FIELD)):
+        if not await access.csrf_valid(request, _text(await request.form(), CSRF_FIELD)):
             raise Refused(403, "csrf")
 
     router = APIRouter(include_in_schema=False)

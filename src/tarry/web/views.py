@@ -25,8 +25,10 @@ RADIO_LIMIT = 4
 """Up to this many choices are radios; more are a select."""
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
 FORMAT_HINTS = {"email": "an email address", "uri": "a URL", "date": "a date", "date-time": "a date and time"}
-HIDDEN = ("Cf", "Cc")
-"""Unicode categories of characters that do not show, or that reorder the text around them."""
+HIDDEN = ("Cf", "Cc", "Zl", "Zp", "Co", "Cs", "Cn")
+"""Unicode categories of characters that do not show, reorder the text around them, or break lines unseen."""
+FILLERS = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0")
+"""Characters of other categories that show as nothing (Unicode's default-ignorable letters and marks)."""
 
 
 @dataclass
@@ -107,10 +109,22 @@ PAGE_SIZE = 50
 """Questions on one page of the inbox, and in a response of ``GET /api/questions`` that sets no ``limit``."""
 
 
+def hidden(character: str) -> bool:
+    """True for a character that shows as nothing or reorders the text around it (newlines and tabs show)."""
+    if character in "\n\t":
+        return False
+    return unicodedata.category(character) in HIDDEN or character in FILLERS or 0xE0100 <= ord(character) <= 0xE01EF
+
+
 def visible(text: str) -> str:
     """``text`` with characters that are invisible or reorder text (a right-to-left override, say)
-    written as ``\\uXXXX``, so nothing can disguise what is shown; newlines and tabs stay."""
-    return "".join(f"\\u{ord(c):04x}" if c not in "\n\t" and unicodedata.category(c) in HIDDEN else c for c in text)
+    written as ``\\uXXXX`` (``\\UXXXXXXXX`` past U+FFFF), so nothing can disguise what is shown."""
+    return "".join(_escaped(c) if hidden(c) else c for c in text)
+
+
+def _escaped(character: str) -> str:
+    code = ord(character)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def pretty_json(value: Any) -> str:
@@ -244,12 +258,12 @@ def link_view(url: str) -> LinkView:
     in ASCII (punycode) and each look-alike trick found is named in a warning.
     """
     warnings = []
-    hidden = sorted({character for character in url if unicodedata.category(character) in HIDDEN})
-    if hidden:
-        names = ", ".join(f"U+{ord(character):04X}" for character in hidden)
+    found = sorted({character for character in url if hidden(character)})
+    if found:
+        names = ", ".join(f"U+{ord(character):04X}" for character in found)
         warnings.append(f"The link holds invisible characters that can disguise it ({names}); they are shown as [U+…].")
-    shown = "".join(f"[U+{ord(c):04X}]" if unicodedata.category(c) in HIDDEN else c for c in url)
-    href = "".join(quote(c) if unicodedata.category(c) in HIDDEN else c for c in url)
+    shown = "".join(f"[U+{ord(c):04X}]" if hidden(c) else c for c in url)
+    href = "".join(quote(c) if hidden(c) else c for c in url)
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""

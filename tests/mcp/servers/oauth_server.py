@@ -6,7 +6,8 @@ provider that approves every login at once: ``/authorize`` redirects straight to
 client's ``redirect_uri`` with a code, as a browser would after the person said yes.
 Test-only routes: ``POST /test/revoke`` forgets every token (the next request needs a new
 login), ``POST /test/expire`` ends every access token (the next request refreshes),
-``GET /test/stats`` counts grants, registrations and tool runs.
+``GET /test/stats`` counts grants, registrations and tool runs. ``python oauth_server.py PORT ISSUER``
+redirects with ``iss=ISSUER`` (RFC 9207), for the tests of an answer from another issuer.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from starlette.responses import JSONResponse, Response
 
 PORT = int(sys.argv[1]) if len(sys.argv) > 1 else 8765
 BASE = f"http://127.0.0.1:{PORT}"
+ISS = sys.argv[2] if len(sys.argv) > 2 else None
 LIFETIME = 3600
 stats = {"registrations": 0, "codes": 0, "refreshes": 0, "add_runs": 0}
 
@@ -59,7 +61,7 @@ class Provider:
             code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource,
         )  # fmt: skip
-        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state, iss=ISS)
 
     async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
         return self.codes.get(code)
