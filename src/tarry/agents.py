@@ -16,7 +16,7 @@ ModelFactory = Callable[[], Model]
 class Agent:
     """A named chat definition: its model, its tools and its instructions.
 
-    ``model`` is a :class:`~tarry.messages.Model`, a ``"provider:model"`` string, or a function
+    ``model`` is a [`Model`][tarry.messages.Model], a ``"provider:model"`` string, or a function
     of no arguments that makes a model for each chat. A stored chat made from an agent
     (``store.create_chat(agent=support)``) records the agent's name, so a worker that is given
     the agent rebuilds the chat with the same model and tools.
@@ -59,7 +59,7 @@ class Agent:
         return made
 
     def chat(self, **options: Any) -> Chat:
-        """A new in-memory chat of this agent; ``options`` go to :class:`~tarry.Chat`."""
+        """A new in-memory chat of this agent; ``options`` go to [`Chat`][tarry.Chat]."""
         return Chat(self.make_model(), self.tools, self.instructions, **options)
 
     def __repr__(self) -> str:

@@ -43,7 +43,8 @@ class Principal:
 
 
 def principal_of(by: str | Principal | None) -> Principal | None:
-    """The principal ``by`` names: a :class:`Principal`, an identity string (its id), or ``None`` for nobody known."""
+    """The principal ``by`` names: a [`Principal`][tarry.principals.Principal], an identity string (its id), or
+    ``None`` for nobody known."""
     if by is None or isinstance(by, Principal):
         return by
     if isinstance(by, str):
@@ -52,7 +53,8 @@ def principal_of(by: str | Principal | None) -> Principal | None:
 
 
 def check_channel(channel: str) -> Channel:
-    """``channel`` when it is one of :data:`CHANNELS`; raises ``ValueError`` naming them otherwise."""
+    """``channel`` when it is one of [`CHANNELS`][tarry.principals.CHANNELS]; raises ``ValueError`` naming them
+    otherwise."""
     for known in CHANNELS:
         if channel == known:
             return known

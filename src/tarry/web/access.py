@@ -30,7 +30,7 @@ class ChatRef:
 Shown = Question | WaitingTask | ChatRef | DecisionEvent
 """What ``authorize`` is asked about, item by item; each has a ``chat_id``."""
 Identify = Callable[[HTTPConnection], str | Principal | Awaitable[str | Principal | None] | None]
-"""Says who is asking (an identity or a :class:`~tarry.principals.Principal`), for the decisions they make."""
+"""Says who is asking (an identity or a [`Principal`][tarry.principals.Principal]), for the decisions they make."""
 TOKEN_HOLDER = Principal("inbox-token", "Inbox token holder")
 """Who a decision made with the login token is recorded as: the token names nobody in particular."""
 Authorize = Callable[[HTTPConnection, Shown | None], bool | Awaitable[bool]]
@@ -147,7 +147,7 @@ class Access:
         return [item for item in items if await self.allowed(connection, item)]
 
     async def require(self, connection: HTTPConnection, item: Shown | None) -> None:
-        """Raise :class:`NotLoggedIn` or :class:`Forbidden` unless :meth:`allowed`."""
+        """Raise `NotLoggedIn` or `Forbidden` unless `allowed`."""
         if not self.logged_in(connection):
             raise NotLoggedIn()
         if not await self.allowed(connection, item):
@@ -156,7 +156,7 @@ class Access:
     async def principal(self, connection: HTTPConnection) -> Principal | None:
         """Who a decision of this request is recorded as.
 
-        ``identify(request)`` when given; else, with the login token, :data:`TOKEN_HOLDER`; else
+        ``identify(request)`` when given; else, with the login token, [`TOKEN_HOLDER`][tarry.web.TOKEN_HOLDER]; else
         the user the host app's authentication middleware set (``request.user``), if any.
         """
         if self.identify is not None:
