@@ -20,6 +20,8 @@ MODULES = [
     "tarry",
     "tarry.store",
     "tarry.messages",
+    "tarry.tools",
+    "tarry.fields",
     "tarry.models",
     "tarry.mcp",
     "tarry.mcp.serving",
@@ -29,6 +31,7 @@ MODULES = [
     "tarry.errors",
     "tarry.approvals",
     "tarry.principals",
+    "tarry.clock",
 ]
 
 

@@ -74,7 +74,7 @@ class CallRecord:
 
 
 class CallState(Enum):
-    """Where a tool call stands, as `call_state` computes it from its record."""
+    """Where a tool call stands, as ``call_state`` computes it from its record."""
 
     WAITS_ON_APPROVAL = "waits on approval"
     """A person has not approved the call yet."""
@@ -92,7 +92,7 @@ class CallState(Enum):
 
 @dataclass(frozen=True)
 class Standing:
-    """A call's `CallState`, with the words of its error result when it `CLOSES`."""
+    """A call's ``CallState``, with the words of its error result when it ``CLOSES``."""
 
     state: CallState
     reason: str | None = None

@@ -29,7 +29,7 @@ class CallChange:
     waiting_on: frozenset[str]
     """The ids of the questions the call's paused task waits on."""
     result: Message | None = None
-    """The call's result, one of the `Changes.messages` (``None`` while the call is open)."""
+    """The call's result, one of the ``Changes.messages`` (``None`` while the call is open)."""
 
 
 @dataclass(frozen=True)

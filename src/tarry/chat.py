@@ -65,7 +65,7 @@ class Chat:
     ``complete()`` runs every call that can run, resumes every paused task once, and parks
     (returns normally) when the remaining calls wait on a person or on unfinished work.
     ``max_concurrency`` bounds how many calls of one turn run at once. ``journal`` is where the
-    chat writes its changes and reads what other processes wrote (a `Journal`
+    chat writes its changes and reads what other processes wrote (a ``Journal``
     that serves this one chat object, spoken to in ids and values): leave it out for a chat in
     memory; a [`Store`][tarry.store.Store] gives each chat it creates or loads a journal of its own.
     """
@@ -430,7 +430,7 @@ class Chat:
         whether anything had changed.
 
         ``at_claim``: the chat's next step claims calls, which may check instead; ``listing``: the look
-        only lists what the chat waits on (see `Journal.refresh`).
+        only lists what the chat waits on (see ``Journal.refresh``).
         """
         start = _tail_start(self.messages)
         asked = {name: True for name, given in (("at_claim", at_claim), ("listing", listing)) if given}
@@ -474,7 +474,7 @@ class Chat:
         """Record a decision through the journal, then take it onto ``question``; False when another came first.
 
         ``frees``: the chat carries on next, so when this decision leaves a call that has not run yet
-        waiting on nothing else, the journal may claim the call with it (see `Journal.decide`),
+        waiting on nothing else, the journal may claim the call with it (see ``Journal.decide``),
         unless the chat must first load tools or wait on a question of its own.
         """
         record = self.record_of(question)
@@ -587,7 +587,7 @@ class Chat:
     async def _load_tools_or_park(self) -> bool:
         """Load the tool sources' tools; ``False`` when the chat waits on a question of its own instead.
 
-        A source that needs a person first (`AnswerNeeded`: a login)
+        A source that needs a person first (``AnswerNeeded``: a login)
         is asked again only once the chat's last own question was answered, or lapsed; a
         declined or cancelled one stops the chat until the user asks something new.
         """
@@ -631,7 +631,7 @@ class Chat:
 
     def _refuse_missing_tools(self, missing: list[str]) -> None:
         """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks
-        (``missing``, from `_missing_tools`).
+        (``missing``, from ``_missing_tools``).
 
         Carrying it on would close it as an unknown tool and use up its approval or answer. A call
         that still waits, or that closes without its tool (declined, lapsed), is no reason to refuse.
@@ -1041,7 +1041,7 @@ _RAN_AGAIN = "The run of the tool that asked this stopped; the run that took the
 @dataclass
 class _Run:
     """One run of a call's tool: what the run it repeats asked and this one has not asked again yet, in order
-    (see `Chat._ask_live`), and the id of the question this run asked last."""
+    (see ``Chat._ask_live``), and the id of the question this run asked last."""
 
     repeats: list[Question]
     last_asked: str | None = None

@@ -1,6 +1,6 @@
 """The one clock tarry reads for time limits, leases and schedules; tests move it forward.
 
-Every module asks `utcnow` for the time, so a test can make a question lapse or a
+Every module asks [`utcnow`][tarry.clock.utcnow] for the time, so a test can make a question lapse or a
 lease run out at once with [`advance`][tarry.testing.advance_clock] instead of sleeping in real time. The offset
 belongs to this process: other processes keep the real time.
 """
@@ -15,8 +15,8 @@ _offset = timedelta()
 
 
 def utcnow() -> datetime:
-    """The current time, aware, in UTC, plus however far [`advance`][tarry.testing.advance_clock] moved this process's
-    clock."""
+    """The current time, aware, in UTC, plus however far
+    [`advance_clock`][tarry.testing.advance_clock] moved this process's clock (in tests)."""
     return datetime.now(UTC) + _offset
 
 

@@ -10,7 +10,7 @@ tools in one turn:
 The story is seed 004's: one process runs the chat until it parks; a second lists what waits
 from the database alone and answers; a third carries the chat on to the final reply. Each
 part runs as ``python -m tarry.demo PART URL [CHAT_ID]`` in its own OS process; ``tarry demo``
-starts them one after the other and prints what each says. A `Narrator` does the printing.
+starts them one after the other and prints what each says. A ``Narrator`` does the printing.
 """
 
 from __future__ import annotations

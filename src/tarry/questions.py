@@ -155,7 +155,7 @@ class Question:
         self.votes, self.decided_by, self.channel = list(other.votes), other.decided_by, other.channel
 
     def redact(self, answer: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        """``answer`` with each secret field's value replaced by `SECRET`, for the trail and for logs."""
+        """``answer`` with each secret field's value replaced by ``SECRET``, for the trail and for logs."""
         if answer is None:
             return None
         secret = {item.name for item in self.fields if item.secret}

@@ -242,7 +242,7 @@ def _field(name: str, spec: Any) -> Field:
 class ToolSource(Protocol):
     """Something that supplies tools, such as an MCP server: ``Chat(tools=[tool_a, source])``.
 
-    The chat calls `list_tools` once, before it first needs its tools (a model
+    The chat calls [`list_tools`][tarry.tools.ToolSource.list_tools] once, before it first needs its tools (a model
     request or running a call), and adds the tools it returns.
     """
 

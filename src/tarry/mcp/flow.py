@@ -1,8 +1,8 @@
 """The protocol steps of an MCP tool call: call, retry with answers, poll, resume, refresh and cancel.
 
 A call ends in a result, input requests and retries, URL questions then a retry (-32042),
-or a server's task polled to its end. The requests go through `tarry.mcp.connection`
-(the transport); `Steps` is what an [`McpTask`][tarry.mcp.McpTask] refreshes and cancels with.
+or a server's task polled to its end. The requests go through ``tarry.mcp.connection``
+(the transport); ``Steps`` is what an [`McpTask`][tarry.mcp.McpTask] refreshes and cancels with.
 
 Every fault (a crashed server, a malformed result, a forgotten task, a rejected request
 state, no answer in time) ends the call with an ``{"error": ...}`` result that says what
@@ -267,7 +267,7 @@ def _has_news(task: McpTask) -> bool:
 def apply_status(task: McpTask, wire: Mapping[str, Any]) -> None:
     """Take a task's status, message and poll interval (ms to seconds) from a protocol task object.
 
-    Also records when the task was checked (``data["checked_at"]``), for `due`.
+    Also records when the task was checked (``data["checked_at"]``), for ``due``.
     """
     task.data = {**task.data, "checked_at": utcnow().isoformat()}
     status = wire.get("status")

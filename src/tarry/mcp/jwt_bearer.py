@@ -12,7 +12,7 @@ Enterprise-managed authorization (SEP-990) is two legs: the person's ID token fr
 enterprise identity provider is exchanged there for an identity assertion grant (an ID-JAG,
 RFC 8693 token exchange), which the SDK's ``IdentityAssertionOAuthProvider`` then presents to
 the MCP server's authorization server. The SDK leaves the first leg to the deployment;
-`id_jag_exchange` is that leg, as the provider's ``assertion_provider``.
+``id_jag_exchange`` is that leg, as the provider's ``assertion_provider``.
 """
 
 from __future__ import annotations

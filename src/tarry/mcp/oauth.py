@@ -16,7 +16,7 @@ with two things made durable:
   by one process (a claim with a lease) while the others wait and read the new one.
 
 The SDK's flow is a coroutine that waits in one process for ``callback_handler``; that
-cannot survive a restart, so `OAuthLogin._perform_authorization` is the one SDK step
+cannot survive a restart, so ``OAuthLogin._perform_authorization`` is the one SDK step
 replaced: it builds the authorization URL itself (keeping the verifier), and on a later
 attempt exchanges the code that arrived. Everything else is the SDK's.
 """
@@ -50,7 +50,7 @@ LOGIN_KEY = "oauth-login:"
 
 
 class OAuthRecords(Protocol):
-    """The store's OAuth rows as this module uses them (``store.oauth``, `tarry.store.oauth`)."""
+    """The store's OAuth rows as this module uses them (``store.oauth``, ``tarry.store.oauth``)."""
 
     async def credentials(self, server: str, identity: str = "") -> Any: ...
     async def save_tokens(

@@ -114,7 +114,7 @@ class MCPServer:
         return tool_name in rule
 
     async def list_tools(self) -> list[McpTool]:
-        """The server's tools (a `ToolSource`)."""
+        """The server's tools (a [`ToolSource`][tarry.tools.ToolSource])."""
         tools: list[McpTool] = []
         with watch_logins() as logins:
             try:

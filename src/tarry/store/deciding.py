@@ -1,6 +1,6 @@
 """Recording a decision on a question: one transaction under the question's row lock.
 
-Every decision goes through `decide_question`, whether it comes from a chat object
+Every decision goes through ``decide_question``, whether it comes from a chat object
 (``Chat.answer`` through the store's journal) or from the store by id (``Store.answer``), so
 the checks, the row lock and what a decision changes live in one place, like ``claim_call``.
 """
@@ -108,7 +108,7 @@ class Settled:
     """The chat's and the call's versions after a recorded decision (``None`` if none was recorded;
     the call's is ``None`` for a chat's own question, which has no call)."""
     claimed: bool = False
-    """Whether the decision's statement also claimed the question's call (`ClaimAlong`)."""
+    """Whether the decision's statement also claimed the question's call (``ClaimAlong``)."""
 
 
 def decide_question(
@@ -179,9 +179,9 @@ def decide_if_open(
     writes (the question's row on its newest version, should another decision hold its lock), so two
     processes cannot both record one. With ``known`` (the question as a chat object holds it) there
     is no read: the statement's checks are the ones that count. Returns ``None``, having written
-    nothing, for any other case or when the question changed in between: `decide_question`
+    nothing, for any other case or when the question changed in between: ``decide_question``
     then decides under the row lock and puts on the trail why the attempt came to nothing. Raises as
-    `decide_question` does for an unknown id or an invalid answer, writing nothing.
+    ``decide_question`` does for an unknown id or an invalid answer, writing nothing.
 
     With ``claim`` (an approval, from the chat that will carry the call on) the statement also
     claims the call when the decision frees it and it stands as ``claim`` says; ``claimed`` tells.
@@ -220,7 +220,7 @@ def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
     an empty answer), without an approval policy, open, with time left, whose call has not ended
     and, to decline it, is not running. The statement returns the question it decided, with its call,
     to announce. Returns ``None``, having written nothing, otherwise (an unknown id too):
-    `decide_question` then reads the question under its row lock, and raises or puts on the
+    ``decide_question`` then reads the question under its row lock, and raises or puts on the
     trail why the attempt came to nothing.
     """
     now = utcnow()
@@ -261,7 +261,7 @@ def _decision_values(
     """The parameters of a decision's statements (``call_row``: the id of the question's call's row); the
     trail's row's as ``event_<column>``.
 
-    No key is a column's name: see `WAKE`.
+    No key is a column's name: see ``WAKE``.
     """
     decision, by, channel, note = attempt.decision, attempt.by, attempt.channel, attempt.note
     event = attempt_values(question, decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note)
@@ -354,14 +354,14 @@ _READABLE = (  # an approval whose row reads back (see question_from_row); the l
     questions.c.votes.is_(None),
     or_(questions.c.extra.is_(None), func.json_typeof(questions.c.extra) == constant("object")),
 )
-"""What `decide_unread` asks of a question besides being open: an approval whose row reads back (and whose
-call's arguments are a JSON object: see `_decided_if_open`)."""
+"""What ``decide_unread`` asks of a question besides being open: an approval whose row reads back (and whose
+call's arguments are a JSON object: see ``_decided_if_open``)."""
 
 
 def _decided_if_open(refuses_running: bool, *, decide: Update = _DECIDE, readable: bool = False) -> Update:
-    """``decide`` (`_DECIDE` unless told) on a question still open, without an approval policy, with time
+    """``decide`` (``_DECIDE`` unless told) on a question still open, without an approval policy, with time
     left, whose call has not ended (and, with ``refuses_running``, is not running); with ``readable``, also an
-    approval whose row and call read back (`_READABLE`)."""
+    approval whose row and call read back (``_READABLE``)."""
     moment = bindparam("moment", type_=questions.c.decided_at.type)
     call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
     ended = tool_calls.c.result_message_id.is_not(None)
@@ -381,7 +381,7 @@ def _decided_if_open(refuses_running: bool, *, decide: Update = _DECIDE, readabl
 
 def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
     """The version bump of the call of the question ``decided`` returns, if any; with ``claim``, also the claim of
-    `ClaimAlong` (parameters ``owner``, ``until``, ``read_version``, ``held_version``), and ``claimed``."""
+    ``ClaimAlong`` (parameters ``owner``, ``until``, ``read_version``, ``held_version``), and ``claimed``."""
     values: dict[str, Any] = {"version": tool_calls.c.version + constant(1)}
     returned: list[ColumnElement[Any]] = [tool_calls.c.version]
     if claim:
@@ -414,8 +414,8 @@ def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
 
 
 def _decide_if_open(refuses_running: bool, *, claim: bool = False) -> Executable:
-    """`_DECIDE_AT_ONCE` that decides only as `_decided_if_open` allows; every other part writes only if
-    it did. With ``claim``, the call's bump claims it too (`_bumped_call`)."""
+    """``_DECIDE_AT_ONCE`` that decides only as ``_decided_if_open`` allows; every other part writes only if
+    it did. With ``claim``, the call's bump claims it too (``_bumped_call``)."""
     decided = _decided_if_open(refuses_running).returning(questions.c.id, questions.c.tool_call_id).cte("decided")
     bumped = _bumped_call(decided, claim=claim)
     woken = WAKE_NOTIFY.where(exists(decided.select())).cte("woken")
@@ -434,9 +434,9 @@ _DECIDE_AND_CLAIM = _decide_if_open(False, claim=True)
 
 
 def _decide_unread(refuses_running: bool) -> Executable:
-    """The decision of `decide_unread`: `_decide_if_open` on a question without fields, whose chat and
+    """The decision of ``decide_unread``: ``_decide_if_open`` on a question without fields, whose chat and
     call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
-    question with its call's columns (as `_QUESTION` reads them) and the versions, or no row."""
+    question with its call's columns (as ``_QUESTION`` reads them) and the versions, or no row."""
     decided = _decided_if_open(refuses_running, readable=True).returning(*questions.c).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
@@ -457,10 +457,10 @@ _DECIDE_UNREAD: dict[Decision, Executable] = {"accept": _decide_unread(False), "
 
 
 def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) -> list[Settled | Exception | None]:
-    """`decide_unread` for several attempts of one decision, each on another question, in one statement.
+    """``decide_unread`` for several attempts of one decision, each on another question, in one statement.
 
     Returns what each attempt came to, in order, or ``None`` for one the statement wrote nothing
-    for: `decide_question` then decides it alone, as after `decide_unread`. The
+    for: ``decide_question`` then decides it alone, as after ``decide_unread``. The
     decisions share one moment; each has its own row on the trail, with its own decider,
     channel and note. Two questions of one chat wake it once, and bump it one version. A
     decided question whose row does not read back gets the error that says why, and only it.
@@ -498,11 +498,11 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
 
 
 _DECIDERS = ("decided_by", "decided_by_name", "channel")
-"""The columns of a question that say who decided it, through what (`decider_values`)."""
+"""The columns of a question that say who decided it, through what (``decider_values``)."""
 
 
 def _decide_unread_together(refuses_running: bool) -> Executable:
-    """The statement of `decide_unread_together`: `_decide_unread`'s, for each question the array
+    """The statement of ``decide_unread_together``: ``_decide_unread``'s, for each question the array
     ``given_question`` names, with the note and decider of the same place in ``given_note`` and ``given_<column>``;
     each decided question's call is bumped and its chat woken once, however many of its questions it decided."""
     names = ("question", "note", *_DECIDERS)

@@ -1,8 +1,8 @@
 """The journal of a stored chat: every change is one transaction, claims are leases on rows.
 
 Each transaction is a plain function of a SQLAlchemy ``Connection`` run by
-`Database.run_write` or `Database.run_read`; it reads and writes rows only. What
-it read reaches the chat as a `Changes` value, which the chat takes in
+``Database.run_write`` or ``Database.run_read``; it reads and writes rows only. What
+it read reaches the chat as a ``Changes`` value, which the chat takes in
 itself afterwards, on the event loop.
 """
 
@@ -64,7 +64,7 @@ from tarry.tasks import Task
 
 
 class Host(Protocol):
-    """What a `StoreJournal` uses of its [`Store`][tarry.store.Store] (read each time: they may change)."""
+    """What a ``StoreJournal`` uses of its [`Store`][tarry.store.Store] (read each time: they may change)."""
 
     db: Database
     owner: str
@@ -103,7 +103,7 @@ class CallRow:
     claimed: bool = False
     """True while this process holds the call's claim and must release it."""
     renewal: asyncio.Task[None] | None = None
-    """The renewal of a claim a decision took (``decide(claim=True)``), until `StoreJournal.hold_call` uses it."""
+    """The renewal of a claim a decision took (``decide(claim=True)``), until ``StoreJournal.hold_call`` uses it."""
     held_until: datetime | None = None
     """Until when that claim is known to hold: each renewal that finds it pushes this on (``None``: lost)."""
 
@@ -117,7 +117,7 @@ class StoreJournal:
     """The journal of one stored chat object: writes its changes and reads back what other processes wrote.
 
     What the store keeps to do that lives here, typed: the chat version this object holds in
-    full, the turn it holds or claimed early, and the `CallRow` of each call by call id.
+    full, the turn it holds or claimed early, and the ``CallRow`` of each call by call id.
     """
 
     def __init__(
@@ -132,7 +132,7 @@ class StoreJournal:
         """The row of a chat not yet in the database, written with its first message
         ([`Store.start_chat`][tarry.store.Store.start_chat])."""
         self._loaded = loaded
-        """Rows read when the chat was loaded, handed over by the first `refresh` without a statement."""
+        """Rows read when the chat was loaded, handed over by the first ``refresh`` without a statement."""
         self._holding_turn = False
         self._verified = False
         """A claim just confirmed the chat's version, so the next refresh need not ask again."""
@@ -143,7 +143,7 @@ class StoreJournal:
         self._check_at_claim: int | None = None
         """The chat version a refresh took as current without asking: the next call claims check it."""
         self._claimed_early: int | None = None
-        """The version a write wrote when it claimed the turn for the next `hold_turn`."""
+        """The version a write wrote when it claimed the turn for the next ``hold_turn``."""
         self._calls: dict[str, CallRow] = {}
         """The row behind each call this journal saved or read, by call id."""
 
@@ -160,7 +160,7 @@ class StoreJournal:
     def _wrote(self, version: int) -> bool:
         """After this process's own write: still up to date only if no other write came in between.
 
-        If one did, the version held is known to be behind: the next `refresh` reads the rows
+        If one did, the version held is known to be behind: the next ``refresh`` reads the rows
         without asking for the version first, and does not leave the check to a claim.
         """
         if self._seen == version - 1:
@@ -180,7 +180,7 @@ class StoreJournal:
         ``at_claim`` (the chat's next step claims calls) PostgreSQL asks nothing now: the claims that
         follow hold only while the chat is still at the version it holds, and are stale otherwise.
         A ``listing`` look right after [`Store.load_chat`][tarry.store.Store.load_chat] (the first look, within
-        `FRESH_FOR` seconds, before any other step) asks nothing either: the load has just read the rows. Every
+        ``FRESH_FOR`` seconds, before any other step) asks nothing either: the load has just read the rows. Every
         other look reads: the one that looks for a question the chat does not know, say.
         """
         tail: Tail | None
@@ -333,7 +333,7 @@ class StoreJournal:
         acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
         After a refresh that left the check to the claims (``at_claim``), it also holds only while
         the chat is at the version this object holds. A claim that the decision freeing the call
-        took (`decide` with ``claim``) is used as it is, without a statement of its own.
+        took (``decide`` with ``claim``) is used as it is, without a statement of its own.
         """
         row = self._calls[call_id]
         renewal = await self._take_early_claim(row)
@@ -376,7 +376,7 @@ class StoreJournal:
     async def hold_turn(self) -> AsyncIterator[bool]:
         """Claim the chat around one model request; yields ``False`` when another process holds it.
 
-        A turn that `append` or `save_call` already claimed costs no write here.
+        A turn that ``append`` or ``save_call`` already claimed costs no write here.
         """
         owner, lease, chat_id = self.store.owner, self._lease, self.chat_id
         version, self._claimed_early = self._claimed_early, None
@@ -403,7 +403,7 @@ class StoreJournal:
                 await self._release(chats, chat_id)
 
     async def release_unused(self) -> None:
-        """Give back every call a decision claimed that no `hold_call` used, and a turn claimed by a write
+        """Give back every call a decision claimed that no ``hold_call`` used, and a turn claimed by a write
         and never held (the chat did not ask the model after all).
 
         A call that cannot be given back is logged, not raised (the caller may be raising already): its
@@ -430,7 +430,7 @@ class StoreJournal:
                 await renewal
 
     def _keep_claim(self, row: CallRow, until: datetime) -> None:
-        """Keep the claim a decision just took on ``row``'s call, until ``until``: renew it until `hold_call`
+        """Keep the claim a decision just took on ``row``'s call, until ``until``: renew it until ``hold_call``
         uses it."""
         row.claimed, row.held_until = True, until
         row.renewal = asyncio.create_task(self._renew(tool_calls, row.id, row))
@@ -458,7 +458,7 @@ class StoreJournal:
     async def save_call(self, call_id: str, outcome: Outcome, *, first_question: int, claim_turn: bool = False) -> None:
         """Save a call's result, or its new pause and questions; releases the claim in the same transaction.
 
-        With ``claim_turn`` it also claims the turn for the next `hold_turn`, when it is free.
+        With ``claim_turn`` it also claims the turn for the next ``hold_turn``, when it is free.
         """
         row = self._calls[call_id]
         row_id, owner, chat_id, lease = row.id, self.store.owner, self.chat_id, self._lease
@@ -515,8 +515,8 @@ class StoreJournal:
     async def _write_holding_claim(self, write: Callable[[Connection], T], what: str, *, alone: bool = False) -> T:
         """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
 
-        ``alone``: ``write`` is one statement sent through `tarry.store.cursor` without a transaction
-        around it (`run_direct`).
+        ``alone``: ``write`` is one statement sent through ``tarry.store.cursor`` without a transaction
+        around it (``run_direct``).
 
         The tool has already run, so its result must not be lost to a dropped connection, nor to a
         deadlock the database broke by ending this write: the write is tried again with backoff (the
@@ -564,10 +564,10 @@ class StoreJournal:
         """Record the decision under the question's row lock (which checks the call as stored, not ``running``).
 
         When the chat held everything recorded before, it still does: the decision changed only
-        the question and the versions, so the next `refresh` need not read the rows again.
+        the question and the versions, so the next ``refresh`` need not read the rows again.
         With ``claim`` (the decision frees the call, and the chat carries it on next) PostgreSQL's
-        statement claims the call too when it stands as the chat holds it, so `hold_call`
-        need not; `release_unused` gives it back if the chat does not carry it on after all.
+        statement claims the call too when it stands as the chat holds it, so ``hold_call``
+        need not; ``release_unused`` gives it back if the chat does not carry it on after all.
         """
         self._fresh = None  # whatever comes of it, a decision that lost or was refused shows another writer
         row = None if question.tool_call is None else self._calls.get(question.tool_call.id)
@@ -749,7 +749,7 @@ def bump_chat(
 def bump_chat_claiming(
     connection: Connection, chat_id: str, owner: str, lease: timedelta, *, new_messages: int = 0, **changes: Any
 ) -> tuple[int, int, bool]:
-    """`bump_chat` that in the same statement claims the turn for ``owner``, as `take_turn` would.
+    """``bump_chat`` that in the same statement claims the turn for ``owner``, as ``take_turn`` would.
 
     Returns the new version, the first reserved position, and whether the turn was claimed.
     """
@@ -787,7 +787,7 @@ def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Execut
     """The chat's version bump that also sets ``columns`` (from ``new_<column>`` parameters), built once.
 
     ``held``: only while the ``holder`` parameter holds the turn. ``claim``: also claim the turn for
-    ``owner`` until ``until`` when no claim holds at ``now`` (`TURN_FREE`), and return whether it did.
+    ``owner`` until ``until`` when no claim holds at ``now`` (``TURN_FREE``), and return whether it did.
     """
     held_by = (chats.c.claimed_by == bindparam("holder"),) if held else ()
     claiming, claimed = claiming_turn() if claim else ({}, None)
@@ -1109,7 +1109,7 @@ _CHAT_AT_ONCE = text(
     f" (SELECT * FROM tarry_questions WHERE tool_call_id IN ({_CALLS_FROM}) UNION ALL"
     "  SELECT * FROM tarry_questions WHERE chat_id = :chat_id AND tool_call_id IS NULL) AS q) AS questions"
 )
-"""PostgreSQL: the chat's row and every row `fetch_tail` reads, as JSON arrays, in one statement.
+"""PostgreSQL: the chat's row and every row ``fetch_tail`` reads, as JSON arrays, in one statement.
 
 The questions are the calls' and the chat's own, each found through its index: written as one ``OR``,
 PostgreSQL scanned every question in the database.

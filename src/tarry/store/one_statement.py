@@ -98,7 +98,7 @@ def _reply_statement(
     questions_per_call: tuple[int, ...],
     question_columns: tuple[str, ...],
 ) -> Executable:
-    """The statement of `save_reply` for calls asking ``questions_per_call`` questions each, built once.
+    """The statement of ``save_reply`` for calls asking ``questions_per_call`` questions each, built once.
 
     When the version bump finds the turn lost, it returns no row, so nothing is inserted.
     """
@@ -145,7 +145,7 @@ def save_user_message(
 
 @functools.lru_cache(maxsize=8)
 def _user_message_statement(message_columns: tuple[str, ...], claim: bool) -> Executable:
-    """The statement of `save_user_message` for a message of ``message_columns``, built once.
+    """The statement of ``save_user_message`` for a message of ``message_columns``, built once.
 
     The version bump compares the chat's version (PostgreSQL checks it again on the newest row when
     it waited for another writer's lock), and a new question of the user ends an earlier cancellation.
@@ -169,7 +169,7 @@ def save_first_message(connection: Sendable, *, chat: dict[str, Any], message: M
 
 @functools.lru_cache(maxsize=8)
 def _first_message_statement(chat_columns: tuple[str, ...], message_columns: tuple[str, ...]) -> Executable:
-    """The statement of `save_first_message` for a chat row of ``chat_columns``, built once."""
+    """The statement of ``save_first_message`` for a chat row of ``chat_columns``, built once."""
     given = {column: bindparam("ch_" + column, type_=chats.c[column].type) for column in chat_columns}
     created = insert(chats).values(given).returning(*_BUMPED).cte("created")
     message = _message_after(created, message_columns)
@@ -207,7 +207,7 @@ def save_result(
 
 @functools.lru_cache(maxsize=8)
 def _result_statement(message_columns: tuple[str, ...], claim: bool) -> Executable:
-    """The statement of `save_result` for a message of ``message_columns``, built once.
+    """The statement of ``save_result`` for a message of ``message_columns``, built once.
 
     It locks the held call first, as a decision does (the call's row, then the chat's), bumps the chat
     only if it found the call, inserts the message only if it bumped the chat, and closes the call with

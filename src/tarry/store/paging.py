@@ -54,9 +54,9 @@ def encode_cursor(position: Position) -> str:
 
 
 def decode_cursor(cursor: str) -> Position:
-    """The position a cursor from `encode_cursor` holds.
+    """The position a cursor from ``encode_cursor`` holds.
 
-    Raises `ValueError` naming the cursor when it was not made by `encode_cursor`.
+    Raises ``ValueError`` naming the cursor when it was not made by ``encode_cursor``.
     """
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
@@ -69,7 +69,7 @@ def decode_cursor(cursor: str) -> Position:
 
 
 def check_limit(limit: int | None) -> None:
-    """Raise `ValueError` unless ``limit`` is ``None`` or a positive int."""
+    """Raise ``ValueError`` unless ``limit`` is ``None`` or a positive int."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
 
@@ -124,7 +124,7 @@ def _statement(one_chat: bool, limited: bool, phase: str) -> Select[Any]:
 
 
 def position_of(row: Any) -> Position:
-    """The position of a row of `pending_query`."""
+    """The position of a row of ``pending_query``."""
     return Position(row["tool_call_id"] or 0, row["number"], row["id"] if row["tool_call_id"] is None else "")
 
 

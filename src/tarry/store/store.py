@@ -477,12 +477,12 @@ class Store:
         claim: ClaimAlong | None = None,
         on_claimed: Callable[[], None] | None = None,
     ) -> Settled:
-        """Record a decision (`decide_question`), log it and run the decision hooks.
+        """Record a decision (``decide_question``), log it and run the decision hooks.
 
         ``known``: the question as a chat object holds it, which spares PostgreSQL's common case its read.
         ``unread``: an approval or a decline, whose answer needs no fields, which spares it too
-        (`decide_unread`). ``claim``: the decision's statement may also claim
-        the question's call (`ClaimAlong`); when it did, ``on_claimed``
+        (``decide_unread``). ``claim``: the decision's statement may also claim
+        the question's call (``ClaimAlong``); when it did, ``on_claimed``
         is called as the statement ends, before the hooks run (a cancelled caller's too), so the claim is
         kept from then on.
 

@@ -5,7 +5,7 @@
 as plain tool results); questions reach them as ``elicitation/create`` on the request that
 waits (the call itself, or ``tasks/result`` with the related-task ``_meta``). 2026-07-28
 clients get input requests (multi-round-trip requests) whose ``requestState`` is signed
-(`tarry.mcp.serving.request_state`) and bound to the call's stored chat.
+(``tarry.mcp.serving.request_state``) and bound to the call's stored chat.
 """
 
 from __future__ import annotations

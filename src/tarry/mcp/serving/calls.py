@@ -1,7 +1,7 @@
 """``ServedCalls``: running served tool calls as stored chats, and what their MCP tasks look like now.
 
 Every ``tools/call`` becomes a stored chat of the agent [`ServedCalls.agent`][tarry.mcp.serving.ServedCalls.agent] (the
-tools plus `CallModel`), so the call is claimed, leased,
+tools plus ``CallModel``), so the call is claimed, leased,
 paused and resumed exactly as a model's tool call is. This module knows nothing of the wire:
 the MCP front end (``app.py``) asks it to start calls, read their state and record answers.
 """
