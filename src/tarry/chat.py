@@ -64,10 +64,9 @@ class Chat:
 
     ``complete()`` runs every call that can run, resumes every paused task once, and parks
     (returns normally) when the remaining calls wait on a person or on unfinished work.
-    ``max_concurrency`` bounds how many calls of one turn run at once. ``journal`` is where the
-    chat writes its changes and reads what other processes wrote (a ``Journal``
-    that serves this one chat object, spoken to in ids and values): leave it out for a chat in
-    memory; a [`Store`][tarry.store.Store] gives each chat it creates or loads a journal of its own.
+    ``max_concurrency`` bounds how many calls of one turn run at once. Leave ``journal`` out: a
+    chat made here lives in memory, and one a [`Store`][tarry.store.Store] creates or loads saves
+    each change as it happens and sees what other processes recorded.
     """
 
     def __init__(
@@ -133,15 +132,16 @@ class Chat:
         wait when the chat parks. On a chat with nothing to do it returns the last reply
         without calling the model.
 
-        ``approve`` approves those questions first (each as [`approve`][tarry.Chat.approve] would, ``by`` and
-        ``channel`` saying who and through what, ``"code"`` unless given), in one write fewer
-        per call they free: on PostgreSQL, the statement that records the approval of the last
-        question a call waits on also claims the call for this chat object, so the call runs
-        without a claim of its own. An approval that another decision beat is not an error
-        here: the chat carries on from that decision (the question shows which it was). The
-        errors of [`approve`][tarry.Chat.approve] are raised before the chat carries on; approvals recorded
-        before the error stay recorded.
+        ``approve`` approves those questions first (each as [`approve`][tarry.Chat.approve] would,
+        ``by`` and ``channel`` saying who and through what, ``"code"`` unless given), then carries
+        on; on PostgreSQL that is quicker than [`approve`][tarry.Chat.approve], then ``complete()``.
+        An approval that another decision beat is not an error here: the chat carries on from that
+        decision (the question shows which it was). The errors of [`approve`][tarry.Chat.approve]
+        are raised before the chat carries on; approvals recorded before the error stay recorded.
         """
+        # On PostgreSQL, the statement that records the approval of the last question a call
+        # waits on also claims the call for this chat object, so the call runs without a claim
+        # of its own: one write fewer per call freed (see _decide's frees).
         approving = _Approvals.of("complete", approve, by, channel)
         try:
             await self._approve_first(approving)

@@ -68,8 +68,9 @@ class Store:
     commit (SQLite ``synchronous=NORMAL``, PostgreSQL ``synchronous_commit=off``), so a power
     cut can undo the last commits, a claim among them. ``may_decide(principal, question) -> bool``
     says who may decide an approval whose [`Approval`][tarry.approvals.Approval] policy names ``by``
-    (a plain function: it runs inside the decision's transaction). The store's engine belongs to the event
-    loop that first uses it; use it as ``async with Store() as store:`` or call [`close`][tarry.store.Store.close].
+    (a plain function, called while the decision is being recorded: keep it quick). A store belongs to the
+    event loop that first uses it; use it as ``async with Store() as store:`` or call
+    [`close`][tarry.store.Store.close].
 
     Synchronous code uses ``with Store() as store:`` and the ``_sync`` twin of each verb
     (``store.setup_sync()``, ``store.approve_sync(id)``, …), which run on one event loop per thread.
@@ -128,7 +129,7 @@ class Store:
         """Raise the [`StoreError`][tarry.errors.StoreError] that using this store would raise, if any.
 
         That is: the database cannot be reached, is damaged, or has no schema or one this tarry
-        cannot use. Every store checks once, before its first transaction; call this to fail
+        cannot use. Every store checks once, before it first reads or writes; call this to fail
         early, as ``tarry worker`` and ``tarry db check`` do before they start.
         """
         await self.db.check_schema()
@@ -188,13 +189,15 @@ class Store:
         agent: Agent | str | None = None,
     ) -> Chat:
         """A new chat that asks ``text`` at once: [`create_chat`][tarry.store.Store.create_chat], then
-        [`Chat.ask`][tarry.Chat.ask], in one write fewer.
+        [`Chat.ask`][tarry.Chat.ask], quicker.
 
-        The chat's row and the user's message are saved together, before the model is called, so
-        the chat is in the database from its first message on, and not at all when ``text`` is
-        refused. Returns the chat as [`Chat.ask`][tarry.Chat.ask] leaves it (its reply is ``chat.last_reply``).
-        An error after that write (the model's, say) carries a note naming the saved chat's id.
+        The chat and the user's message are saved together, before the model is called, so the
+        chat is in the database from its first message on, and not at all when ``text`` is
+        refused. Returns the chat as [`Chat.ask`][tarry.Chat.ask] leaves it (its reply is
+        ``chat.last_reply``). An error after the chat is saved (the model's, say) carries a note
+        naming the saved chat's id.
         """
+        # One write fewer than create_chat and ask: the chat's row goes with its first message.
         chat, journal, row = self._new_chat(model, tools, instructions, tool_choice, settings, max_concurrency, agent)
         journal.save_with_first_message(row)
         try:
@@ -313,7 +316,7 @@ class Store:
     async def chat_version(self, chat_id: str) -> int:
         """A number that grows whenever anything about the chat is recorded: a message, a call, a question, a decision.
 
-        One indexed read, for noticing a change cheaply (a page that refreshes itself, say).
+        Cheap enough to call often, to notice a change (a page that refreshes itself, say).
         Raises [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown id.
         """
         found = None
@@ -335,8 +338,8 @@ class Store:
 
         Lists every chat's questions unless ``chat_id`` names one. ``limit`` makes it one page
         of at most that many; the page's ``next_cursor``, passed back as ``cursor``, gives the
-        next one (``None`` after the last). Each page is one indexed query, however many
-        questions were asked before it.
+        next one (``None`` after the last). A page takes as long however many questions were
+        asked before it.
         """
         check_limit(limit)
         after = None if cursor is None else decode_cursor(cursor)
