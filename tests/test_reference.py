@@ -1,19 +1,27 @@
 """The API reference (docs/reference, built by mkdocstrings) covers every public module;
-every public name has a docstring.
+every public name has a docstring; no docstring holds a Sphinx role the site would show raw.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# The site renders Markdown docstrings: a cross-reference is [`Store`][tarry.store.Store], never :class:`Store`.
+SPHINX_ROLE = re.compile(r":(?:py:)?(?:meth|class|func|attr|data|const|obj|mod|exc|ref|doc|term|any):`[^`]*`")
 MODULES = [
     "tarry",
     "tarry.store",
+    "tarry.messages",
+    "tarry.tools",
+    "tarry.fields",
     "tarry.models",
     "tarry.mcp",
     "tarry.mcp.serving",
@@ -23,6 +31,7 @@ MODULES = [
     "tarry.errors",
     "tarry.approvals",
     "tarry.principals",
+    "tarry.clock",
 ]
 
 
@@ -30,7 +39,13 @@ def public_names(module_name: str) -> list[str]:
     module = importlib.import_module(module_name)
     names = getattr(module, "__all__", None)
     if names is None:
-        names = [name for name, value in vars(module).items() if not name.startswith("_") and inspect.isclass(value)]
+        names = [
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("_")
+            and (inspect.isclass(value) or inspect.isfunction(value))
+            and value.__module__ == module_name
+        ]
     return list(names)
 
 
@@ -71,3 +86,38 @@ def test_every_guide_page_is_in_the_site() -> None:
     site = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     for page in (ROOT / "docs").glob("*.md"):
         assert f": {page.name}\n" in site, f"mkdocs.yml does not list docs/{page.name}"
+
+
+def docstrings(path: Path) -> Iterator[tuple[int, str]]:
+    """Each string statement of a source file (the docstrings of its module, classes, functions and attributes)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            yield node.lineno, node.value.value
+
+
+def runtime_docstrings(module_name: str) -> Iterator[tuple[str, str]]:
+    """The ``__doc__`` of each public name of a module and of its classes' members, made at import time too."""
+    module = importlib.import_module(module_name)
+    for name in public_names(module_name):
+        value = getattr(module, name)
+        yield f"{module_name}.{name}", inspect.getdoc(value) or ""
+        if inspect.isclass(value):
+            for member, attribute in vars(value).items():
+                if not member.startswith("_"):
+                    yield f"{module_name}.{name}.{member}", inspect.getdoc(attribute) or ""
+
+
+def test_no_docstring_holds_a_sphinx_role() -> None:
+    left = [
+        f"{path.relative_to(ROOT)}:{line + text.count(chr(10), 0, role.start())}: {role.group(0)}"
+        for path in sorted((ROOT / "src" / "tarry").rglob("*.py"))
+        for line, text in docstrings(path)
+        for role in SPHINX_ROLE.finditer(text)
+    ]
+    left += [
+        f"{where}: {role.group(0)}"
+        for module_name in MODULES
+        for where, text in runtime_docstrings(module_name)
+        for role in SPHINX_ROLE.finditer(text)
+    ]
+    assert not left, "Sphinx roles the site shows raw; write [`Name`][dotted.path] instead:\n" + "\n".join(left)

@@ -16,7 +16,7 @@ ModelFactory = Callable[[], Model]
 class Agent:
     """A named chat definition: its model, its tools, its instructions, its tool choice and model settings.
 
-    ``model`` is a :class:`~tarry.messages.Model`, a ``"provider:model"`` string, or a function
+    ``model`` is a [`Model`][tarry.messages.Model], a ``"provider:model"`` string, or a function
     of no arguments that makes a model for each chat. A stored chat made from an agent
     (``store.create_chat(agent=support)``) records the agent's name, so a worker that is given
     the agent rebuilds the chat with the same model and tools. ``tool_choice`` and ``settings``

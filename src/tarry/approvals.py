@@ -1,6 +1,6 @@
 """Approval policies: who may decide a call's approval, and how many distinct people must approve it.
 
-The rule is one pure function, :func:`judge`, that both an in-memory chat and the store apply
+The rule is one pure function, [`judge`][tarry.approvals.judge], that both an in-memory chat and the store apply
 under their lock, so a policy means the same wherever a decision is made.
 """
 
@@ -50,7 +50,7 @@ class Approval:
 
     ``requires_approval = Approval(count=2, by="finance")`` is the four-eyes rule: the call runs
     only after two different principals approved it, each admitted by the application's
-    ``may_decide(principal, question)`` (given to the :class:`~tarry.store.Store`), which reads
+    ``may_decide(principal, question)`` (given to the [`Store`][tarry.store.Store]), which reads
     ``question.policy.by`` to know which group is meant. Any one allowed decline ends the call.
     ``by=None`` lets anyone decide. A decision without an identity, or by a self-declared one
     (a :class:`~tarry.principals.Principal` with ``verified=False``), cannot satisfy a policy
@@ -72,7 +72,7 @@ class Approval:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Approval:
-        """The policy :meth:`to_dict` wrote."""
+        """The policy [`to_dict`][tarry.approvals.Approval.to_dict] wrote."""
         return cls(count=int(data.get("count", 1)), by=data.get("by"))
 
 
@@ -89,7 +89,7 @@ class Vote:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Vote:
-        """The vote :meth:`to_dict` wrote."""
+        """The vote [`to_dict`][tarry.approvals.Vote.to_dict] wrote."""
         return cls(Principal(str(data["id"]), data.get("name")), datetime.fromisoformat(str(data["at"])))
 
 
@@ -103,7 +103,8 @@ def judge(
     principal: Principal | None,
     may_decide: MayDecide | None,
 ) -> Verdict:
-    """Apply the question's approval policy to one decision; raises :class:`NotAllowedError` when it refuses.
+    """Apply the question's approval policy to one decision; raises [`NotAllowedError`][tarry.errors.NotAllowedError]
+    when it refuses.
 
     Call it under the lock, after the question was found open. A cancellation (the chat's own)
     is never refused.

@@ -74,7 +74,7 @@ class CallRecord:
 
 
 class CallState(Enum):
-    """Where a tool call stands, as :func:`call_state` computes it from its record."""
+    """Where a tool call stands, as ``call_state`` computes it from its record."""
 
     WAITS_ON_APPROVAL = "waits on approval"
     """A person has not approved the call yet."""
@@ -92,7 +92,7 @@ class CallState(Enum):
 
 @dataclass(frozen=True)
 class Standing:
-    """A call's :class:`CallState`, with the words of its error result when it :attr:`~CallState.CLOSES`."""
+    """A call's ``CallState``, with the words of its error result when it ``CLOSES``."""
 
     state: CallState
     reason: str | None = None
@@ -141,9 +141,9 @@ def check_decision(question: Question, decision: Decision, *, running: bool, clo
     """Whether a decision may be recorded on ``question`` now, in DESIGN's order of checks.
 
     Returns ``False`` when another decision came first, or when the question's call has
-    already ended (an old question is never answered anew); raises :class:`QuestionExpiredError`
-    when the question lapsed, and :class:`ToolCallRunningError` for declining a question
-    whose call runs right now.
+    already ended (an old question is never answered anew); raises
+    [`QuestionExpiredError`][tarry.errors.QuestionExpiredError] when the question lapsed, and
+    [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] for declining a question whose call runs right now.
     """
     if question.decision is not None:
         return False

@@ -25,11 +25,11 @@ class CallChange:
     state_changed: bool
     """The saved pause state changed since the chat last read it: the chat rebuilds the task from ``state``."""
     state: Mapping[str, Any] | None
-    """The saved pause state (:meth:`~tarry.Task.to_dict`), or ``None`` when the call never paused."""
+    """The saved pause state ([`to_dict`][tarry.Task.to_dict]), or ``None`` when the call never paused."""
     waiting_on: frozenset[str]
     """The ids of the questions the call's paused task waits on."""
     result: Message | None = None
-    """The call's result, one of the :attr:`Changes.messages` (``None`` while the call is open)."""
+    """The call's result, one of the ``Changes.messages`` (``None`` while the call is open)."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,8 @@ class Changes:
 def rebuild_task(chat_id: str, call: ToolCall, state: Mapping[str, Any] | None, tool: Tool | None) -> Task | None:
     """The paused task ``state`` describes, rebuilt by ``tool`` (``Task.load`` when the tool is unknown).
 
-    Raises :class:`CorruptStateError` naming the chat and the call when the state cannot be loaded.
+    Raises [`CorruptStateError`][tarry.errors.CorruptStateError] naming the chat and the call when the state cannot be
+    loaded.
     """
     if state is None:
         return None

@@ -64,10 +64,9 @@ class Chat:
 
     ``complete()`` runs every call that can run, resumes every paused task once, and parks
     (returns normally) when the remaining calls wait on a person or on unfinished work.
-    ``max_concurrency`` bounds how many calls of one turn run at once. ``journal`` is where the
-    chat writes its changes and reads what other processes wrote (a :class:`~tarry.journal.Journal`
-    that serves this one chat object, spoken to in ids and values): leave it out for a chat in
-    memory; a :class:`~tarry.store.Store` gives each chat it creates or loads a journal of its own.
+    ``max_concurrency`` bounds how many calls of one turn run at once. Leave ``journal`` out: a
+    chat made here lives in memory, and one a [`Store`][tarry.store.Store] creates or loads saves
+    each change as it happens and sees what other processes recorded.
     """
 
     def __init__(
@@ -111,9 +110,9 @@ class Chat:
     # The verbs
 
     async def ask(self, text: str) -> Message | None:
-        """Add a user message, then :meth:`complete`; returns the last assistant message.
+        """Add a user message, then [`complete`][tarry.Chat.complete]; returns the last assistant message.
 
-        Raises :class:`PendingToolCallsError`, recording nothing, while calls wait.
+        Raises [`PendingToolCallsError`][tarry.errors.PendingToolCallsError], recording nothing, while calls wait.
         """
         current = await self._add_user_message(text, "ask")
         async for _ in self._run(stream=False, once=False, current=current):
@@ -133,15 +132,16 @@ class Chat:
         wait when the chat parks. On a chat with nothing to do it returns the last reply
         without calling the model.
 
-        ``approve`` approves those questions first (each as :meth:`approve` would, ``by`` and
-        ``channel`` saying who and through what, ``"code"`` unless given), in one write fewer
-        per call they free: on PostgreSQL, the statement that records the approval of the last
-        question a call waits on also claims the call for this chat object, so the call runs
-        without a claim of its own. An approval that another decision beat is not an error
-        here: the chat carries on from that decision (the question shows which it was). The
-        errors of :meth:`approve` are raised before the chat carries on; approvals recorded
-        before the error stay recorded.
+        ``approve`` approves those questions first (each as [`approve`][tarry.Chat.approve] would,
+        ``by`` and ``channel`` saying who and through what, ``"code"`` unless given), then carries
+        on; on PostgreSQL that is quicker than [`approve`][tarry.Chat.approve], then ``complete()``.
+        An approval that another decision beat is not an error here: the chat carries on from that
+        decision (the question shows which it was). The errors of [`approve`][tarry.Chat.approve]
+        are raised before the chat carries on; approvals recorded before the error stay recorded.
         """
+        # On PostgreSQL, the statement that records the approval of the last question a call
+        # waits on also claims the call for this chat object, so the call runs without a claim
+        # of its own: one write fewer per call freed (see _decide's frees).
         approving = _Approvals.of("complete", approve, by, channel)
         try:
             await self._approve_first(approving)
@@ -170,12 +170,13 @@ class Chat:
         by: str | Principal | None = None,
         channel: Channel | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """Like :meth:`ask` (or :meth:`complete` without ``text``), yielding the model's replies as they stream.
+        """Like [`ask`][tarry.Chat.ask] (or [`complete`][tarry.Chat.complete] without ``text``), yielding the model's
+        replies as they stream.
 
-        Yields :class:`~tarry.messages.TextDelta` pieces, :class:`~tarry.messages.ToolCallEvent`
-        for each call, and :class:`~tarry.messages.MessageDone` with every recorded reply.
+        Yields [`TextDelta`][tarry.messages.TextDelta] pieces, [`ToolCallEvent`][tarry.messages.ToolCallEvent]
+        for each call, and [`MessageDone`][tarry.messages.MessageDone] with every recorded reply.
         The transcript afterwards is the same as without streaming. ``approve``, ``by`` and
-        ``channel`` approve questions first, as :meth:`complete` does; not with ``text``.
+        ``channel`` approve questions first, as [`complete`][tarry.Chat.complete] does; not with ``text``.
         """
         approving = _Approvals.of("stream", approve, by, channel)
         if text is not None and approving.questions:
@@ -223,15 +224,18 @@ class Chat:
         channel: Channel = "code",
         **values: Any,
     ) -> bool:
-        """Answer ``question`` (a :class:`Question` or its id); answering an approval approves it.
+        """Answer ``question`` (a [`Question`][tarry.Question] or its id); answering an approval approves it.
 
         A positional value answers a one-field question, keywords answer fields by name (a
         field named ``by`` or ``channel`` is answered through a dict as the value). ``by`` says
-        who decides (an identity or a :class:`~tarry.principals.Principal`; ``None``: recorded
+        who decides (an identity or a [`Principal`][tarry.principals.Principal]; ``None``: recorded
         as nobody known), ``channel`` through what. Returns ``True`` when this call recorded
         the decision (or, for an approval that needs several people, counted this approval)
-        and ``False`` when another decision came first. Raises :class:`UnknownQuestionError`,
-        :class:`InvalidAnswerError`, :class:`QuestionExpiredError` or :class:`NotAllowedError`.
+        and ``False`` when another decision came first. Raises
+        [`UnknownQuestionError`][tarry.errors.UnknownQuestionError],
+        [`InvalidAnswerError`][tarry.errors.InvalidAnswerError],
+        [`QuestionExpiredError`][tarry.errors.QuestionExpiredError] or
+        [`NotAllowedError`][tarry.errors.NotAllowedError].
         """
         target = await self._find(question)
         accepted = target.check_answer(value, values)
@@ -240,7 +244,7 @@ class Chat:
     async def approve(
         self, question: Question | str, *, by: str | Principal | None = None, channel: Channel = "code"
     ) -> bool:
-        """Approve ``question``; same arguments, return value and errors as :meth:`answer`."""
+        """Approve ``question``; same arguments, return value and errors as [`answer`][tarry.Chat.answer]."""
         target = await self._find(question)
         principal, through = principal_of(by), check_channel(channel)
         return await self._decide(target, "accept", target.check_answer(), None, principal, through)
@@ -255,7 +259,7 @@ class Chat:
     ) -> bool:
         """Decline ``question``; the note reaches the model with the declined result.
 
-        Raises :class:`ToolCallRunningError` when the question's call runs right now.
+        Raises [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] when the question's call runs right now.
         """
         check_note(note)
         principal, through = principal_of(by), check_channel(channel)
@@ -378,8 +382,8 @@ class Chat:
     async def _close_unused(self, record: CallRecord, questions: list[Question], note: str) -> None:
         """Cancel, through the ``code`` channel, those of ``questions`` still open: asked by a run of the call's
         tool that stopped, and not asked again by the run of it this process holds, they are answered by nobody.
-        A person's answer that comes first is kept (and unused). Raises :class:`ClaimLostError` once this
-        process no longer holds the call, cancelling nothing."""
+        A person's answer that comes first is kept (and unused). Raises [`ClaimLostError`][tarry.errors.ClaimLostError]
+        once this process no longer holds the call, cancelling nothing."""
         now = utcnow()
         unused = [question for question in questions if question.is_open(now)]
         if not unused:
@@ -426,7 +430,7 @@ class Chat:
         whether anything had changed.
 
         ``at_claim``: the chat's next step claims calls, which may check instead; ``listing``: the look
-        only lists what the chat waits on (see :meth:`Journal.refresh`).
+        only lists what the chat waits on (see ``Journal.refresh``).
         """
         start = _tail_start(self.messages)
         asked = {name: True for name, given in (("at_claim", at_claim), ("listing", listing)) if given}
@@ -440,7 +444,7 @@ class Chat:
         """Make the chat what ``changes`` holds, keeping the questions and records callers already hold.
 
         The changed tasks are rebuilt first, so a state that cannot be loaded
-        (:class:`~tarry.errors.CorruptStateError`) leaves the chat as it was.
+        ([`CorruptStateError`][tarry.errors.CorruptStateError]) leaves the chat as it was.
         """
         tasks = {}
         for change in changes.calls:
@@ -470,7 +474,7 @@ class Chat:
         """Record a decision through the journal, then take it onto ``question``; False when another came first.
 
         ``frees``: the chat carries on next, so when this decision leaves a call that has not run yet
-        waiting on nothing else, the journal may claim the call with it (see :meth:`Journal.decide`),
+        waiting on nothing else, the journal may claim the call with it (see ``Journal.decide``),
         unless the chat must first load tools or wait on a question of its own.
         """
         record = self.record_of(question)
@@ -583,7 +587,7 @@ class Chat:
     async def _load_tools_or_park(self) -> bool:
         """Load the tool sources' tools; ``False`` when the chat waits on a question of its own instead.
 
-        A source that needs a person first (:class:`~tarry.questions.AnswerNeeded`: a login)
+        A source that needs a person first (``AnswerNeeded``: a login)
         is asked again only once the chat's last own question was answered, or lapsed; a
         declined or cancelled one stops the chat until the user asks something new.
         """
@@ -627,7 +631,7 @@ class Chat:
 
     def _refuse_missing_tools(self, missing: list[str]) -> None:
         """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks
-        (``missing``, from :meth:`_missing_tools`).
+        (``missing``, from ``_missing_tools``).
 
         Carrying it on would close it as an unknown tool and use up its approval or answer. A call
         that still waits, or that closes without its tool (declined, lapsed), is no reason to refuse.
@@ -1037,7 +1041,7 @@ _RAN_AGAIN = "The run of the tool that asked this stopped; the run that took the
 @dataclass
 class _Run:
     """One run of a call's tool: what the run it repeats asked and this one has not asked again yet, in order
-    (see :meth:`Chat._ask_live`), and the id of the question this run asked last."""
+    (see ``Chat._ask_live``), and the id of the question this run asked last."""
 
     repeats: list[Question]
     last_asked: str | None = None
@@ -1097,7 +1101,7 @@ def _tools_by_name(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool
 
 
 def _is_source(item: object) -> TypeGuard[ToolSource]:
-    """Whether ``item`` supplies tools; a :class:`Tool` does only if it also lists tools, which is quicker to ask
+    """Whether ``item`` supplies tools; a [`Tool`][tarry.Tool] does only if it also lists tools, which is quicker to ask
     than the protocol (about 10 µs a check)."""
     return hasattr(item, "list_tools") if isinstance(item, Tool) else isinstance(item, ToolSource)
 

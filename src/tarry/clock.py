@@ -16,7 +16,8 @@ _offset = timedelta()
 
 
 def utcnow() -> datetime:
-    """The current time, aware, in UTC, plus however far :func:`advance` moved this process's clock."""
+    """The current time, aware, in UTC, plus however far
+    [`advance_clock`][tarry.testing.advance_clock] moved this process's clock (in tests)."""
     return datetime.now(UTC) + _offset
 
 

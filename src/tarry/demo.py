@@ -1,16 +1,16 @@
 """``tarry demo``: one chat whose tool calls wait, carried across three real processes on SQLite.
 
-The model (a :class:`~tarry.testing.ScriptedModel`, so no network and no keys) calls three
+The model (a [`ScriptedModel`][tarry.testing.ScriptedModel], so no network and no keys) calls three
 tools in one turn:
 
 - ``transfer_money`` needs a person's approval before it runs;
 - ``book_table`` asks a person when to book, then books;
-- ``render_video`` returns a :class:`~tarry.Task` that finishes on a later ``complete()``.
+- ``render_video`` returns a [`Task`][tarry.Task] that finishes on a later ``complete()``.
 
 The story is seed 004's: one process runs the chat until it parks; a second lists what waits
 from the database alone and answers; a third carries the chat on to the final reply. Each
 part runs as ``python -m tarry.demo PART URL [CHAT_ID]`` in its own OS process; ``tarry demo``
-starts them one after the other and prints what each says. A :class:`Narrator` does the printing.
+starts them one after the other and prints what each says. A ``Narrator`` does the printing.
 """
 
 from __future__ import annotations

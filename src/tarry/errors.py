@@ -1,4 +1,4 @@
-"""The exceptions tarry raises. Every one is a :class:`TarryError`."""
+"""The exceptions tarry raises. Every one is a [`TarryError`][tarry.errors.TarryError]."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class ToolCallError(TarryError):
 
     The call's result is ``{"error": message, **details}`` (details are JSON values), where any
     other exception gives ``{"error": "The <tool> call raised <Type>: <message>"}``. Front ends
-    read the details: the MCP server's :class:`tarry.mcp.ProtocolError` is one.
+    read the details: the MCP server's [`tarry.mcp.ProtocolError`][tarry.mcp.ProtocolError] is one.
     """
 
     def __init__(self, message: str, **details: Any) -> None:

@@ -22,8 +22,10 @@ from tarry.patterns import ecma_pattern
 from tarry.text import unstorable
 
 FieldType = Literal["string", "number", "integer", "boolean", "array"]
+"""The JSON Schema type of a field's value."""
 FIELD_TYPES: tuple[FieldType, ...] = ("string", "number", "integer", "boolean", "array")
 FORMATS = ("email", "uri", "date", "date-time")
+"""The formats a string field may check, as JSON Schema names them."""
 DEFAULT_MAX_LENGTH = 10_000
 """The most characters a string field takes when it sets no ``max_length`` of its own."""
 _BOOLEAN_WORDS = ("true", "on", "yes", "1", "false", "off", "no", "0")
@@ -100,12 +102,12 @@ class Field:
     field picks several of its choices, and ``min_length``/``max_length`` then bound how
     many. A single choice with titles is written as ``oneOf``; ``legacy_titles`` writes it as
     ``enum`` with ``enumNames`` instead, the form deprecated in MCP 2025-11-25 that older peers
-    still send and read. A string field without ``max_length`` takes at most :data:`DEFAULT_MAX_LENGTH`
-    characters. ``pattern`` is an ECMA-262 regular expression, searched for anywhere in the
-    value as JSON Schema says (anchor it with ``^…$``). The attributes cover what an MCP
+    still send and read. A string field without ``max_length`` takes at most
+    [`DEFAULT_MAX_LENGTH`][tarry.fields.DEFAULT_MAX_LENGTH] characters. ``pattern`` is an ECMA-262 regular expression,
+    searched for anywhere in the value as JSON Schema says (anchor it with ``^…$``). The attributes cover what an MCP
     ``requestedSchema`` can say, so a field maps to a JSON schema property and back without
-    loss (:meth:`to_schema`, :meth:`from_schema`). A ``secret`` field (a password, a one-time
-    code) is checked and handed to the tool like any other, but kept out of the audit trail
+    loss ([`to_schema`][tarry.Field.to_schema], [`from_schema`][tarry.Field.from_schema]). A ``secret`` field (a
+    password, a one-time code) is checked and handed to the tool like any other, but kept out of the audit trail
     and of logs (its schema says ``writeOnly``).
 
     >>> Field("integer", minimum=1, maximum=5).check("3")
@@ -239,7 +241,7 @@ class Field:
     def coerce(self, value: Any) -> Any:
         """Turn a web form's strings into this field's type where that is unambiguous.
 
-        A value that cannot be coerced is returned as it is, for :meth:`problem` to name.
+        A value that cannot be coerced is returned as it is, for [`problem`][tarry.Field.problem] to name.
         """
         if self.type == "array" and isinstance(value, str):
             return [value]

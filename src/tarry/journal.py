@@ -36,7 +36,7 @@ class Journal(Protocol):
 
         Yields ``None`` when nothing changed. The chat takes the changes in within the block;
         the journal counts them as held only when the block ends without an error. ``at_claim``:
-        the chat's next step claims calls (:meth:`hold_call`), so the journal may skip the look
+        the chat's next step claims calls (``hold_call``), so the journal may skip the look
         and have those claims check instead that nothing changed (they are ``STALE`` if it did).
         ``listing``: the look only lists what the chat waits on, so a journal that has just read
         every row may answer from them. The chat passes each keyword only when it is true.
@@ -47,8 +47,8 @@ class Journal(Protocol):
         """Save a new user or assistant message, with the records of the calls it makes.
 
         With ``claim_turn`` the same transaction also claims the turn, when it is free, for the
-        next :meth:`hold_turn`. Returns whether the chat now holds everything recorded (no other
-        process wrote since it last looked), so the chat can skip its next :meth:`refresh`.
+        next ``hold_turn``. Returns whether the chat now holds everything recorded (no other
+        process wrote since it last looked), so the chat can skip its next ``refresh``.
         """
         ...
 
@@ -65,13 +65,13 @@ class Journal(Protocol):
 
         The new questions are numbered from ``first_question`` (how many the call asked before).
         With ``claim_turn`` the same transaction claims the turn, when it is free, for the next
-        :meth:`hold_turn` (the chat asks for it when this result closes its last open call).
+        ``hold_turn`` (the chat asks for it when this result closes its last open call).
         """
         ...
 
     async def release_unused(self) -> None:
-        """Give back a turn that :meth:`append` or :meth:`save_call` claimed and no :meth:`hold_turn` used, and
-        the calls that :meth:`decide` claimed and no :meth:`hold_call` used."""
+        """Give back a turn that ``append`` or ``save_call`` claimed and no ``hold_turn`` used, and
+        the calls that ``decide`` claimed and no ``hold_call`` used."""
         ...
 
     async def decide(
@@ -87,17 +87,17 @@ class Journal(Protocol):
         closed: bool,
         claim: bool = False,
     ) -> Question | None:
-        """Record a decision on ``question`` unless another came first; checks as :func:`check_decision`.
+        """Record a decision on ``question`` unless another came first; checks as ``check_decision``.
 
         ``running`` and ``closed`` say whether the question's call runs right now, or has ended,
         as far as the chat knows. Then applies the question's approval policy
-        (:func:`~tarry.approvals.judge`): raises :class:`~tarry.errors.NotAllowedError`, or only
+        ([`judge`][tarry.approvals.judge]): raises [`NotAllowedError`][tarry.errors.NotAllowedError], or only
         counts an approval (the question stays open) while more people must approve. Returns the
         question as the attempt left it (decided, or with one more vote), ``None`` when another
         decision came first; ``question`` itself is left alone, for the chat to update.
 
         ``claim``: the decision frees the question's call and the chat carries it on next, so the
-        journal may claim the call with the decision, for the next :meth:`hold_call` (a journal
+        journal may claim the call with the decision, for the next ``hold_call`` (a journal
         that does not may ignore it). The chat passes the keyword only when it is true.
         """
         ...
@@ -105,7 +105,7 @@ class Journal(Protocol):
     async def add_question(self, call_id: str, number: int, question: Question) -> None:
         """Save question ``number`` of a call that asks it while it runs (already minted).
 
-        Used by :meth:`tarry.live.LiveCall.ask` (an MCP server's push elicitation); the call
+        Used by ``tarry.live.LiveCall.ask`` (an MCP server's push elicitation); the call
         stays claimed meanwhile, and the question is listed and answered like any other.
         """
         ...
@@ -116,7 +116,7 @@ class Journal(Protocol):
 
         Returns them as recorded (without those another decision came first to, or that expired). A
         stored journal cancels them only while this process holds the open call, and otherwise raises
-        :class:`~tarry.errors.ClaimLostError`, cancelling nothing: a run that stopped must not close
+        [`ClaimLostError`][tarry.errors.ClaimLostError], cancelling nothing: a run that stopped must not close
         what the run holding the call now waits on.
         """
         ...
@@ -125,7 +125,7 @@ class Journal(Protocol):
         """Save question ``number`` of the chat itself (no tool call; already minted), parking the chat on it.
 
         Returns ``False`` when this journal cannot keep such a question where other processes
-        answer it; the chat then raises the :class:`~tarry.questions.AnswerNeeded` it came from.
+        answer it; the chat then raises the ``AnswerNeeded`` it came from.
         """
         ...
 
@@ -133,7 +133,7 @@ class Journal(Protocol):
         """Wait until a decision on ``question`` is recorded (in any process) or it expires.
 
         Returns the question as recorded then (``question`` itself when nothing was decided).
-        A stored journal polls the question's row, and raises :class:`~tarry.errors.ClaimLostError`
+        A stored journal polls the question's row, and raises [`ClaimLostError`][tarry.errors.ClaimLostError]
         once another process holds the question's call (or closed it): no decision can come then.
         """
         ...
@@ -182,7 +182,7 @@ class MemoryJournal:
             yield True
 
     async def save_call(self, call_id: str, outcome: Outcome, *, first_question: int, claim_turn: bool = False) -> None:
-        """Nothing to write; the turn is the chat's own lock, taken by :meth:`hold_turn`."""
+        """Nothing to write; the turn is the chat's own lock, taken by ``hold_turn``."""
 
     async def release_unused(self) -> None:
         """Nothing claimed early."""
@@ -227,7 +227,7 @@ class MemoryJournal:
         """Nothing to write."""
 
     async def close_unused(self, call_id: str, questions: Sequence[Question], note: str) -> list[Question]:
-        """Cancel each as :meth:`decide` would (an in-memory chat's call is never taken over, so this is not used)."""
+        """Cancel each as ``decide`` would (an in-memory chat's call is never taken over, so this is not used)."""
         closed = []
         for question in questions:
             with contextlib.suppress(QuestionExpiredError):
@@ -241,7 +241,7 @@ class MemoryJournal:
         return False
 
     async def wait_for_decision(self, question: Question) -> Question:
-        """Wait for :meth:`decide` to record a decision on the question, until its time to live ends."""
+        """Wait for ``decide`` to record a decision on the question, until its time to live ends."""
         if question.decision is not None or question.expired(utcnow()):
             return question
         waiter = self._waiters[question.id] = asyncio.get_running_loop().create_future()

@@ -1,6 +1,6 @@
 """What running tool code can do while its call runs: ask a person and wait for the decision.
 
-The chat sets :data:`current_call` around every ``execute``/``resume``. Tool code that must
+The chat sets ``current_call`` around every ``execute``/``resume``. Tool code that must
 ask a question while it runs (an MCP server's push elicitation) calls
 ``current_call.get().ask(question)``: the chat records the question through its journal,
 so any process lists and answers it, and the coroutine returns once a decision is

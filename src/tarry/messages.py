@@ -10,7 +10,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic_core import to_jsonable_python
 
 Role = Literal["user", "assistant", "tool"]
+"""Who wrote a message: the person, the model, or a tool's result."""
 ROLES: tuple[Role, ...] = ("user", "assistant", "tool")
+"""Every role, in the order a turn goes through them."""
 ToolChoice = str
 """``"auto"``, ``"none"``, ``"required"`` or the name of a tool."""
 
@@ -140,6 +142,7 @@ class MessageDone:
 
 
 StreamEvent = TextDelta | ToolCallEvent | MessageDone
+"""What a streamed reply yields: text as it arrives, each call the model asks for, then the whole message."""
 
 
 @runtime_checkable
@@ -161,5 +164,6 @@ class StreamingModel(Model, Protocol):
     """A model adapter that can also stream its reply."""
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Send one request and yield its reply as it arrives, ending with :class:`MessageDone`."""
+        """Send one request and yield its reply as it arrives, ending with
+        [`MessageDone`][tarry.messages.MessageDone]."""
         ...

@@ -80,7 +80,8 @@ def principal_of(by: str | Principal | None) -> Principal | None:
 
 
 def check_channel(channel: str) -> Channel:
-    """``channel`` when it is one of :data:`CHANNELS`; raises ``ValueError`` naming them otherwise."""
+    """``channel`` when it is one of [`CHANNELS`][tarry.principals.CHANNELS]; raises ``ValueError`` naming them
+    otherwise."""
     for known in CHANNELS:
         if channel == known:
             return known

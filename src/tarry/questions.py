@@ -113,7 +113,7 @@ class Question:
         """The values an answer records, after dropping unasked fields and filling defaults.
 
         A positional ``value`` answers a one-field question (or, as a dict, names fields like
-        ``values``). Raises :class:`InvalidAnswerError` naming each field that is wrong.
+        ``values``). Raises [`InvalidAnswerError`][tarry.errors.InvalidAnswerError] naming each field that is wrong.
         """
         given = dict(values or {})
         if isinstance(value, Mapping):
@@ -156,7 +156,7 @@ class Question:
         self.votes, self.decided_by, self.channel = list(other.votes), other.decided_by, other.channel
 
     def redact(self, answer: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        """``answer`` with each secret field's value replaced by :data:`SECRET`, for the trail and for logs."""
+        """``answer`` with each secret field's value replaced by ``SECRET``, for the trail and for logs."""
         if answer is None:
             return None
         secret = {item.name for item in self.fields if item.secret}

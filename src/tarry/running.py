@@ -52,7 +52,7 @@ def run_sync(coroutine: Coroutine[Any, Any, R], *, verb: str = "the async verb")
     """Run ``coroutine`` on this thread's event loop, made on first use and kept for later calls.
 
     Keeping the loop lets loop-bound clients (database pools, MCP sessions, HTTP clients)
-    live from one call to the next. Raises :class:`TarryError` inside a running event loop.
+    live from one call to the next. Raises [`TarryError`][tarry.errors.TarryError] inside a running event loop.
     """
     try:
         asyncio.get_running_loop()
@@ -69,14 +69,14 @@ def run_sync(coroutine: Coroutine[Any, Any, R], *, verb: str = "the async verb")
 def sync_twin(
     method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[S, P], R]:
-    """The synchronous twin of an async method: same arguments, run by :func:`run_sync`."""
+    """The synchronous twin of an async method: same arguments, run by ``run_sync``."""
 
     @functools.wraps(method)
     def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         verb = f"{type(self).__name__.lower()}.{method.__name__}"
         return run_sync(method(self, *args, **kwargs), verb=verb)
 
-    twin.__doc__ = f"Synchronous twin of :meth:`{method.__name__}`; see there. Not for use inside an event loop."
+    twin.__doc__ = f"Synchronous twin of ``{method.__name__}``; see there. Not for use inside an event loop."
     twin.__name__ = f"{method.__name__}_sync"
     twin.__qualname__ = twin.__qualname__.removesuffix(method.__name__) + twin.__name__
     return twin

@@ -121,7 +121,7 @@ class Task:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """The task as JSON-safe data; :meth:`load` turns it back into the task."""
+        """The task as JSON-safe data; [`load`][tarry.Task.load] turns it back into the task."""
         state: dict[str, Any] = {
             "status": self.status,
             "status_message": self.status_message,
@@ -132,7 +132,7 @@ class Task:
 
     @classmethod
     def load(cls, state: Mapping[str, Any], tool_call: ToolCall | None = None) -> Task:
-        """The task that ``state``, a :meth:`to_dict` result, describes."""
+        """The task that ``state``, a [`to_dict`][tarry.Task.to_dict] result, describes."""
         if not isinstance(state, Mapping) or not isinstance(state.get("task"), Mapping):
             raise ValueError(f"Task state must look like {{'task': {{...}}}}, got {state!r}")
         task = state["task"]

@@ -34,7 +34,8 @@ def _camel_case(name: str) -> str:
 
 
 def _warn_if_unclear(what: str, description: str, function: Callable[..., Any]) -> None:
-    """Warn (:class:`TarryWarning`) when the model would see no description or an untyped parameter."""
+    """Warn ([`TarryWarning`][tarry.errors.TarryWarning]) when the model would see no description or an untyped
+    parameter."""
     problems = []
     if not description.strip():
         problems.append("has no description (give it a docstring or description=...)")
@@ -70,11 +71,11 @@ class Tool:
     name (``TransferMoney`` becomes ``transfer_money``; a trailing ``Tool`` is dropped), the
     description from the docstring, and the JSON schema from the signature. ``execute``
     returns the result (text is kept verbatim, anything else is sent as JSON), or a
-    :class:`~tarry.Task` to pause the call; ``resume`` carries a paused call on.
+    [`Task`][tarry.Task] to pause the call; ``resume`` carries a paused call on.
 
     Attributes to set on a subclass:
 
-    - ``requires_approval``: ``True``, ``False``, an :class:`~tarry.approvals.Approval` policy
+    - ``requires_approval``: ``True``, ``False``, an [`Approval`][tarry.approvals.Approval] policy
       (``Approval(count=2, by="finance")``: two people of finance), or a method
       ``(self, call) -> bool | Approval``.
     - ``approval_ttl``: seconds a person has to approve, or ``None`` for no limit.
@@ -87,7 +88,7 @@ class Tool:
       before its work starts in the call itself (2026-07-28 input requests), and make the
       call a task only once they are answered and it still runs. By default a call that
       waits, on a question too, becomes a task at once when the client takes tasks.
-    - ``task_class``: the :class:`~tarry.Task` subclass :meth:`load_task` rebuilds.
+    - ``task_class``: the [`Task`][tarry.Task] subclass [`load_task`][tarry.Tool.load_task] rebuilds.
     """
 
     name: str = ""
@@ -145,7 +146,8 @@ class Tool:
         return Approval() if verdict else None
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The arguments ``execute`` receives; raises :class:`InvalidArgumentsError` naming the problem."""
+        """The arguments ``execute`` receives; raises [`InvalidArgumentsError`][tarry.errors.InvalidArgumentsError]
+        naming the problem."""
         model = self._model()
         try:
             parsed = model.model_validate(dict(arguments))
@@ -157,7 +159,7 @@ class Tool:
         return {name: getattr(parsed, name) for name in model.model_fields}
 
     def execute(self, *args: Any, **arguments: Any) -> Any:
-        """Run the call; return its result or a :class:`~tarry.Task` to pause it. Sync or async.
+        """Run the call; return its result or a [`Task`][tarry.Task] to pause it. Sync or async.
 
         The chat passes the validated arguments as keywords. (``*args`` is never used: with
         it, a subclass may declare its own typed parameters and still type-check.)
@@ -188,7 +190,7 @@ class Tool:
     def ask(self, message: str, /, *, ttl: float | None = None, url: str | None = None, **fields: Any) -> Task:
         """A paused task whose call waits on a person's answer; return it from ``execute`` or ``resume``.
 
-        Each keyword is a field: a :class:`~tarry.Field` or a plain ``str``, ``int``, ``float``
+        Each keyword is a field: a [`Field`][tarry.Field] or a plain ``str``, ``int``, ``float``
         or ``bool`` for a required field of that type. ``url=`` asks the person to visit a
         URL instead. ``ttl`` is how many seconds the question stays open.
         """
@@ -208,7 +210,7 @@ class Tool:
 
 
 def ask(message: str, /, *, ttl: float | None = None, url: str | None = None, **fields: Any) -> Question:
-    """The question behind :meth:`Tool.ask`, before the chat records it."""
+    """The question behind [`Tool.ask`][tarry.Tool.ask], before the chat records it."""
     if not isinstance(message, str) or not message.strip():
         raise ValueError(f"A question needs a message, got {message!r}")
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0):
@@ -240,7 +242,7 @@ def _field(name: str, spec: Any) -> Field:
 class ToolSource(Protocol):
     """Something that supplies tools, such as an MCP server: ``Chat(tools=[tool_a, source])``.
 
-    The chat calls :meth:`list_tools` once, before it first needs its tools (a model
+    The chat calls [`list_tools`][tarry.tools.ToolSource.list_tools] once, before it first needs its tools (a model
     request or running a call), and adds the tools it returns.
     """
 
@@ -250,7 +252,7 @@ class ToolSource(Protocol):
 
 
 class FunctionTool(Tool):
-    """A tool made from a function by :func:`tool`."""
+    """A tool made from a function by [`tool`][tarry.tool]."""
 
     def __init__(
         self,

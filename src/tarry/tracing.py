@@ -110,7 +110,7 @@ def mark(name: str, attributes: Attributes) -> None:
 
 
 def decision_attributes(question: Any) -> dict[str, str | None]:
-    """The ids and the decision of a decided :class:`~tarry.Question`, as span attributes."""
+    """The ids and the decision of a decided [`Question`][tarry.Question], as span attributes."""
     call = question.tool_call
     return {
         "tarry.chat_id": question.chat_id,

@@ -65,7 +65,7 @@ def exit_status(error: BaseException) -> Exit:
     """The exit status for an error a command raised.
 
     Errors are matched by class (the first matching entry of the table wins), so subclasses
-    of the listed errors get their parent's status. Every :class:`~tarry.errors.StoreError`
+    of the listed errors get their parent's status. Every [`StoreError`][tarry.errors.StoreError]
     (unreachable, wrong schema, full, read-only, damaged) and any SQLAlchemy error mean the
     database is unusable.
     """

@@ -1,7 +1,7 @@
 """The inbox from a shell: ``tarry pending``, ``answer``, ``approve``, ``decline``, ``history``, ``chats``,
 ``show``, ``tasks`` and ``cancel``.
 
-Each command opens the store, does one thing, and exits with a status from :class:`~tarry.cli.exits.Exit`.
+Each command opens the store, does one thing, and exits with a status from ``Exit``.
 """
 
 from __future__ import annotations

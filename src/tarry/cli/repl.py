@@ -57,7 +57,7 @@ class Session:
                 await self._turn(text)
 
     async def _turn(self, text: str | None) -> None:
-        """:meth:`carry_on`, saying so when a model request fails (the transcript keeps no trace of it)."""
+        """``carry_on``, saying so when a model request fails (the transcript keeps no trace of it)."""
         try:
             await self.carry_on(text)
         except ProviderError as error:

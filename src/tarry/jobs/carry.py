@@ -60,9 +60,9 @@ async def continue_chat(
     often as you like: claims on calls and on the chat keep each step to one process.
 
     A cancellation requested with ``store.cancel()`` is honoured here: before the step, or
-    within :data:`CANCEL_CHECK` seconds while it runs.
+    within ``CANCEL_CHECK`` seconds while it runs.
 
-    ``cache`` keeps chat objects between calls (the :class:`Worker` passes one): a chat found
+    ``cache`` keeps chat objects between calls (the [`Worker`][tarry.jobs.Worker] passes one): a chat found
     there is brought up to date with one cheap query instead of being loaded again.
     ``schedule`` is the chat's schedule when the caller just read it (a worker picking it).
     """

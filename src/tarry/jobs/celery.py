@@ -1,7 +1,7 @@
 """Carrying chats on with Celery, on RabbitMQ or Redis (``pip install 'tarry[celery]'``).
 
 ``register(app, agents)`` adds the ``tarry.continue_chat`` task to a Celery app: it runs
-:func:`~tarry.jobs.continue_chat` and, while the chat's tasks still work, sends itself again
+[`continue_chat`][tarry.jobs.continue_chat] and, while the chat's tasks still work, sends itself again
 with ``countdown`` set to the next check. ``enqueue_on_decisions(store, app)`` makes every
 decision and cancellation recorded through ``store`` enqueue the chat's task. The task is
 acknowledged late and rejected when its worker dies, so a killed worker's chat is delivered
@@ -45,7 +45,7 @@ def register(
 ) -> Any:
     """Register the ``tarry.continue_chat`` task on ``app`` for ``agents``; returns the task.
 
-    Each worker thread opens its own :class:`~tarry.store.Store` on ``url`` (default:
+    Each worker thread opens its own [`Store`][tarry.store.Store] on ``url`` (default:
     ``TARRY_DATABASE_URL``) on its own event loop, kept between tasks. Every ``sweep_interval``
     seconds each worker enqueues the chats overdue by more than a lease, so a message lost
     with a killed worker (or a chat parked without an enqueue) is carried on all the same.

@@ -20,10 +20,10 @@ SQLITE_LOOK = 0.02
 
 
 class Wakeups:
-    """Sets :attr:`event` when another process wakes a chat.
+    """Sets ``event`` when another process wakes a chat.
 
     On PostgreSQL a decision's ``NOTIFY`` does it. On SQLite a thread looks at the file's
-    ``PRAGMA data_version`` every :data:`SQLITE_LOOK` seconds, which changes whenever another
+    ``PRAGMA data_version`` every ``SQLITE_LOOK`` seconds, which changes whenever another
     connection commits: a cheap look that takes no lock, so an answer recorded by a web
     request wakes the worker within a few tens of milliseconds.
     """

@@ -37,7 +37,7 @@ class LRU(OrderedDict[str, Chat]):
 
 
 class Worker:
-    """Carries on every due chat of ``agents`` in ``store``, until :meth:`stop`.
+    """Carries on every due chat of ``agents`` in ``store``, until [`stop`][tarry.jobs.Worker.stop].
 
     A chat is due when a task should be checked (its ``poll_interval``), a question or task
     expires, a decision or cancellation was recorded, or a process that held one of its calls
@@ -48,8 +48,8 @@ class Worker:
     A decision wakes the worker at once: LISTEN/NOTIFY on PostgreSQL, a look at the file's
     ``data_version`` every 20 ms on SQLite. Besides, it looks every ``poll_interval`` seconds
     (default 1 on SQLite, 5 on PostgreSQL), as a safety net.
-    ``concurrency`` bounds how many chats it carries on at once. :meth:`stop` (and SIGTERM
-    with ``handle_signals=True``) lets every step in progress finish, then :meth:`run` returns.
+    ``concurrency`` bounds how many chats it carries on at once. [`stop`][tarry.jobs.Worker.stop] (and SIGTERM
+    with ``handle_signals=True``) lets every step in progress finish, then [`run`][tarry.jobs.Worker.run] returns.
     """
 
     def __init__(
@@ -78,13 +78,14 @@ class Worker:
         self._slot_freed = asyncio.Event()
 
     def stop(self) -> None:
-        """Take no new chats; :meth:`run` returns once the steps in progress are finished."""
+        """Take no new chats; [`run`][tarry.jobs.Worker.run] returns once the steps in progress are finished."""
         if not self._stopping.is_set():
             logger.info("Stopping: finishing %d step(s) in progress", len(self._running))
         self._stopping.set()
 
     async def run(self, *, handle_signals: bool = False) -> None:
-        """Carry due chats on until :meth:`stop`; with ``handle_signals``, SIGTERM and SIGINT stop it."""
+        """Carry due chats on until [`stop`][tarry.jobs.Worker.stop]; with ``handle_signals``, SIGTERM and SIGINT stop
+        it."""
         loop = asyncio.get_running_loop()
         if handle_signals:
             for number in (signal.SIGTERM, signal.SIGINT):

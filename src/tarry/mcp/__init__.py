@@ -2,11 +2,11 @@
 
 ``Chat(tools=[MCPServer(command=[...])])`` or ``MCPServer(url=...)`` makes a server's
 tools callable by the model. Input requests, push elicitations and MCP tasks become
-paused calls: questions in ``pending_questions()``, :class:`McpTask` in ``pending_tasks()``.
-:class:`OAuthLogin` keeps an OAuth-protected server's login in a store; a login a call
+paused calls: questions in ``pending_questions()``, [`McpTask`][tarry.mcp.McpTask] in ``pending_tasks()``.
+[`OAuthLogin`][tarry.mcp.OAuthLogin] keeps an OAuth-protected server's login in a store; a login a call
 needs is a URL question of that call, and the first login (before the tools can be listed)
-one of the chat itself. :class:`JWTBearerLogin` trades a workload's JWT for a token (RFC 7523);
-:class:`DPoP` binds any of these logins' tokens to a key (RFC 9449).
+one of the chat itself. [`JWTBearerLogin`][tarry.mcp.JWTBearerLogin] trades a workload's JWT for a token (RFC 7523);
+[`DPoP`][tarry.mcp.DPoP] binds any of these logins' tokens to a key (RFC 9449).
 ``serve(tools, store)`` is the other side: tarry tools as an MCP server (``tarry.mcp.serving``).
 """
 

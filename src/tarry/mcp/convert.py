@@ -42,7 +42,7 @@ def error_text(result: Mapping[str, Any]) -> str:
 
 
 def question_for(request: Mapping[str, Any], *, source: str, key: str | None, ttl: float | None) -> Question:
-    """The :class:`Question` an ``elicitation/create`` request's params (wire form) ask.
+    """The [`Question`][tarry.Question] an ``elicitation/create`` request's params (wire form) ask.
 
     Raises ``ValueError`` for a request tarry cannot show (an unknown mode, a schema it cannot map).
     """

@@ -10,7 +10,7 @@ T = TypeVar("T")
 
 
 class Deadline:
-    """``seconds`` of server time for one request; :meth:`pause` stops the clock while a person answers."""
+    """``seconds`` of server time for one request; ``pause`` stops the clock while a person answers."""
 
     def __init__(self, seconds: float | None) -> None:
         self.left = seconds

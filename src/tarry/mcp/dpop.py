@@ -1,8 +1,8 @@
 """DPoP (RFC 9449) for MCP servers: access tokens bound to a key the client holds (SEP-1932).
 
 ``MCPServer(url=..., auth=DPoP(provider))`` wraps any of the MCP SDK's OAuth providers
-(``OAuthClientProvider`` and its subclasses, tarry's :class:`~tarry.mcp.OAuthLogin` and
-:class:`~tarry.mcp.JWTBearerLogin`). The provider does what it always does (discovery,
+(``OAuthClientProvider`` and its subclasses, tarry's [`OAuthLogin`][tarry.mcp.OAuthLogin] and
+[`JWTBearerLogin`][tarry.mcp.JWTBearerLogin]). The provider does what it always does (discovery,
 registration, the login, refresh); the wrapper adds to what it sends:
 
 - a DPoP proof (a JWT signed with the key, ES256, its public key in the header) on every
@@ -49,7 +49,7 @@ class DPoP(httpx2.Auth):
     """``DPoP(provider)``: the SDK OAuth ``provider``'s tokens bound to a key by RFC 9449 proofs.
 
     ``key`` is the P-256 private key that signs the proofs (``None``: a new one, kept in
-    memory for the life of this object). :attr:`public_jwk` is its public key as a JWK.
+    memory for the life of this object). [`public_jwk`][tarry.mcp.DPoP.public_jwk] is its public key as a JWK.
     """
 
     requires_response_body = True  # the token endpoint's use_dpop_nonce is in the body

@@ -1,8 +1,8 @@
 """The protocol steps of an MCP tool call: call, retry with answers, poll, resume, refresh and cancel.
 
 A call ends in a result, input requests and retries, URL questions then a retry (-32042),
-or a server's task polled to its end. The requests go through :mod:`tarry.mcp.connection`
-(the transport); :class:`Steps` is what an :class:`McpTask` refreshes and cancels with.
+or a server's task polled to its end. The requests go through ``tarry.mcp.connection``
+(the transport); ``Steps`` is what an [`McpTask`][tarry.mcp.McpTask] refreshes and cancels with.
 
 Every fault (a crashed server, a malformed result, a forgotten task, a rejected request
 state, no answer in time) ends the call with an ``{"error": ...}`` result that says what
@@ -51,7 +51,7 @@ class _Unaskable(Exception):
 
 
 async def start(conn: Connection, tool: Target, arguments: dict[str, Any]) -> Any:
-    """Call the tool: its result, or an :class:`McpTask` when the call waits."""
+    """Call the tool: its result, or an [`McpTask`][tarry.mcp.McpTask] when the call waits."""
 
     async def go() -> Any:
         await conn.session()
@@ -277,7 +277,7 @@ def _has_news(task: McpTask) -> bool:
 def apply_status(task: McpTask, wire: Mapping[str, Any]) -> None:
     """Take a task's status, message and poll interval (ms to seconds) from a protocol task object.
 
-    Also records when the task was checked (``data["checked_at"]``), for :func:`due`.
+    Also records when the task was checked (``data["checked_at"]``), for ``due``.
     """
     task.data = {**task.data, "checked_at": utcnow().isoformat()}
     status = wire.get("status")
@@ -345,7 +345,8 @@ async def _modern_task(conn: Connection, task: McpTask) -> Any:
 
 
 class Steps:
-    """The steps an :class:`McpTask` takes on its own (``refresh()``, ``cancel()``), on one server's connection."""
+    """The steps an [`McpTask`][tarry.mcp.McpTask] takes on its own (``refresh()``, ``cancel()``), on one server's
+    connection."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn

@@ -1,6 +1,6 @@
 """The RFC 7523 JWT-bearer grant: for workloads (SEP-1933) and for enterprise-managed logins (SEP-990).
 
-A workload (a CI job, a pod) holds a JWT its platform issued; :class:`JWTBearerLogin` trades it
+A workload (a CI job, a pod) holds a JWT its platform issued; [`JWTBearerLogin`][tarry.mcp.JWTBearerLogin] trades it
 for an access token at the MCP server's authorization server, as a public client: no secret,
 no person, no redirect. The MCP SDK 2.3 has no provider for this grant (its
 ``IdentityAssertionOAuthProvider`` serves confidential clients only), so this one is the SDK's
@@ -12,7 +12,7 @@ Enterprise-managed authorization (SEP-990) is two legs: the person's ID token fr
 enterprise identity provider is exchanged there for an identity assertion grant (an ID-JAG,
 RFC 8693 token exchange), which the SDK's ``IdentityAssertionOAuthProvider`` then presents to
 the MCP server's authorization server. The SDK leaves the first leg to the deployment;
-:func:`id_jag_exchange` is that leg, as the provider's ``assertion_provider``.
+``id_jag_exchange`` is that leg, as the provider's ``assertion_provider``.
 """
 
 from __future__ import annotations

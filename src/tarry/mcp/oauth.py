@@ -8,15 +8,15 @@ with two things made durable:
   redirect, tarry records the login (its ``state`` and PKCE verifier) in the store and the
   call that needed it parks with a URL question: listed by ``pending_questions()``, shown in
   the inbox. The redirect endpoint (``tarry.web``'s ``/oauth/callback``, or
-  :func:`tarry.web.oauth.serve_callback`) records the code on the login, once, and answers the
+  [`tarry.web.oauth.serve_callback`][tarry.web.serve_callback]) records the code on the login, once, and answers the
   question; whichever process carries the chat on next exchanges the code (with the stored
   verifier) and retries the call.
-- **The tokens.** :class:`StoredTokens` keeps tokens and the client registration on one row
+- **The tokens.** [`StoredTokens`][tarry.mcp.StoredTokens] keeps tokens and the client registration on one row
   per server and identity, so every worker uses the same login; an expired token is refreshed
   by one process (a claim with a lease) while the others wait and read the new one.
 
 The SDK's flow is a coroutine that waits in one process for ``callback_handler``; that
-cannot survive a restart, so :meth:`OAuthLogin._perform_authorization` is the one SDK step
+cannot survive a restart, so ``OAuthLogin._perform_authorization`` is the one SDK step
 replaced: it builds the authorization URL itself (keeping the verifier), and on a later
 attempt exchanges the code that arrived. Everything else is the SDK's.
 """
@@ -50,7 +50,7 @@ LOGIN_KEY = "oauth-login:"
 
 
 class OAuthRecords(Protocol):
-    """The store's OAuth rows as this module uses them (``store.oauth``, :mod:`tarry.store.oauth`)."""
+    """The store's OAuth rows as this module uses them (``store.oauth``, ``tarry.store.oauth``)."""
 
     async def credentials(self, server: str, identity: str = "") -> Any: ...
     async def save_tokens(
@@ -74,7 +74,7 @@ class OAuthRecords(Protocol):
 
 
 class HasOAuth(Protocol):
-    """A store: anything with ``oauth`` rows (:class:`tarry.store.Store`)."""
+    """A store: anything with ``oauth`` rows ([`tarry.store.Store`][tarry.store.Store])."""
 
     @property
     def oauth(self) -> OAuthRecords: ...
@@ -209,7 +209,7 @@ class OAuthLogin(OAuthClientProvider):
     """OAuth for one MCP server, with the login and tokens kept in ``store``: ``MCPServer(url, auth=OAuthLogin(...))``.
 
     ``redirect_uri`` is where the authorization server sends the person back: the inbox's
-    ``/oauth/callback`` (``create_app``), or :func:`tarry.web.oauth.serve_callback`'s.
+    ``/oauth/callback`` (``create_app``), or [`tarry.web.oauth.serve_callback`][tarry.web.serve_callback]'s.
     ``scope`` is asked for unless the server says which; ``user`` keeps one login per person
     (``None``: one for everyone). A pre-registered client is given as ``client_id`` (and
     ``client_secret``, sent with HTTP Basic authentication, which every authorization server
@@ -312,7 +312,8 @@ class OAuthLogin(OAuthClientProvider):
         return refreshed
 
     async def _perform_authorization(self) -> httpx2.Request:
-        """The token request for a code that arrived; else record a new login and raise :class:`LoginRequired`."""
+        """The token request for a code that arrived; else record a new login and raise
+        [`LoginRequired`][tarry.mcp.LoginRequired]."""
         received = await self.tokens.records.take_code(self.server, self.tokens.identity)
         if received is not None:
             if received.refused is not None:

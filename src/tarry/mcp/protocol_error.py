@@ -33,7 +33,8 @@ class ProtocolError(ToolCallError):
 
 
 def protocol_error_of(result: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The JSON-RPC error object a call's error result carries (see :class:`ProtocolError`), else ``None``."""
+    """The JSON-RPC error object a call's error result carries (see [`ProtocolError`][tarry.mcp.ProtocolError]), else
+    ``None``."""
     error = result.get(PROTOCOL_ERROR)
     if isinstance(error, Mapping) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
         return dict(error)

@@ -88,7 +88,7 @@ Work = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 class TaskReceiver:
     """The tasks tarry received from one server connection, and the protocol's answers about them.
 
-    Ids carry 256 random bits from :mod:`secrets`; ``ttl`` (ms, from creation) is the
+    Ids carry 256 random bits from ``secrets``; ``ttl`` (ms, from creation) is the
     requested one clamped to ``max_ttl_ms`` (``default_ttl_ms`` when none is asked);
     an expired task is gone (``-32602``). ``now`` is the clock (aware UTC).
     """

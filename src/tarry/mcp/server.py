@@ -19,7 +19,7 @@ class MCPServer:
     Give ``command`` (a list: the program and its arguments, run over stdio, with ``env``
     added to a minimal environment and ``cwd``) or ``url`` (streamable HTTP, with
     ``headers``, and ``auth``: an ``httpx2.Auth`` such as the MCP SDK's
-    ``mcp.client.auth.OAuthClientProvider``, or :class:`~tarry.mcp.oauth.OAuthLogin` to keep
+    ``mcp.client.auth.OAuthClientProvider``, or [`OAuthLogin`][tarry.mcp.OAuthLogin] to keep
     the login in tarry's store, for a server that requires OAuth). The
     connection opens on first use, in the running event loop, and speaks 2026-07-28 when
     the server offers it, else 2025-11-25 (``protocol="auto"``; ``"legacy"`` or
@@ -114,7 +114,7 @@ class MCPServer:
         return tool_name in rule
 
     async def list_tools(self) -> list[McpTool]:
-        """The server's tools (a :class:`~tarry.tools.ToolSource`)."""
+        """The server's tools (a [`ToolSource`][tarry.tools.ToolSource])."""
         tools: list[McpTool] = []
         with watch_logins() as logins:
             try:
@@ -134,7 +134,7 @@ class MCPServer:
     async def connect(self) -> None:
         """Open the connection now (it opens on first use otherwise).
 
-        Raises :class:`~tarry.mcp.oauth.LoginRequired` when the server needs a person to log in first.
+        Raises [`LoginRequired`][tarry.mcp.LoginRequired] when the server needs a person to log in first.
         """
         with watch_logins() as logins:
             try:

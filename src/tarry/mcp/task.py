@@ -46,7 +46,7 @@ class McpTask(Task):
 
     @classmethod
     def load(cls, state: Mapping[str, Any], tool_call: ToolCall | None = None) -> McpTask:
-        """The task ``state`` describes (a :meth:`to_dict` result)."""
+        """The task ``state`` describes (a [`to_dict`][tarry.Task.to_dict] result)."""
         task = super().load(state, tool_call=tool_call)
         assert isinstance(task, McpTask)
         return task

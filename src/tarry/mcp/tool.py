@@ -52,7 +52,7 @@ class McpTool(Tool):
         return dict(arguments)
 
     async def execute(self, **arguments: Any) -> Any:
-        """Call the tool on the server; a result, or an :class:`McpTask` when the call waits."""
+        """Call the tool on the server; a result, or an [`McpTask`][tarry.mcp.McpTask] when the call waits."""
         return await flow.start(self.connection, self, arguments)
 
     async def resume(self, task: Task, **arguments: Any) -> Any:
@@ -63,7 +63,7 @@ class McpTool(Tool):
         return await flow.carry_on(self.connection, self, task, arguments)
 
     def load_task(self, state: Mapping[str, Any], tool_call: ToolCall | None = None) -> Task:
-        """Rebuild a saved :class:`McpTask`, bound to this tool's server."""
+        """Rebuild a saved [`McpTask`][tarry.mcp.McpTask], bound to this tool's server."""
         task = McpTask.load(state, tool_call=tool_call)
         task.steps = flow.Steps(self.connection)
         return task

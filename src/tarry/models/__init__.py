@@ -3,7 +3,7 @@
 ``Chat(model="openai:gpt-4.1-mini")`` resolves a ``"provider:model"`` string through the
 ``tarry.providers`` entry points (``openai``, ``anthropic``, ``gemini``, ``ollama``); the
 classes here give full control. Importing this package imports no SDK: each adapter imports
-its own when it is made, and a missing one raises an :class:`ImportError` naming the extra.
+its own when it is made, and a missing one raises an ``ImportError`` naming the extra.
 """
 
 from tarry.models.anthropic import Anthropic

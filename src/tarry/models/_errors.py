@@ -1,4 +1,4 @@
-"""Turning a provider's failure into the :mod:`tarry.errors` type that says what went wrong."""
+"""Turning a provider's failure into the [`tarry.errors`][tarry.errors] type that says what went wrong."""
 
 from __future__ import annotations
 

@@ -16,13 +16,13 @@ class HostedModel(Generic[ClientT]):
     """A model behind a provider's SDK client, which is made on first use, one per event loop.
 
     Making the client late lets a chat be built before its key is known; a missing key then
-    surfaces as an :class:`~tarry.errors.AuthenticationError` at the first request.
+    surfaces as an [`AuthenticationError`][tarry.errors.AuthenticationError] at the first request.
 
     An SDK client's connection pool belongs to the event loop that first used it, so one
     adapter shared by threads that each run their own loop (a Celery worker with
     ``--pool threads``, the sync twins) makes a client for each loop; a client is dropped
     with its loop. A client passed in as ``client=`` is the caller's: it is used on one
-    event loop only, and using it from another raises :class:`~tarry.errors.TarryError`.
+    event loop only, and using it from another raises [`TarryError`][tarry.errors.TarryError].
     """
 
     provider: str

@@ -7,7 +7,7 @@ from types import ModuleType
 
 
 def require(module: str, extra: str) -> ModuleType:
-    """Import ``module``, or raise an :class:`ImportError` that names the extra to install."""
+    """Import ``module``, or raise an ``ImportError`` that names the extra to install."""
     try:
         return importlib.import_module(module)
     except ImportError as error:

@@ -28,7 +28,7 @@ def turns(messages: Sequence[Message]) -> Iterator[tuple[Message, tuple[Message,
 
 
 def parse_arguments(text: str | None) -> dict[str, Any]:
-    """A tool call's arguments from the JSON text a model sent; anything else is kept under :data:`UNPARSED`."""
+    """A tool call's arguments from the JSON text a model sent; anything else is kept under ``UNPARSED``."""
     if not text or not text.strip():
         return {}
     try:

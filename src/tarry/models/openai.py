@@ -210,7 +210,7 @@ class OpenAICompatible(OpenAI):
     'ollama:llama3.2'
 
     Ollama, vLLM, llama.cpp's server, OpenRouter and the like. ``api_key`` is sent when
-    given (never ``OPENAI_API_KEY``). ``provider`` is the first half of :attr:`name`; a
+    given (never ``OPENAI_API_KEY``). ``provider`` is the first half of ``name``; a
     persisted chat resolves it by that name when loaded, so pass the model again when
     loading a chat whose provider is not registered.
 

@@ -157,11 +157,11 @@ INSERT_EVENT_BOUND = INSERT_EVENT.values(
     {column.name: bindparam(f"event_{column.name}", type_=column.type) for column in decision_events.c
      if column.name != "id"}
 )  # fmt: skip
-""":data:`INSERT_EVENT` taking its values from parameters named ``event_<column>``, to run inside a larger statement."""
+"""``INSERT_EVENT`` taking its values from parameters named ``event_<column>``, to run inside a larger statement."""
 
 
 def insert_event_from(source: Any, taken: Mapping[str, ColumnElement[Any]] | None = None) -> Insert:
-    """:data:`INSERT_EVENT_BOUND` writing one row for each row ``source`` (a CTE, or a join) returns: none when it
+    """``INSERT_EVENT_BOUND`` writing one row for each row ``source`` (a CTE, or a join) returns: none when it
     returns none. ``taken``: the columns whose values come from ``source``'s rows instead of parameters."""
     taken = taken or {}
     columns = [column for column in decision_events.c if column.name != "id"]
@@ -175,7 +175,7 @@ def with_its_call(decided: CTE) -> Join:
 
 
 def insert_event_of_decided(decided: CTE, *, decisions_too: bool = False) -> Insert:
-    """:func:`insert_event_from` for ``decided``, a CTE that returns whole question rows: the columns of the trail's
+    """``insert_event_from`` for ``decided``, a CTE that returns whole question rows: the columns of the trail's
     row that describe the question (its chat, kind, message and call) come from the row and its call.
 
     ``decisions_too``: so do the ones that describe the decision each row records (when, what, the

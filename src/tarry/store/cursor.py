@@ -6,7 +6,7 @@ come back as ``connection.execute`` gives them. What is skipped, at every call, 
 lookup, the execution context and the result object: 50–150 µs a statement on PostgreSQL
 (docs/benchmarks.md, "What one statement costs"). The engine's ``before_cursor_execute`` and
 ``after_cursor_execute`` listeners still hear each statement (with a plain object for the
-execution context, and for the connection a :class:`LoopConnection` when sent from the loop; a
+execution context, and for the connection a ``LoopConnection`` when sent from the loop; a
 ``retval=True`` listener may change what is sent), and the driver's errors are handled as
 SQLAlchemy handles them (wrapped in ``DBAPIError``; a broken connection is invalidated).
 
@@ -85,7 +85,7 @@ class _Sent:
 
 class LoopConnection:
     """A psycopg asyncio connection that statements are sent on from a greenlet on the event loop
-    (:mod:`tarry.store.loop_connections`); only this module's functions take it."""
+    (``tarry.store.loop_connections``); only this module's functions take it."""
 
     def __init__(self, driver: Any, engine: Engine) -> None:
         self.driver = driver
@@ -163,13 +163,13 @@ def fetch_all(connection: Sendable, statement: Executable, values: Mapping[str, 
 
 
 def fetch_one(connection: Sendable, statement: Executable, values: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The first row :func:`fetch_all` would give, or ``None``."""
+    """The first row ``fetch_all`` would give, or ``None``."""
     rows = fetch_all(connection, statement, values)
     return rows[0] if rows else None
 
 
 def fetch_value(connection: Sendable, statement: Executable, values: Mapping[str, Any]) -> Any:
-    """The first column of the first row :func:`fetch_all` would give, or ``None``."""
+    """The first column of the first row ``fetch_all`` would give, or ``None``."""
     row = fetch_one(connection, statement, values)
     return None if row is None else next(iter(row.values()))
 

@@ -1,6 +1,6 @@
 """Recording a decision on a question: one transaction under the question's row lock.
 
-Every decision goes through :func:`decide_question`, whether it comes from a chat object
+Every decision goes through ``decide_question``, whether it comes from a chat object
 (``Chat.answer`` through the store's journal) or from the store by id (``Store.answer``), so
 the checks, the row lock and what a decision changes live in one place, like ``claim_call``.
 """
@@ -114,7 +114,7 @@ class Settled:
     """The chat's and the call's versions after a recorded decision (``None`` if none was recorded;
     the call's is ``None`` for a chat's own question, which has no call)."""
     claimed: bool = False
-    """Whether the decision's statement also claimed the question's call (:class:`ClaimAlong`)."""
+    """Whether the decision's statement also claimed the question's call (``ClaimAlong``)."""
 
 
 def decide_question(
@@ -122,12 +122,12 @@ def decide_question(
 ) -> Settled:
     """Record a decision under the row lock, in DESIGN's order of checks, and append the attempt to the trail.
 
-    Unknown id (:class:`UnknownQuestionError`, raised: nothing to record), then the answer
+    Unknown id ([`UnknownQuestionError`][tarry.errors.UnknownQuestionError], raised: nothing to record), then the answer
     (``answer_of`` validates it against the question as stored; raised, nothing written), then
-    decided already (lost), then expired (:class:`QuestionExpiredError`), then declining a
-    running call (:class:`ToolCallRunningError`), then the approval policy
-    (:func:`~tarry.approvals.judge`: :class:`NotAllowedError`, or one approval counted). Every
-    outcome after the answer's check is appended to the trail in this transaction, and the
+    decided already (lost), then expired ([`QuestionExpiredError`][tarry.errors.QuestionExpiredError]), then declining a
+    running call ([`ToolCallRunningError`][tarry.errors.ToolCallRunningError]), then the approval policy
+    ([`judge`][tarry.approvals.judge]: [`NotAllowedError`][tarry.errors.NotAllowedError], or one approval counted).
+    Every outcome after the answer's check is appended to the trail in this transaction, and the
     refusals are returned to raise after the commit. A recorded decision bumps the call's
     version (a process that read the call must read it again) and wakes the chat.
     """
@@ -186,9 +186,9 @@ def decide_if_open(
     writes (the question's row on its newest version, should another decision hold its lock), so two
     processes cannot both record one. With ``known`` (the question as a chat object holds it) there
     is no read: the statement's checks are the ones that count. Returns ``None``, having written
-    nothing, for any other case or when the question changed in between: :func:`decide_question`
+    nothing, for any other case or when the question changed in between: ``decide_question``
     then decides under the row lock and puts on the trail why the attempt came to nothing. Raises as
-    :func:`decide_question` does for an unknown id or an invalid answer, writing nothing.
+    ``decide_question`` does for an unknown id or an invalid answer, writing nothing.
 
     With ``claim`` (an approval, from the chat that will carry the call on) the statement also
     claims the call when the decision frees it and it stands as ``claim`` says; ``claimed`` tells.
@@ -228,7 +228,7 @@ def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
     an empty answer), without an approval policy, open, with time left, whose call has not ended
     and, to decline it, is not running. The statement returns the question it decided, with its call,
     to announce. Returns ``None``, having written nothing, otherwise (an unknown id too):
-    :func:`decide_question` then reads the question under its row lock, and raises or puts on the
+    ``decide_question`` then reads the question under its row lock, and raises or puts on the
     trail why the attempt came to nothing.
     """
     now = utcnow()
@@ -247,7 +247,7 @@ def _read_question(connection: Sendable, query: Executable, question_id: str) ->
     """The question's row read by ``query``, the question, and whether its call runs (by the lease clock, whose
     time the row's ``now`` holds) and has ended.
 
-    Raises :class:`UnknownQuestionError` for an unknown id.
+    Raises [`UnknownQuestionError`][tarry.errors.UnknownQuestionError] for an unknown id.
     """
     row = fetch_one(connection, query, {"question_id": question_id, **lease_values()})
     if row is None:
@@ -268,7 +268,7 @@ def _decision_values(
     """The parameters of a decision's statements (``call_row``: the id of the question's call's row); the
     trail's row's as ``event_<column>``.
 
-    No key is a column's name: see :data:`~tarry.store.schedule.WAKE`.
+    No key is a column's name: see ``WAKE``.
     """
     decision, by, channel, note = attempt.decision, attempt.by, attempt.channel, attempt.note
     event = attempt_values(question, decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note)
@@ -363,12 +363,12 @@ _READABLE = (  # an approval whose row reads back (see question_from_row); the l
     questions.c.votes.is_(None),
     or_(questions.c.extra.is_(None), func.json_typeof(questions.c.extra) == constant("object")),
 )
-"""What :func:`decide_unread` asks of a question besides being open: an approval whose row reads back (and whose
-call's arguments are a JSON object: see :func:`_decided_if_open`)."""
+"""What ``decide_unread`` asks of a question besides being open: an approval whose row reads back (and whose
+call's arguments are a JSON object: see ``_decided_if_open``)."""
 
 
 def _decided_if_open(refuses_running: bool, *, decide: Update = _DECIDE, readable: bool = False) -> Update:
-    """``decide`` (:data:`_DECIDE` unless told) on a question still open, without an approval policy, with time
+    """``decide`` (``_DECIDE`` unless told) on a question still open, without an approval policy, with time
     left, whose call has not ended (and, with ``refuses_running``, is not running); with ``readable``, also an
     approval whose row and call read back (:data:`_READABLE`)."""
     call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
@@ -389,7 +389,7 @@ def _decided_if_open(refuses_running: bool, *, decide: Update = _DECIDE, readabl
 
 def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
     """The version bump of the call of the question ``decided`` returns, if any; with ``claim``, also the claim of
-    :class:`ClaimAlong` (parameters ``owner``, ``until``, ``read_version``, ``held_version``), and ``claimed``."""
+    ``ClaimAlong`` (parameters ``owner``, ``until``, ``read_version``, ``held_version``), and ``claimed``."""
     values: dict[str, Any] = {"version": tool_calls.c.version + constant(1)}
     returned: list[ColumnElement[Any]] = [tool_calls.c.version]
     if claim:
@@ -422,8 +422,8 @@ def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
 
 
 def _decide_if_open(refuses_running: bool, *, claim: bool = False) -> Executable:
-    """:data:`_DECIDE_AT_ONCE` that decides only as :func:`_decided_if_open` allows; every other part writes only if
-    it did. With ``claim``, the call's bump claims it too (:func:`_bumped_call`)."""
+    """``_DECIDE_AT_ONCE`` that decides only as ``_decided_if_open`` allows; every other part writes only if
+    it did. With ``claim``, the call's bump claims it too (``_bumped_call``)."""
     decided = _decided_if_open(refuses_running).returning(questions.c.id, questions.c.tool_call_id).cte("decided")
     bumped = _bumped_call(decided, claim=claim)
     woken = WAKE_NOTIFY.where(exists(decided.select())).cte("woken")
@@ -442,9 +442,9 @@ _DECIDE_AND_CLAIM = _decide_if_open(False, claim=True)
 
 
 def _decide_unread(refuses_running: bool) -> Executable:
-    """The decision of :func:`decide_unread`: :func:`_decide_if_open` on a question without fields, whose chat and
+    """The decision of ``decide_unread``: ``_decide_if_open`` on a question without fields, whose chat and
     call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
-    question with its call's columns (as :data:`_QUESTION` reads them) and the versions, or no row."""
+    question with its call's columns (as ``_QUESTION`` reads them) and the versions, or no row."""
     decided = _decided_if_open(refuses_running, readable=True).returning(*questions.c).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
@@ -465,10 +465,10 @@ _DECIDE_UNREAD: dict[Decision, Executable] = {"accept": _decide_unread(False), "
 
 
 def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) -> list[Settled | Exception | None]:
-    """:func:`decide_unread` for several attempts of one decision, each on another question, in one statement.
+    """``decide_unread`` for several attempts of one decision, each on another question, in one statement.
 
     Returns what each attempt came to, in order, or ``None`` for one the statement wrote nothing
-    for: :func:`decide_question` then decides it alone, as after :func:`decide_unread`. The
+    for: ``decide_question`` then decides it alone, as after ``decide_unread``. The
     decisions share one moment; each has its own row on the trail, with its own decider,
     channel and note. Two questions of one chat wake it once, and bump it one version. A
     decided question whose row does not read back gets the error that says why, and only it.
@@ -508,11 +508,11 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
 
 
 _DECIDERS = ("decided_by", "decided_by_name", "channel")
-"""The columns of a question that say who decided it, through what (:func:`~tarry.store.rows.decider_values`)."""
+"""The columns of a question that say who decided it, through what (``decider_values``)."""
 
 
 def _decide_unread_together(refuses_running: bool) -> Executable:
-    """The statement of :func:`decide_unread_together`: :func:`_decide_unread`'s, for each question the array
+    """The statement of ``decide_unread_together``: ``_decide_unread``'s, for each question the array
     ``given_question`` names, with the note and decider of the same place in ``given_note`` and ``given_<column>``;
     each decided question's call is bumped and its chat woken once, however many of its questions it decided."""
     names = ("question", "note", *_DECIDERS)

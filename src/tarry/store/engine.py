@@ -1,14 +1,14 @@
 """Database URLs, and running one transaction whole: on a worker thread, or right on the event loop.
 
 Every transaction of the store is a plain function of a connection, run whole by
-:meth:`Database.run_write`, :meth:`Database.run_read`, :meth:`Database.run_alone` or
-:meth:`Database.run_direct`, on a synchronous driver: Python's own ``sqlite3`` (WAL, ``BEGIN
+``Database.run_write``, ``Database.run_read``, ``Database.run_alone`` or
+``Database.run_direct``, on a synchronous driver: Python's own ``sqlite3`` (WAL, ``BEGIN
 IMMEDIATE`` for writers) or psycopg. A transaction that could make the loop wait runs in one hop
 to a small pool of worker threads. One hop per transaction is about five times faster on SQLite
 than aiosqlite, which hops to its thread for every statement, fetch and cursor (measured: 0.2 ms
 against 1.0 ms for a two-statement transaction). On PostgreSQL, the statements of a step
-(:meth:`Database.run_direct`) are sent from the loop on psycopg's asyncio connections instead
-(:mod:`tarry.store.loop_connections`). Running whole transactions on the loop through SQLAlchemy's
+(``Database.run_direct``) are sent from the loop on psycopg's asyncio connections instead
+(``tarry.store.loop_connections``). Running whole transactions on the loop through SQLAlchemy's
 asyncio layer, which switches greenlets at every statement inside its execution layer, was
 measured side by side: 8% less time per chat, but 17% fewer answers per second at 4 at a time per
 process, and more CPU per answer.
@@ -79,7 +79,7 @@ _PROACTOR: tuple[type, ...] = tuple(filter(None, [getattr(asyncio, "ProactorEven
 class UnreadableJson:
     """What a JSON column holds when its text is not JSON: the text and the parser's complaint.
 
-    Reading a row never fails on one bad value; :mod:`tarry.store.rows` refuses the record it
+    Reading a row never fails on one bad value; ``tarry.store.rows`` refuses the record it
     belongs to, naming it, so one corrupt call cannot hide the others.
     """
 
@@ -213,8 +213,8 @@ class Database:
         """Run ``work`` in one write transaction (``BEGIN IMMEDIATE`` on SQLite); commit, and return its result.
 
         An exception raised by ``work`` rolls the whole transaction back. The first transaction
-        of a database checks its schema first (:meth:`check_schema`); a database error becomes
-        a :class:`~tarry.errors.StoreError` that says what to do. ``may_block``: ``work`` calls the
+        of a database checks its schema first (``check_schema``); a database error becomes
+        a [`StoreError`][tarry.errors.StoreError] that says what to do. ``may_block``: ``work`` calls the
         application's code (a ``may_decide`` policy), which may block or use a sync verb, so it runs
         on a worker thread whatever the durability.
         """
@@ -230,19 +230,19 @@ class Database:
         """Run ``work``, whose statements each stand alone, with no transaction around them on PostgreSQL.
 
         For work of one statement (or of statements that need neither one snapshot nor to commit
-        together, such as :func:`~tarry.store.journal.claim_call`'s tries): on PostgreSQL each
+        together, such as ``claim_call``'s tries): on PostgreSQL each
         statement commits by itself (autocommit), which saves the round trips of ``BEGIN`` and
-        ``COMMIT``; on SQLite, where those cost no round trip, it is :meth:`run_write` or :meth:`run_read`.
+        ``COMMIT``; on SQLite, where those cost no round trip, it is ``run_write`` or ``run_read``.
         """
         await self.check_schema()
         return await self._run(work, write=write, alone=True)
 
     async def run_direct(self, work: Callable[[Sendable], T], *, write: bool) -> T:
-        """Run ``work``, whose statements each stand alone and go through :mod:`tarry.store.cursor` only.
+        """Run ``work``, whose statements each stand alone and go through ``tarry.store.cursor`` only.
 
         On PostgreSQL they are sent right from the event loop, on a connection it keeps
-        (:mod:`tarry.store.loop_connections`): no hop to a worker thread. Elsewhere (and on a proactor
-        loop, Windows' default) it is :meth:`run_alone`. Close the store before its event loop ends: a
+        (``tarry.store.loop_connections``): no hop to a worker thread. Elsewhere (and on a proactor
+        loop, Windows' default) it is ``run_alone``. Close the store before its event loop ends: a
         loop shutting down cancels the statements still under way on it.
         """
         on_loop = self._on_loop
@@ -264,7 +264,7 @@ class Database:
             raise translated from error
 
     async def check_schema(self) -> None:
-        """Raise :class:`~tarry.errors.StoreSchemaError` unless the schema is the one this tarry uses.
+        """Raise [`StoreSchemaError`][tarry.errors.StoreSchemaError] unless the schema is the one this tarry uses.
 
         Asks the database until the answer is yes, then never again.
         """
@@ -312,9 +312,9 @@ class Database:
         A SQLite transaction that waits neither for another process's lock nor for the disk
         (a read, or a write whose commit does not sync) takes less time than handing it to a
         worker thread and back. Its connection does not wait for locks: a busy database gives
-        :class:`_Busy` at once, before anything was written, and the caller runs the transaction
+        ``_Busy`` at once, before anything was written, and the caller runs the transaction
         on a worker thread. Nor does it checkpoint the WAL, which syncs the database file: every
-        :data:`CHECKPOINT_EVERY` writes here, a worker thread does.
+        ``CHECKPOINT_EVERY`` writes here, a worker thread does.
         """
         connection = self._kept_connection(waits=False).execution_options(tarry_write=write)
         try:
@@ -395,7 +395,7 @@ class Database:
 
     @asynccontextmanager
     async def _translated(self) -> AsyncIterator[None]:
-        """Turn the driver's errors into :class:`~tarry.errors.StoreError` types that say what to do."""
+        """Turn the driver's errors into [`StoreError`][tarry.errors.StoreError] types that say what to do."""
         if self._sqlite_folder is not None:
             self._check_sqlite_folder(self._sqlite_folder)
         try:
@@ -481,7 +481,7 @@ def _driver(connection: Connection) -> Any:
 
 
 class _Busy:
-    """What :meth:`Database._sqlite_inline` gives when another process held the lock it would have waited for."""
+    """What ``Database._sqlite_inline`` gives when another process held the lock it would have waited for."""
 
 
 class _Cancelled(Exception):

@@ -1,8 +1,8 @@
 """The journal of a stored chat: every change is one transaction, claims are leases on rows.
 
 Each transaction is a plain function of a SQLAlchemy ``Connection`` run by
-:meth:`Database.run_write` or :meth:`Database.run_read`; it reads and writes rows only. What
-it read reaches the chat as a :class:`~tarry.changes.Changes` value, which the chat takes in
+``Database.run_write`` or ``Database.run_read``; it reads and writes rows only. What
+it read reaches the chat as a ``Changes`` value, which the chat takes in
 itself afterwards, on the event loop.
 """
 
@@ -67,7 +67,7 @@ from tarry.tasks import Task
 
 
 class Host(Protocol):
-    """What a :class:`StoreJournal` uses of its :class:`~tarry.store.Store` (read each time: they may change)."""
+    """What a ``StoreJournal`` uses of its [`Store`][tarry.store.Store] (read each time: they may change)."""
 
     db: Database
     owner: str
@@ -109,20 +109,21 @@ class CallRow:
     claimed: bool = False
     """True while this process holds the call's claim and must release it."""
     renewal: asyncio.Task[None] | None = None
-    """The renewal of a claim a decision took (``decide(claim=True)``), until :meth:`StoreJournal.hold_call` uses it."""
+    """The renewal of a claim a decision took (``decide(claim=True)``), until ``StoreJournal.hold_call`` uses it."""
     held_until: datetime | None = None
     """Until when that claim is known to hold: each renewal that finds it pushes this on (``None``: lost)."""
 
 
 FRESH_FOR = 1.0
-"""Seconds after :meth:`Store.load_chat` during which the chat's first listing look takes the load's rows."""
+"""Seconds after [`Store.load_chat`][tarry.store.Store.load_chat] during which the chat's first listing look takes the
+load's rows."""
 
 
 class StoreJournal:
     """The journal of one stored chat object: writes its changes and reads back what other processes wrote.
 
     What the store keeps to do that lives here, typed: the chat version this object holds in
-    full, the turn it holds or claimed early, and the :class:`CallRow` of each call by call id.
+    full, the turn it holds or claimed early, and the ``CallRow`` of each call by call id.
     """
 
     def __init__(
@@ -134,24 +135,27 @@ class StoreJournal:
         self._seen = seen
         """The chat version the chat object is known to hold in full (``None``: not known)."""
         self._unsaved: dict[str, Any] | None = None
-        """The row of a chat not yet in the database, written with its first message (:meth:`Store.start_chat`)."""
+        """The row of a chat not yet in the database, written with its first message
+        ([`Store.start_chat`][tarry.store.Store.start_chat])."""
         self._loaded = loaded
-        """Rows read when the chat was loaded, handed over by the first :meth:`refresh` without a statement."""
+        """Rows read when the chat was loaded, handed over by the first ``refresh`` without a statement."""
         self._holding_turn = False
         self._verified = False
         """A claim just confirmed the chat's version, so the next refresh need not ask again."""
         self._fresh: tuple[int, float] | None = None
-        """The version :meth:`Store.load_chat` read, and until when (``time.monotonic()``) a listing look may take
-        the load's rows as current: only the first look after the load, and only while the chat holds them."""
+        """The version [`Store.load_chat`][tarry.store.Store.load_chat] read, and until when (``time.monotonic()``) a
+        listing look may take the load's rows as current: only the first look after the load, and only while the chat
+        holds them."""
         self._check_at_claim: int | None = None
         """The chat version a refresh took as current without asking: the next call claims check it."""
         self._claimed_early: int | None = None
-        """The version a write wrote when it claimed the turn for the next :meth:`hold_turn`."""
+        """The version a write wrote when it claimed the turn for the next ``hold_turn``."""
         self._calls: dict[str, CallRow] = {}
         """The row behind each call this journal saved or read, by call id."""
 
     def save_with_first_message(self, chat: dict[str, Any]) -> None:
-        """Write ``chat``, the new chat's row, with its first message rather than now (:meth:`Store.start_chat`)."""
+        """Write ``chat``, the new chat's row, with its first message rather than now
+        ([`Store.start_chat`][tarry.store.Store.start_chat])."""
         self._unsaved = chat
 
     @property
@@ -162,7 +166,7 @@ class StoreJournal:
     def _wrote(self, version: int) -> bool:
         """After this process's own write: still up to date only if no other write came in between.
 
-        If one did, the version held is known to be behind: the next :meth:`refresh` reads the rows
+        If one did, the version held is known to be behind: the next ``refresh`` reads the rows
         without asking for the version first, and does not leave the check to a claim.
         """
         if self._seen == version - 1:
@@ -181,8 +185,8 @@ class StoreJournal:
         as held once the chat took the changes in (the block ended without an error). With
         ``at_claim`` (the chat's next step claims calls) PostgreSQL asks nothing now: the claims that
         follow hold only while the chat is still at the version it holds, and are stale otherwise.
-        A ``listing`` look right after :meth:`Store.load_chat` (the first look, within :data:`FRESH_FOR`
-        seconds, before any other step) asks nothing either: the load has just read the rows. Every
+        A ``listing`` look right after [`Store.load_chat`][tarry.store.Store.load_chat] (the first look, within
+        ``FRESH_FOR`` seconds, before any other step) asks nothing either: the load has just read the rows. Every
         other look reads: the one that looks for a question the chat does not know, say.
         """
         tail: Tail | None
@@ -241,8 +245,8 @@ class StoreJournal:
         """Save a user or assistant message and the records of the calls it makes.
 
         Ends the turn claim in the same transaction when the message is the reply it was held for;
-        raises :class:`ClaimLostError`, recording nothing, when another process holds the turn by then.
-        With ``claim_turn`` (a user message) it claims the turn for the model's reply instead.
+        raises [`ClaimLostError`][tarry.errors.ClaimLostError], recording nothing, when another process holds the turn
+        by then. With ``claim_turn`` (a user message) it claims the turn for the model's reply instead.
         Returns whether no other process wrote to the chat since the chat object last looked.
         """
         if self._unsaved is not None:
@@ -335,7 +339,7 @@ class StoreJournal:
         acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
         After a refresh that left the check to the claims (``at_claim``), it also holds only while
         the chat is at the version this object holds. A claim that the decision freeing the call
-        took (:meth:`decide` with ``claim``) is used as it is, without a statement of its own.
+        took (``decide`` with ``claim``) is used as it is, without a statement of its own.
         """
         row = self._calls[call_id]
         renewal = await self._take_early_claim(row)
@@ -378,7 +382,7 @@ class StoreJournal:
     async def hold_turn(self) -> AsyncIterator[bool]:
         """Claim the chat around one model request; yields ``False`` when another process holds it.
 
-        A turn that :meth:`append` or :meth:`save_call` already claimed costs no write here.
+        A turn that ``append`` or ``save_call`` already claimed costs no write here.
         """
         owner, lease, chat_id = self.store.owner, self._lease, self.chat_id
         version, self._claimed_early = self._claimed_early, None
@@ -405,7 +409,7 @@ class StoreJournal:
                 await self._release(chats, chat_id)
 
     async def release_unused(self) -> None:
-        """Give back every call a decision claimed that no :meth:`hold_call` used, and a turn claimed by a write
+        """Give back every call a decision claimed that no ``hold_call`` used, and a turn claimed by a write
         and never held (the chat did not ask the model after all).
 
         A call that cannot be given back is logged, not raised (the caller may be raising already): its
@@ -432,7 +436,7 @@ class StoreJournal:
                 await renewal
 
     def _keep_claim(self, row: CallRow, until: datetime) -> None:
-        """Keep the claim a decision just took on ``row``'s call, until ``until``: renew it until :meth:`hold_call`
+        """Keep the claim a decision just took on ``row``'s call, until ``until``: renew it until ``hold_call``
         uses it."""
         row.claimed, row.held_until = True, until
         row.renewal = asyncio.create_task(self._renew(tool_calls, row.id, row))
@@ -460,7 +464,7 @@ class StoreJournal:
     async def save_call(self, call_id: str, outcome: Outcome, *, first_question: int, claim_turn: bool = False) -> None:
         """Save a call's result, or its new pause and questions; releases the claim in the same transaction.
 
-        With ``claim_turn`` it also claims the turn for the next :meth:`hold_turn`, when it is free.
+        With ``claim_turn`` it also claims the turn for the next ``hold_turn``, when it is free.
         """
         row = self._calls[call_id]
         row_id, owner, chat_id, lease = row.id, self.store.owner, self.chat_id, self._lease
@@ -517,8 +521,8 @@ class StoreJournal:
     async def _write_holding_claim(self, write: Callable[[Connection], T], what: str, *, alone: bool = False) -> T:
         """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
 
-        ``alone``: ``write`` is one statement sent through :mod:`tarry.store.cursor` without a transaction
-        around it (:meth:`~tarry.store.engine.Database.run_direct`).
+        ``alone``: ``write`` is one statement sent through ``tarry.store.cursor`` without a transaction
+        around it (``run_direct``).
 
         The tool has already run, so its result must not be lost to a passing fault of the database: a
         dropped connection, a deadlock it broke by ending this write, a moment read-only (a failover) or
@@ -526,8 +530,8 @@ class StoreJournal:
         replaces one that answered read-only or full; the lease is renewed meanwhile, once the database
         takes writes again) for up to five leases, then the error is raised and logged. A write whose
         commit went through before the connection dropped finds the claim released on its next try and
-        raises :class:`ClaimLostError`; the chat then reads the saved result back. So does a write whose
-        lease ran out while the database was away and another process closed the call as interrupted.
+        raises [`ClaimLostError`][tarry.errors.ClaimLostError]; the chat then reads the saved result back. So does a
+        write whose lease ran out while the database was away and another process closed the call as interrupted.
         """
         deadline = asyncio.get_running_loop().time() + 5 * self.store.lease
         pause = 0.05
@@ -570,10 +574,10 @@ class StoreJournal:
         """Record the decision under the question's row lock (which checks the call as stored, not ``running``).
 
         When the chat held everything recorded before, it still does: the decision changed only
-        the question and the versions, so the next :meth:`refresh` need not read the rows again.
+        the question and the versions, so the next ``refresh`` need not read the rows again.
         With ``claim`` (the decision frees the call, and the chat carries it on next) PostgreSQL's
-        statement claims the call too when it stands as the chat holds it, so :meth:`hold_call`
-        need not; :meth:`release_unused` gives it back if the chat does not carry it on after all.
+        statement claims the call too when it stands as the chat holds it, so ``hold_call``
+        need not; ``release_unused`` gives it back if the chat does not carry it on after all.
         """
         self._fresh = None  # whatever comes of it, a decision that lost or was refused shows another writer
         row = None if question.tool_call is None else self._calls.get(question.tool_call.id)
@@ -600,8 +604,8 @@ class StoreJournal:
     async def add_question(self, call_id: str, number: int, question: Question) -> None:
         """Save a question the running call asks while it runs.
 
-        Raises :class:`ClaimLostError`, saving nothing, when this process no longer holds the open call
-        (its lease ran out and another process took the call over, or closed it).
+        Raises [`ClaimLostError`][tarry.errors.ClaimLostError], saving nothing, when this process no longer holds the
+        open call (its lease ran out and another process took the call over, or closed it).
         """
         row = self._calls[call_id]
         row_id, owner, chat_id = row.id, self.store.owner, self.chat_id
@@ -656,9 +660,9 @@ class StoreJournal:
     async def wait_for_decision(self, question: Question) -> Question:
         """Poll the question's row until a decision is recorded in any process, or its time runs out.
 
-        Raises :class:`ClaimLostError` once this process no longer holds the question's open call (another
-        process took it over, or closed it), also when the answer is there: the process that holds the call
-        now acts on it (a tool it runs again asks the same question and gets the same answer). An answer that
+        Raises [`ClaimLostError`][tarry.errors.ClaimLostError] once this process no longer holds the question's open
+        call (another process took it over, or closed it), also when the answer is there: the process that holds the
+        call now acts on it (a tool it runs again asks the same question and gets the same answer). An answer that
         finds this process's lease run out is taken only once the lease is renewed: else the process that
         takes the call over next would act on it too.
         """
@@ -747,7 +751,7 @@ def bump_chat(
 ) -> tuple[int, int]:
     """Bump the chat's version (row-locking it) and reserve ``new_messages`` positions.
 
-    With ``holder``, only while ``holder`` holds the turn: else :class:`ClaimLostError` (the
+    With ``holder``, only while ``holder`` holds the turn: else [`ClaimLostError`][tarry.errors.ClaimLostError] (the
     turn claim lapsed while the model was asked and another process took the turn over).
     Returns the new version and the first reserved position.
     """
@@ -758,7 +762,7 @@ def bump_chat(
 def bump_chat_claiming(
     connection: Connection, chat_id: str, owner: str, lease: timedelta, *, new_messages: int = 0, **changes: Any
 ) -> tuple[int, int, bool]:
-    """:func:`bump_chat` that in the same statement claims the turn for ``owner``, as :func:`take_turn` would.
+    """``bump_chat`` that in the same statement claims the turn for ``owner``, as ``take_turn`` would.
 
     Returns the new version, the first reserved position, and whether the turn was claimed.
     """
@@ -937,7 +941,7 @@ class Tail:
 
         A call whose row version differs from the one read before (or that was never read)
         carries its saved state, for the chat to rebuild its task. Raises
-        :class:`~tarry.errors.CorruptStateError` naming what cannot be read.
+        [`CorruptStateError`][tarry.errors.CorruptStateError] naming what cannot be read.
         """
         tail: list[Message] = []
         by_row_id: dict[int, Message] = {}
@@ -1119,7 +1123,7 @@ _CHAT_AT_ONCE = text(
     f" (SELECT * FROM tarry_questions WHERE tool_call_id IN ({_CALLS_FROM}) UNION ALL"
     "  SELECT * FROM tarry_questions WHERE chat_id = :chat_id AND tool_call_id IS NULL) AS q) AS questions"
 )
-"""PostgreSQL: the chat's row and every row :func:`fetch_tail` reads, as JSON arrays, in one statement.
+"""PostgreSQL: the chat's row and every row ``fetch_tail`` reads, as JSON arrays, in one statement.
 
 The questions are the calls' and the chat's own, each found through its index: written as one ``OR``,
 PostgreSQL scanned every question in the database.

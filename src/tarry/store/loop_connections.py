@@ -1,12 +1,12 @@
 """PostgreSQL: the statements of a step sent right from the event loop, on psycopg's asyncio connections.
 
-A step's statements each commit by themselves (:mod:`tarry.store.one_statement`) and go straight
-to the driver's cursor (:mod:`tarry.store.cursor`). Sent from a worker thread, each would cost a
+A step's statements each commit by themselves (``tarry.store.one_statement``) and go straight
+to the driver's cursor (``tarry.store.cursor``). Sent from a worker thread, each would cost a
 hop to the thread and back, and two thread wake-ups, about 200 µs on a 2-core machine; sent from
 the loop on psycopg's asyncio connection, none. The work is the same plain function of a
 connection: it runs in a greenlet (SQLAlchemy's ``greenlet_spawn``), and each statement waits for
 the server without blocking the loop. Each loop keeps its own connections, up to
-:data:`CONNECTIONS_PER_LOOP` at once, opened with the same settings as the engine's.
+``CONNECTIONS_PER_LOOP`` at once, opened with the same settings as the engine's.
 
 A statement, once sent, runs to its end even when its caller is cancelled, as on a thread:
 psycopg would otherwise cancel it on the server, and a caller could not know whether it committed.

@@ -57,7 +57,7 @@ class ReceivedCode:
 
 
 class OAuthRecords:
-    """The store's OAuth rows (``store.oauth``); :class:`tarry.mcp.oauth.OAuthLogin` uses them."""
+    """The store's OAuth rows (``store.oauth``); [`tarry.mcp.oauth.OAuthLogin`][tarry.mcp.OAuthLogin] uses them."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

@@ -67,7 +67,7 @@ def save_reply(
 ) -> tuple[int, list[int]]:
     """Save the model's reply, its calls and their questions, and end ``holder``'s turn, in one statement.
 
-    Raises :class:`ClaimLostError`, writing nothing, when ``holder`` no longer holds the turn.
+    Raises [`ClaimLostError`][tarry.errors.ClaimLostError], writing nothing, when ``holder`` no longer holds the turn.
     Returns the chat's new version and the calls' row ids.
     """
     reply = message_values(message)
@@ -99,7 +99,7 @@ def _reply_statement(
     questions_per_call: tuple[int, ...],
     question_columns: tuple[str, ...],
 ) -> Executable:
-    """The statement of :func:`save_reply` for calls asking ``questions_per_call`` questions each, built once.
+    """The statement of ``save_reply`` for calls asking ``questions_per_call`` questions each, built once.
 
     When the version bump finds the turn lost, it returns no row, so nothing is inserted.
     """
@@ -146,7 +146,7 @@ def save_user_message(
 
 @functools.lru_cache(maxsize=8)
 def _user_message_statement(message_columns: tuple[str, ...], claim: bool) -> Executable:
-    """The statement of :func:`save_user_message` for a message of ``message_columns``, built once.
+    """The statement of ``save_user_message`` for a message of ``message_columns``, built once.
 
     The version bump compares the chat's version (PostgreSQL checks it again on the newest row when
     it waited for another writer's lock), and a new question of the user ends an earlier cancellation.
@@ -203,8 +203,8 @@ def save_result(
 
     The result message takes the chat's next position. With ``claim_turn`` (a lease) the statement
     also claims the chat's turn for ``owner`` when it is free, as ``bump_chat_claiming`` would.
-    Raises :class:`ClaimLostError`, writing nothing, when ``owner`` no longer holds the open call.
-    Returns the chat's new version, the call's new version, and whether the turn was claimed.
+    Raises [`ClaimLostError`][tarry.errors.ClaimLostError], writing nothing, when ``owner`` no longer holds the open
+    call. Returns the chat's new version, the call's new version, and whether the turn was claimed.
     """
     now, columns = utcnow(), message_values(result)
     values: dict[str, Any] = {"of_chat": chat_id, "row_id": row_id, "owner": owner, "at": now}
@@ -220,7 +220,7 @@ def save_result(
 
 @functools.lru_cache(maxsize=8)
 def _result_statement(message_columns: tuple[str, ...], claim: bool) -> Executable:
-    """The statement of :func:`save_result` for a message of ``message_columns``, built once.
+    """The statement of ``save_result`` for a message of ``message_columns``, built once.
 
     It locks the held call first, as a decision does (the call's row, then the chat's), bumps the chat
     only if it found the call, inserts the message only if it bumped the chat, and closes the call with

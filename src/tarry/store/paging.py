@@ -100,7 +100,7 @@ def _bounded(text: str, largest: int) -> int:
 
 
 def check_limit(limit: int | None) -> None:
-    """Raise :class:`ValueError` unless ``limit`` is ``None`` or a positive int."""
+    """Raise ``ValueError`` unless ``limit`` is ``None`` or a positive int."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
 
@@ -155,7 +155,7 @@ def _statement(one_chat: bool, limited: bool, phase: str) -> Select[Any]:
 
 
 def position_of(row: Any) -> Position:
-    """The position of a row of :func:`pending_query`."""
+    """The position of a row of ``pending_query``."""
     return Position(row["tool_call_id"] or 0, row["number"], row["id"] if row["tool_call_id"] is None else "")
 
 

@@ -15,7 +15,7 @@ from tarry.store.tables import questions, tool_calls
 class Problem:
     """A record of an open tool call that cannot be read (tampered JSON, a bad schema, an unknown task status).
 
-    Listings leave the call out; loading its chat raises :class:`~tarry.errors.CorruptStateError`
+    Listings leave the call out; loading its chat raises [`CorruptStateError`][tarry.errors.CorruptStateError]
     with the same ``detail``. ``call_id`` is the provider's id of the call.
     """
 

@@ -25,7 +25,8 @@ _UNREADABLE = (ValueError, TypeError, KeyError, AttributeError)
 
 
 def read_each(rows: Iterable[Row], read: Callable[[Row], T], skipped: list[CorruptStateError]) -> list[T]:
-    """``read`` of every row that can be read; the :class:`CorruptStateError` of each other one goes to ``skipped``."""
+    """``read`` of every row that can be read; the [`CorruptStateError`][tarry.errors.CorruptStateError] of each other
+    one goes to ``skipped``."""
     found = []
     for row in rows:
         try:
@@ -95,7 +96,8 @@ def _call_value(call: ToolCall) -> dict[str, Any]:
 
 
 def message_from_row(row: Row) -> Message:
-    """The message a row holds; raises :class:`CorruptStateError` naming the message when it cannot be read."""
+    """The message a row holds; raises [`CorruptStateError`][tarry.errors.CorruptStateError] naming the message when it
+    cannot be read."""
     try:
         _check_json(row, _JSON_COLUMNS["tarry_messages"])
         calls = tuple(
@@ -156,7 +158,8 @@ def question_and_call_from_row(row: Row) -> Question:
 
 
 def question_from_row(row: Row, call: ToolCall | None) -> Question:
-    """The question a row holds, asked by ``call``; raises :class:`CorruptStateError` naming the question and call."""
+    """The question a row holds, asked by ``call``; raises [`CorruptStateError`][tarry.errors.CorruptStateError] naming
+    the question and call."""
     try:
         _check_json(row, _JSON_COLUMNS["tarry_questions"])
         schema = row["requested_schema"]
@@ -197,7 +200,8 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
 def call_from_row(row: Row) -> ToolCall:
     """The tool call a row holds, with the arguments as the model sent them.
 
-    Raises :class:`CorruptStateError` naming the call when the arguments are not JSON or not an object.
+    Raises [`CorruptStateError`][tarry.errors.CorruptStateError] naming the call when the arguments are not JSON or not
+    an object.
     """
     try:
         _check_json(row, ("arguments",))
@@ -210,7 +214,8 @@ def call_from_row(row: Row) -> ToolCall:
 
 
 def waiting_on(row: Row) -> set[str]:
-    """The ids of the questions a call row's paused task waits on; raises :class:`CorruptStateError` naming the call."""
+    """The ids of the questions a call row's paused task waits on; raises
+    [`CorruptStateError`][tarry.errors.CorruptStateError] naming the call."""
     try:
         _check_json(row, ("waiting_on",))
     except ValueError as error:
@@ -222,7 +227,8 @@ def waiting_on(row: Row) -> set[str]:
 
 
 def saved_state(row: Row) -> Any:
-    """The paused task's saved state a call row holds (``None``: it never paused); raises :class:`CorruptStateError`."""
+    """The paused task's saved state a call row holds (``None``: it never paused); raises
+    [`CorruptStateError`][tarry.errors.CorruptStateError]."""
     try:
         _check_json(row, ("state",))
     except ValueError as error:

@@ -33,13 +33,13 @@ def wake(connection: Connection, chat_id: str, *, postgres: bool) -> int | None:
 
 
 def wake_of(chat_id: ColumnElement[Any]) -> Update:
-    """The wake of :func:`wake` for the chat ``chat_id`` names (a parameter, or a value of a statement around
+    """The wake of ``wake`` for the chat ``chat_id`` names (a parameter, or a value of a statement around
     it); it returns the chat's new version."""
     return wake_where(chats.c.id == chat_id)
 
 
 def wake_where(condition: ColumnElement[bool]) -> Update:
-    """The wake of :func:`wake` for each chat that meets ``condition``; it returns each one's new version."""
+    """The wake of ``wake`` for each chat that meets ``condition``; it returns each one's new version."""
     return (
         update(chats)
         .where(condition)
@@ -53,7 +53,7 @@ def wake_where(condition: ColumnElement[bool]) -> Update:
 
 
 WAKE = wake_of(bindparam("woken_chat"))
-"""The wake of :func:`wake`, built once.
+"""The wake of ``wake``, built once.
 
 Its parameters' names are no column's: a DML statement executed with a parameter named like a
 column of its table would also set that column.
@@ -61,7 +61,7 @@ column of its table would also set that column.
 NOTIFIED = func.pg_notify(constant(WAKE_CHANNEL), chats.c.id)
 """What a wake returns on PostgreSQL to notify the chat's listeners too."""
 WAKE_NOTIFY = WAKE.returning(NOTIFIED)
-""":data:`WAKE` that also notifies listeners (PostgreSQL): the notification rides on the update, one round trip."""
+"""``WAKE`` that also notifies listeners (PostgreSQL): the notification rides on the update, one round trip."""
 
 
 def check_by(connection: Connection, chat_id: str, at: datetime) -> None:

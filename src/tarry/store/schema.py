@@ -25,7 +25,8 @@ def read_revision(connection: Connection) -> str | None:
 
 
 def require_usable(connection: Connection, where: str) -> None:
-    """Raise :class:`StoreSchemaError`, saying what to do, unless the schema is the one this tarry uses."""
+    """Raise [`StoreSchemaError`][tarry.errors.StoreSchemaError], saying what to do, unless the schema is the one this
+    tarry uses."""
     found = read_revision(connection)
     if found == HEAD:
         return

@@ -6,8 +6,8 @@ and the result kept for polling until that time ends. The work behind it is a st
 (``chat_id``) whose one tool call runs the tool, so tarry's worker carries it on under the
 chat's leases; this table only says what the MCP client sees.
 
-An expired task is not found: every read treats it as gone, and :meth:`ServedTasks.reap`
-deletes the rows.
+An expired task is not found: every read treats it as gone, and
+[`ServedTasks.reap`][tarry.store.served_tasks.ServedTasks.reap] deletes the rows.
 """
 
 from __future__ import annotations
@@ -213,8 +213,8 @@ class ServedTasks:
         """Move the task to ``status`` (with its message and, when terminal, its result), in one transaction.
 
         Staying in a non-terminal status only updates the message. Raises
-        :class:`TaskTransitionError` when the task's status cannot reach ``status`` (a
-        terminal one never changes) and ``LookupError`` when the task is gone.
+        [`TaskTransitionError`][tarry.store.served_tasks.TaskTransitionError] when the task's status cannot reach
+        ``status`` (a terminal one never changes) and ``LookupError`` when the task is gone.
         """
         if status not in TRANSITIONS:
             raise ValueError(f"Unknown task status {status!r}; one of {', '.join(TRANSITIONS)}")

@@ -75,8 +75,8 @@ class Store:
     Synchronous code uses ``with Store() as store:`` and the ``_sync`` twin of each verb
     (``store.setup_sync()``, ``store.approve_sync(id)``, …), which run on one event loop per thread.
 
-    Its first use checks the database's schema revision (:meth:`check`); every database error
-    is a :class:`~tarry.errors.StoreError` that says what to do.
+    Its first use checks the database's schema revision ([`check`][tarry.store.Store.check]); every database error
+    is a [`StoreError`][tarry.errors.StoreError] that says what to do.
     """
 
     def __init__(
@@ -101,7 +101,7 @@ class Store:
         self.decision_hooks: list[DecisionHook] = []
         """Called with each question right after a decision on it is recorded through this store."""
         self.cancel_hooks: list[CancelHook] = []
-        """Called with a chat's id right after :meth:`cancel` recorded a cancellation request."""
+        """Called with a chat's id right after [`cancel`][tarry.store.Store.cancel] recorded a cancellation request."""
         self.may_decide = may_decide
         self.oauth = OAuthRecords(self)
         """Logins to OAuth-protected MCP servers (tokens, registrations, codes), shared by every process."""
@@ -133,15 +133,15 @@ class Store:
     async def setup(self) -> None:
         """Create the schema, or migrate it to the current version (Alembic).
 
-        A schema that a newer tarry migrated raises :class:`~tarry.errors.StoreSchemaError`.
+        A schema that a newer tarry migrated raises [`StoreSchemaError`][tarry.errors.StoreSchemaError].
         """
         await self.db.migrate()
 
     async def check(self) -> None:
-        """Raise the :class:`~tarry.errors.StoreError` that using this store would raise, if any.
+        """Raise the [`StoreError`][tarry.errors.StoreError] that using this store would raise, if any.
 
         That is: the database cannot be reached, is damaged, or has no schema or one this tarry
-        cannot use. Every store checks once, before its first transaction; call this to fail
+        cannot use. Every store checks once, before it first reads or writes; call this to fail
         early, as ``tarry worker`` and ``tarry db check`` do before they start.
         """
         await self.db.check_schema()
@@ -181,7 +181,7 @@ class Store:
     ) -> Chat:
         """A new chat whose every change is saved as it happens.
 
-        With ``agent`` (an :class:`~tarry.Agent`), the chat takes the agent's model, tools and
+        With ``agent`` (an [`Agent`][tarry.Agent]), the chat takes the agent's model, tools and
         instructions unless given here, and records the agent's name so a worker can rebuild it.
         """
         chat, _, row = self._new_chat(model, tools, instructions, tool_choice, settings, max_concurrency, agent)
@@ -200,13 +200,16 @@ class Store:
         max_concurrency: int = 8,
         agent: Agent | str | None = None,
     ) -> Chat:
-        """A new chat that asks ``text`` at once: :meth:`create_chat`, then :meth:`Chat.ask`, in one write fewer.
+        """A new chat that asks ``text`` at once: [`create_chat`][tarry.store.Store.create_chat], then
+        [`Chat.ask`][tarry.Chat.ask], quicker.
 
-        The chat's row and the user's message are saved together, before the model is called, so
-        the chat is in the database from its first message on, and not at all when ``text`` is
-        refused. Returns the chat as :meth:`Chat.ask` leaves it (its reply is ``chat.last_reply``).
-        An error after that write (the model's, say) carries a note naming the saved chat's id.
+        The chat and the user's message are saved together, before the model is called, so the
+        chat is in the database from its first message on, and not at all when ``text`` is
+        refused. Returns the chat as [`Chat.ask`][tarry.Chat.ask] leaves it (its reply is
+        ``chat.last_reply``). An error after the chat is saved (the model's, say) carries a note
+        naming the saved chat's id.
         """
+        # One write fewer than create_chat and ask: the chat's row goes with its first message.
         chat, journal, row = self._new_chat(model, tools, instructions, tool_choice, settings, max_concurrency, agent)
         journal.save_with_first_message(row)
         try:
@@ -302,7 +305,7 @@ class Store:
         return await self.db.run_read(lambda connection: list_chats(connection, waiting=waiting))
 
     async def chat_summary(self, chat_id: str) -> ChatSummary:
-        """One stored chat's summary; raises :class:`ChatNotFoundError` for an unknown id."""
+        """One stored chat's summary; raises [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown id."""
         found = [] if "\x00" in chat_id else await self.db.run_read(lambda c: list_chats(c, chat_id=chat_id))
         if not found:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
@@ -311,7 +314,7 @@ class Store:
     async def messages(self, chat_id: str) -> list[Message]:
         """A stored chat's messages in order, read from the database alone (no model, no tools).
 
-        Raises :class:`ChatNotFoundError` for an unknown id.
+        Raises [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown id.
         """
 
         def read(connection: Connection) -> list[Message] | None:
@@ -327,8 +330,8 @@ class Store:
     async def chat_version(self, chat_id: str) -> int:
         """A number that grows whenever anything about the chat is recorded: a message, a call, a question, a decision.
 
-        One indexed read, for noticing a change cheaply (a page that refreshes itself, say).
-        Raises :class:`ChatNotFoundError` for an unknown id.
+        Cheap enough to call often, to notice a change (a page that refreshes itself, say).
+        Raises [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown id.
         """
         found = None
         if "\x00" not in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
@@ -349,8 +352,8 @@ class Store:
 
         Lists every chat's questions unless ``chat_id`` names one. ``limit`` makes it one page
         of at most that many; the page's ``next_cursor``, passed back as ``cursor``, gives the
-        next one (``None`` after the last). Each page is one indexed query, however many
-        questions were asked before it.
+        next one (``None`` after the last). A page takes as long however many questions were
+        asked before it.
         """
         check_limit(limit)
         after = None if cursor is None else decode_cursor(cursor)
@@ -372,7 +375,8 @@ class Store:
         return [waiting.task for waiting in await self.waiting_tasks(chat_id)]
 
     async def waiting_tasks(self, chat_id: str | None = None) -> list[WaitingTask]:
-        """:meth:`pending_tasks` with their chat and since when they wait, for screens that list them."""
+        """[`pending_tasks`][tarry.store.Store.pending_tasks] with their chat and since when they wait, for screens
+        that list them."""
         if chat_id is not None and "\x00" in chat_id:  # no chat has such an id
             return []
         skipped: list[CorruptStateError] = []
@@ -383,10 +387,10 @@ class Store:
     async def problems(self) -> list[Problem]:
         """The open tool calls whose saved records cannot be read, in every chat, oldest first.
 
-        :meth:`pending_questions` and :meth:`pending_tasks` leave such a call out (and log it
-        once, naming its chat and call) so every other call stays listed; loading its chat
-        raises :class:`~tarry.errors.CorruptStateError` naming the call. ``tarry db check``
-        prints them.
+        [`pending_questions`][tarry.store.Store.pending_questions] and
+        [`pending_tasks`][tarry.store.Store.pending_tasks] leave such a call out (and log it once, naming its chat and
+        call) so every other call stays listed; loading its chat raises
+        [`CorruptStateError`][tarry.errors.CorruptStateError] naming the call. ``tarry db check`` prints them.
         """
         return await self.db.run_read(find_problems)
 
@@ -399,7 +403,7 @@ class Store:
                 )
 
     async def question(self, question_id: str) -> Question:
-        """One question by id, decided or not; raises :class:`UnknownQuestionError`."""
+        """One question by id, decided or not; raises [`UnknownQuestionError`][tarry.errors.UnknownQuestionError]."""
         query = _QUESTION_WITH_CALL.where(questions.c.id == _question_id(question_id))
         row = await self.db.run_alone(lambda c: c.execute(query).mappings().one_or_none(), write=False)
         if row is None:
@@ -438,7 +442,7 @@ class Store:
     ) -> bool:
         """Answer a question by id; ``True`` when this call recorded the decision, ``False`` when another came first.
 
-        Same arguments, validation and errors as :meth:`tarry.Chat.answer`: ``by`` says who
+        Same arguments, validation and errors as [`tarry.Chat.answer`][tarry.Chat.answer]: ``by`` says who
         decides, ``channel`` through what; both go to the question and the audit trail.
         """
 
@@ -448,9 +452,9 @@ class Store:
         return (await self._decide(question_id, "accept", answer_of, None, by, channel)).question is not None
 
     async def approve(self, question_id: str, *, by: str | Principal | None = None, channel: Channel = "code") -> bool:
-        """Approve a question by id; see :meth:`answer`.
+        """Approve a question by id; see [`answer`][tarry.store.Store.answer].
 
-        With an :class:`~tarry.approvals.Approval` policy that needs several people, ``True``
+        With an [`Approval`][tarry.approvals.Approval] policy that needs several people, ``True``
         means this approval was counted; the question stays listed until enough people approved.
         """
         settled = await self._decide(question_id, "accept", _approval, None, by, channel, unread=True)
@@ -466,7 +470,7 @@ class Store:
     ) -> bool:
         """Decline a question by id; the note reaches the model.
 
-        Raises :class:`ToolCallRunningError` while the question's call runs.
+        Raises [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] while the question's call runs.
         """
         check_note(note)
         settled = await self._decide(question_id, "decline", _no_answer, note, by, channel, unread=True)
@@ -510,12 +514,12 @@ class Store:
         claim: ClaimAlong | None = None,
         on_claimed: Callable[[], None] | None = None,
     ) -> Settled:
-        """Record a decision (:func:`~tarry.store.deciding.decide_question`), log it and run the decision hooks.
+        """Record a decision (``decide_question``), log it and run the decision hooks.
 
         ``known``: the question as a chat object holds it, which spares PostgreSQL's common case its read.
         ``unread``: an approval or a decline, whose answer needs no fields, which spares it too
-        (:func:`~tarry.store.deciding.decide_unread`). ``claim``: the decision's statement may also claim
-        the question's call (:class:`~tarry.store.deciding.ClaimAlong`); when it did, ``on_claimed``
+        (``decide_unread``). ``claim``: the decision's statement may also claim
+        the question's call (``ClaimAlong``); when it did, ``on_claimed``
         is called as the statement ends, before the hooks run (a cancelled caller's too), so the claim is
         kept from then on.
 
@@ -574,7 +578,7 @@ class Store:
         The request is saved on the chat and wakes it: a worker (``tarry.jobs``) sees it at its
         next checkpoint (within a second), cancels the chat's tasks (``Task.cancel()``) and closes
         every waiting call with a cancelled result, and calls the model no more until the user
-        asks again. Raises :class:`ChatNotFoundError` for an unknown chat.
+        asks again. Raises [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown chat.
         """
         postgres = not self.db.is_sqlite
 

@@ -7,7 +7,7 @@ in one process's memory) lets them outlive a slow client and leave the process's
 Every event belongs to a ``scope`` (whoever may read it back; the MCP server uses one per
 session) and a stream within it. Its id is random, so only a client that was sent an id can
 name it; a replay returns the later events of the same scope and stream only. Events expire
-``ttl`` after they were stored; :meth:`StreamEvents.reap` deletes them (``add`` does it
+``ttl`` after they were stored; [`StreamEvents.reap`][tarry.store.StreamEvents.reap] deletes them (``add`` does it
 now and then too).
 """
 
@@ -53,7 +53,7 @@ stream_events = Table(
 )
 
 REAP_EVERY = timedelta(minutes=1)
-"""How often :meth:`StreamEvents.add` also deletes expired events (at most)."""
+"""How often [`StreamEvents.add`][tarry.store.StreamEvents.add] also deletes expired events (at most)."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ Json = JSON(none_as_null=True)
 """
 Id = BigInteger().with_variant(Integer(), "sqlite")
 LARGEST_ID = 2**63 - 1
-"""The largest number an :data:`Id` column holds, on either database."""
+"""The largest number an ``Id`` column holds, on either database."""
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -137,7 +137,7 @@ def constant(value: int | str) -> ColumnElement[Any]:
 
 OPEN_BY_KEY = tool_calls.c.result_message_id.is_(None).is_(True)
 """Open, in a statement that finds its call by id: ``result_message_id IS NULL``, written so that PostgreSQL cannot
-take the partial index of open calls for it (see :data:`UNDECIDED_BY_KEY`)."""
+take the partial index of open calls for it (see ``UNDECIDED_BY_KEY``)."""
 
 questions = Table(
     "tarry_questions",

@@ -2,7 +2,7 @@
 
 Each event loop sends one decision statement of each kind (approve, decline) at a time. What
 arrives meanwhile waits, and goes in the next statement, all of it at once
-(:func:`~tarry.store.deciding.decide_unread_together`): one round trip and one commit for many
+(``decide_unread_together``): one round trip and one commit for many
 decisions, where each alone costs the server a commit and the client a round trip. A decision
 that arrives while none is on its way is sent on the loop's next turn, with those asked on the
 same turn (``asyncio.gather`` of several); nothing waits for company longer than that.
@@ -31,9 +31,9 @@ MOST_TOGETHER = 64
 """Decisions in one statement at most; more wait for the next."""
 
 SendAlone = Callable[[Attempt], Awaitable[Settled | None]]
-"""Sends one decision's statement (:func:`~tarry.store.deciding.decide_unread`)."""
+"""Sends one decision's statement (``decide_unread``)."""
 SendTogether = Callable[[Sequence[Attempt]], Awaitable[Sequence[Settled | Exception | None]]]
-"""Sends the statement of several (:func:`~tarry.store.deciding.decide_unread_together`)."""
+"""Sends the statement of several (``decide_unread_together``)."""
 
 
 Waiting = tuple[Attempt, "asyncio.Future[Settled | None]"]
@@ -124,7 +124,7 @@ class DecisionsTogether:
 
 def _take(queue: _Queue) -> list[Waiting]:
     """The next statement's decisions, in the order of their questions' ids (the order every statement locks them
-    in): the first waiting on each question, up to :data:`MOST_TOGETHER`; the others stay for a later one (two
+    in): the first waiting on each question, up to ``MOST_TOGETHER``; the others stay for a later one (two
     decisions of one question in one statement could not tell which was recorded)."""
     batch: list[Waiting] = []
     rest: list[Waiting] = []

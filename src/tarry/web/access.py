@@ -199,7 +199,7 @@ class Access:
         return [item for item in items if await self.allowed(connection, item)]
 
     async def require(self, connection: HTTPConnection, item: Shown | None) -> None:
-        """Raise :class:`NotLoggedIn` or :class:`Forbidden` unless :meth:`allowed`."""
+        """Raise ``NotLoggedIn`` or ``Forbidden`` unless ``allowed``."""
         if not self.logged_in(connection):
             raise NotLoggedIn()
         if not await self.allowed(connection, item):

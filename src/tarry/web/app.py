@@ -42,7 +42,7 @@ def create_app(
     or run it with ``tarry serve``.
 
     ``authorize(request, item)`` decides, item by item, who may see each question (and answer
-    it), each working task and each chat (a :class:`~tarry.web.access.ChatRef`); with ``None``
+    it), each working task and each chat (a [`ChatRef`][tarry.web.ChatRef]); with ``None``
     it is asked about the inbox as a whole, which only gates the pages, the API and request
     bodies. It may be a coroutine. Without it the app requires a login token: ``token``, else
     a random one, kept as ``app.state.token``. A browser exchanges it once at
@@ -57,11 +57,11 @@ def create_app(
     particular (:data:`~tarry.web.access.TOKEN_HOLDER`, self-declared), who cannot.
 
     Every decision made through the app records who made it: ``identify(request)`` returns an
-    identity or a :class:`~tarry.principals.Principal` (sync or async); without it, a login
-    token's decisions are recorded as :data:`~tarry.web.access.TOKEN_HOLDER` and, with
+    identity or a [`Principal`][tarry.principals.Principal] (sync or async); without it, a login
+    token's decisions are recorded as [`TOKEN_HOLDER`][tarry.web.TOKEN_HOLDER] and, with
     ``authorize``, as the user the host app's authentication middleware set
     (``request.user.identity``). The page records the channel ``web``, the API ``api``. An
-    approval its policy refuses (:class:`~tarry.errors.NotAllowedError`) is a 403.
+    approval its policy refuses ([`NotAllowedError`][tarry.errors.NotAllowedError]) is a 403.
 
     ``on_answer(question)`` runs after each decision recorded through the app, with the
     decided question (sync or async). The store's ``decision_hooks`` run in any case, before

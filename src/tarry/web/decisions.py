@@ -90,7 +90,7 @@ class Decider:
         note: str | None = None,
         channel: Channel = "web",
     ) -> Result:
-        """Answer, approve or decline as whoever :meth:`Access.principal` says; raises ``NotLoggedIn``/``Forbidden``."""
+        """Answer, approve or decline as whoever ``Access.principal`` says; raises ``NotLoggedIn``/``Forbidden``."""
         try:
             question = await self.store.question(question_id)
         except UnknownQuestionError:

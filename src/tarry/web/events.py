@@ -20,7 +20,7 @@ async def changes(request: Request, fingerprint: Callable[[], Awaitable[str]]) -
     """An ``text/event-stream`` body: a ``change`` event each time ``fingerprint()`` differs from before.
 
     Other processes write to the same database, so the stream looks at it rather than at this
-    process's own decisions. Each stream ends after :data:`STREAM_FOR` seconds, so a server
+    process's own decisions. Each stream ends after ``STREAM_FOR`` seconds, so a server
     that shuts down is never held open by a browser tab.
     """
     yield "retry: 1000\n\n"

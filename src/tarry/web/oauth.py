@@ -1,6 +1,6 @@
 """The OAuth redirect endpoint: where a person lands after logging in to an MCP server.
 
-``create_app`` serves it at ``/oauth/callback``; :func:`serve_callback` serves it alone, on
+``create_app`` serves it at ``/oauth/callback``; [`serve_callback`][tarry.web.serve_callback] serves it alone, on
 127.0.0.1, for scripts without the inbox. The ``state`` of the redirect is the only key: it
 names a login tarry recorded (unguessable, 256 bits), it is used once, and it expires. The
 code is recorded on that login and the login's URL question answered, so whichever process

@@ -5,7 +5,7 @@
 as plain tool results); questions reach them as ``elicitation/create`` on the request that
 waits (the call itself, or ``tasks/result`` with the related-task ``_meta``). 2026-07-28
 clients get input requests (multi-round-trip requests) whose ``requestState`` is signed
-(:mod:`tarry.mcp.serving.request_state`) and bound to the call's stored chat.
+(``tarry.mcp.serving.request_state``) and bound to the call's stored chat.
 """
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ def default_owner(ctx: Any) -> str | None:
 
 
 class McpFrontEnd:
-    """The MCP methods of a tarry server, over :class:`ServedCalls`."""
+    """The MCP methods of a tarry server, over [`ServedCalls`][tarry.mcp.serving.ServedCalls]."""
 
     def __init__(
         self,
@@ -563,7 +563,8 @@ def build_server(
     stream_hold: float | None = None,
     carry_on: Callable[[str], object] | None = None,
 ) -> tuple[Server[Any], ServedCalls]:
-    """The SDK server that serves the tools, and the :class:`ServedCalls` behind it (see :func:`serve`)."""
+    """The SDK server that serves the tools, and the [`ServedCalls`][tarry.mcp.serving.ServedCalls] behind it (see
+    [`serve`][tarry.mcp.serving.serve])."""
     tools = tools_or_agent.tools if isinstance(tools_or_agent, Agent) else list(tools_or_agent)
     calls = ServedCalls(
         store,
@@ -616,7 +617,7 @@ def serve(
     max_sessions: int | None = MAX_SESSIONS,
     session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT,
 ) -> Starlette:
-    """tarry tools (a list, or an :class:`~tarry.Agent`'s) as an MCP server: a streamable HTTP ASGI app.
+    """tarry tools (a list, or an [`Agent`][tarry.Agent]'s) as an MCP server: a streamable HTTP ASGI app.
 
     Every call is a stored chat in ``store``, so any server process behind one load balancer,
     or ``tarry worker`` with the same tools, carries it on; a call that finishes at once

@@ -25,7 +25,7 @@ def call_text(tool: str, arguments: Mapping[str, Any]) -> str:
 
 
 class CallModel:
-    """A :class:`~tarry.messages.Model` that turns the call in the user message into a tool call."""
+    """A [`Model`][tarry.messages.Model] that turns the call in the user message into a tool call."""
 
     name = MODEL_NAME
 

@@ -1,7 +1,7 @@
 """``ServedCalls``: running served tool calls as stored chats, and what their MCP tasks look like now.
 
-Every ``tools/call`` becomes a stored chat of the agent :attr:`ServedCalls.agent` (the
-tools plus :class:`~tarry.mcp.serving.call_model.CallModel`), so the call is claimed, leased,
+Every ``tools/call`` becomes a stored chat of the agent [`ServedCalls.agent`][tarry.mcp.serving.ServedCalls.agent] (the
+tools plus ``CallModel``), so the call is claimed, leased,
 paused and resumed exactly as a model's tool call is. This module knows nothing of the wire:
 the MCP front end (``app.py``) asks it to start calls, read their state and record answers.
 """
@@ -37,7 +37,8 @@ INBOX_WAIT = "Waiting for a person to approve the call in the inbox"
 NOT_STARTED = "The call has not started yet"
 INTERNAL_ERROR = -32603
 CLOSE_GRACE = 2.0
-"""Seconds :meth:`ServedCalls.close` lets a step under way finish before it cancels it."""
+"""Seconds [`ServedCalls.close`][tarry.mcp.serving.ServedCalls.close] lets a step under way finish before it cancels
+it."""
 HANDED_KEPT = 10_000
 """How many chats a process remembers having handed to ``carry_on``."""
 NEVER_STARTED = "The server process that took this call stopped before the call started; call the tool again"
@@ -52,7 +53,7 @@ class CallState:
     questions: tuple[Question, ...] = ()
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
-    """The JSON-RPC error of a call that failed with one (a :class:`~tarry.mcp.ProtocolError`, say)."""
+    """The JSON-RPC error of a call that failed with one (a [`ProtocolError`][tarry.mcp.ProtocolError], say)."""
 
 
 def _error_result(content: str) -> dict[str, Any] | None:

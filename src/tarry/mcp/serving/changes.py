@@ -12,7 +12,7 @@ from tarry.store import Store
 class StoreChanges:
     """Tells this process's waiters that the store changed, whichever process changed it.
 
-    One :class:`~tarry.jobs.wakeups.Wakeups` per process (started by the first waiter) feeds
+    One ``Wakeups`` per process (started by the first waiter) feeds
     every waiter: each round is an ``asyncio.Event``, set and replaced on every wake.
     """
 

@@ -6,7 +6,7 @@ then sends ``notifications/tasks`` (the task as ``tasks/get`` shows it) at once 
 one of them changes, and ends once all of them ended. ``toolsListChanged`` is honoured too (the
 SDK advertises ``tools.listChanged`` once listening is served): it never fires, as a tarry
 server's tools are fixed, and such a stream stays open until the client leaves. The change may be made by any process:
-:class:`~tarry.mcp.serving.changes.StoreChanges` wakes the stream when the store changes (LISTEN/NOTIFY on
+``StoreChanges`` wakes the stream when the store changes (LISTEN/NOTIFY on
 PostgreSQL, the file's ``data_version`` on SQLite), and it looks again at the task's poll
 interval in any case.
 """

@@ -1,9 +1,9 @@
 """Resumable SSE streams: the SDK's ``EventStore`` on tarry's store, each session's events its own.
 
-The SDK's streamable HTTP transport gives each SSE event the id :meth:`StoreEventStore.store_event`
+The SDK's streamable HTTP transport gives each SSE event the id ``StoreEventStore.store_event``
 returns and, when a client reconnects with ``Last-Event-ID``, replays the later events of that
 stream. The SDK names a stream by the JSON-RPC id of its request, which every session reuses
-("1", "2", ...), and tells the event store nothing of the session. So :class:`SessionScopes`
+("1", "2", ...), and tells the event store nothing of the session. So ``SessionScopes``
 (an ASGI middleware) gives every session a random scope, set in a context variable for its
 requests; the session's own tasks inherit it from its opening request. An event is stored
 under its scope and replayed only to requests of that scope, so one session never replays
@@ -137,7 +137,7 @@ def _id_problem(body: bytes) -> str | None:
 
 
 class StoreEventStore(EventStore):
-    """The SDK's ``EventStore`` on tarry's store (:class:`~tarry.store.StreamEvents`), scoped per session."""
+    """The SDK's ``EventStore`` on tarry's store ([`StreamEvents`][tarry.store.StreamEvents]), scoped per session."""
 
     def __init__(self, events: StreamEvents) -> None:
         self.events = events
