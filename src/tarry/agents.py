@@ -20,7 +20,7 @@ class Agent:
     of no arguments that makes a model for each chat. A stored chat made from an agent
     (``store.create_chat(agent=support)``) records the agent's name, so a worker that is given
     the agent rebuilds the chat with the same model and tools. ``tool_choice`` and ``settings``
-    are the defaults of its chats (see :class:`~tarry.Chat`): a small local model often needs
+    are the defaults of its chats (see [`Chat`][tarry.Chat]): a small local model often needs
     ``tool_choice`` set to its one tool's name.
 
     >>> from tarry.testing import ScriptedModel
@@ -66,7 +66,7 @@ class Agent:
         return made
 
     def chat(self, **options: Any) -> Chat:
-        """A new in-memory chat of this agent; ``options`` go to :class:`~tarry.Chat`, before the agent's own."""
+        """A new in-memory chat of this agent; ``options`` go to [`Chat`][tarry.Chat], before the agent's own."""
         model = options.pop("model") if "model" in options else self.make_model()
         options.setdefault("tool_choice", self.tool_choice)
         options["settings"] = {**self.settings, **(options.get("settings") or {})}

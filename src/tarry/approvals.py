@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 __all__ = ["Approval", "MayDecide", "Verdict", "Vote", "check_may_decide", "judge", "refusal", "refusals", "standing"]
 
 MayDecide = Callable[[Principal, "Question"], bool]
-"""The application's check: may this principal decide this question? (See :class:`Approval` ``by``.)
+"""The application's check: may this principal decide this question? (See [`Approval`][tarry.approvals.Approval]
+``by``.)
 
 A plain function: it runs inside the decision's transaction. Only ``True`` admits."""
 
@@ -53,7 +54,7 @@ class Approval:
     ``may_decide(principal, question)`` (given to the [`Store`][tarry.store.Store]), which reads
     ``question.policy.by`` to know which group is meant. Any one allowed decline ends the call.
     ``by=None`` lets anyone decide. A decision without an identity, or by a self-declared one
-    (a :class:`~tarry.principals.Principal` with ``verified=False``), cannot satisfy a policy
+    (a [`Principal`][tarry.principals.Principal] with ``verified=False``), cannot satisfy a policy
     that names ``by`` or counts more than one person, and is refused.
     """
 
@@ -126,7 +127,7 @@ def refusal(
 ) -> str | None:
     """Why the question's approval policy refuses this decision by ``principal``, or ``None`` when it allows it.
 
-    What :func:`judge` raises; the inbox and ``tarry pending`` ask it too, to offer a decision
+    What [`judge`][tarry.approvals.judge] raises; the inbox and ``tarry pending`` ask it too, to offer a decision
     only to those who may make it. Nobody known and a self-declared principal
     (``verified=False``) are alike here: neither satisfies ``by`` nor counts toward ``count > 1``.
     ``may_decide`` admits with ``True`` only; an awaitable it returns raises ``TypeError``.

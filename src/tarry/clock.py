@@ -1,9 +1,9 @@
 """The one clock tarry reads for time limits, leases and schedules; tests move it forward.
 
-Every module asks :func:`utcnow` for the time, so a test can make a question lapse or a
-lease run out at once with :func:`advance` instead of sleeping in real time. The offset
+Every module asks [`utcnow`][tarry.clock.utcnow] for the time, so a test can make a question lapse or a
+lease run out at once with [`advance`][tarry.testing.advance_clock] instead of sleeping in real time. The offset
 belongs to this process: other processes keep the real time. On PostgreSQL the store judges
-leases by the server's clock instead (:mod:`tarry.store.moment`), moved by this same offset.
+leases by the server's clock instead (``tarry.store.moment``), moved by this same offset.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def utcnow() -> datetime:
 
 
 def moved() -> timedelta:
-    """How far :func:`advance` moved this process's clock (zero outside tests)."""
+    """How far [`advance`][tarry.testing.advance_clock] moved this process's clock (zero outside tests)."""
     return _offset
 
 

@@ -3,7 +3,7 @@
 Coercion is pydantic's lax mode (``"3"`` for an integer, ``"true"`` for a boolean); formats are
 checked by maintained validators (``email-validator``, pydantic's URL, date and date-time
 parsers); patterns are ECMA-262 regular expressions, as JSON Schema defines them, checked in
-linear time by RE2 (:mod:`tarry.patterns`). Every check says what was wrong in a sentence a person can act on.
+linear time by RE2 (``tarry.patterns``). Every check says what was wrong in a sentence a person can act on.
 """
 
 from __future__ import annotations

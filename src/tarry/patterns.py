@@ -106,7 +106,7 @@ class Pattern:
 def ecma_pattern(source: str) -> Pattern:
     """``source`` compiled as an ECMA-262 regular expression (kept: patterns come back with every answer).
 
-    Raises ``ValueError`` when it is not one, or when it uses what RE2 cannot check (see :mod:`tarry.patterns`).
+    Raises ``ValueError`` when it is not one, or when it uses what RE2 cannot check (see ``tarry.patterns``).
     """
     return Pattern(source)
 

@@ -58,10 +58,11 @@ class Principal:
 
 
 def principal_of(by: str | Principal | None) -> Principal | None:
-    """The principal ``by`` names: a :class:`Principal`, an identity string (its id), or ``None`` for nobody known.
+    """The principal ``by`` names: a [`Principal`][tarry.principals.Principal], an identity string (its id), or
+    ``None`` for nobody known.
 
-    Raises ``ValueError`` for an id or name that the store cannot record: longer than :data:`MAX_IDENTITY`
-    characters, or holding NUL characters or a lone surrogate.
+    Raises ``ValueError`` for an id or name that the store cannot record: longer than
+    [`MAX_IDENTITY`][tarry.principals.MAX_IDENTITY] characters, or holding NUL characters or a lone surrogate.
     """
     if by is None:
         return None

@@ -195,8 +195,8 @@ class Question:
 def check_note(note: object) -> str | None:
     """A decline's note as given, once it is text a database can hold (or ``None``).
 
-    Raises ``TypeError`` for one that is not text, and :class:`InvalidAnswerError` (a ``ValueError``) under
-    ``"note"`` for text holding NUL characters or a lone surrogate.
+    Raises ``TypeError`` for one that is not text, and [`InvalidAnswerError`][tarry.errors.InvalidAnswerError] (a
+    ``ValueError``) under ``"note"`` for text holding NUL characters or a lone surrogate.
     """
     if note is not None and not isinstance(note, str):
         raise TypeError(f"A decline note must be str or None, got {type(note).__name__}")

@@ -15,7 +15,7 @@ class SpecError(ValueError):
 def load_spec(spec: str, option: str) -> Any:
     """The object ``spec`` names, for the command-line ``option`` that gave it.
 
-    Raises :class:`SpecError` for a malformed spec, a module that cannot be imported, or a
+    Raises ``SpecError`` for a malformed spec, a module that cannot be imported, or a
     module without the name. Other errors raised while the module is imported (a bug in it)
     propagate with their traceback.
 

@@ -3,7 +3,7 @@
 PostgreSQL's ``text`` refuses NUL, and UTF-8, which both databases store, has no lone surrogate
 (``"\\ud800"``: Python text may hold one, from a JSON ``\\ud800`` escape say). What people and
 clients send (answers, notes, identities) is refused when it holds either; what models and tools
-send is kept faithfully (:mod:`tarry.store.text`).
+send is kept faithfully (``tarry.store.text``).
 """
 
 from __future__ import annotations

@@ -42,6 +42,6 @@ async def run_worker(
 
 
 def main(url: str | None, agents: Sequence[Agent], concurrency: int, lease: float) -> int:
-    """The ``tarry worker`` command, for the agents its ``--agents`` specs named (:func:`load_agents`)."""
+    """The ``tarry worker`` command, for the agents its ``--agents`` specs named (``load_agents``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     return asyncio.run(run_worker(url, agents, concurrency=concurrency, lease=lease))

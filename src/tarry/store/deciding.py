@@ -68,7 +68,7 @@ _QUESTION = (
 )
 _QUESTION_NOW = _QUESTION.add_columns(NOW.label("now"))
 """The question with its call, and the time by the lease clock, to judge whether the call runs and the question
-expired (parameters of :func:`~tarry.store.moment.lease_values`)."""
+expired (parameters of ``lease_values``)."""
 _LOCKED_QUESTION = _QUESTION_NOW.with_for_update(of=questions, key_share=True)
 
 
@@ -370,7 +370,7 @@ call's arguments are a JSON object: see ``_decided_if_open``)."""
 def _decided_if_open(refuses_running: bool, *, decide: Update = _DECIDE, readable: bool = False) -> Update:
     """``decide`` (``_DECIDE`` unless told) on a question still open, without an approval policy, with time
     left, whose call has not ended (and, with ``refuses_running``, is not running); with ``readable``, also an
-    approval whose row and call read back (:data:`_READABLE`)."""
+    approval whose row and call read back (``_READABLE``)."""
     call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
     ended = tool_calls.c.result_message_id.is_not(None)
     # One look at the call for both (the statement stays short enough for psycopg to keep its parsed form).

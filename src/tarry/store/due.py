@@ -79,7 +79,7 @@ async def write_next_check(
 
 def _live_claims(connection: Connection, chat_id: str) -> dict[str | None, datetime]:
     """Until when other processes hold the chat's open calls (by call id) and its model turn (key ``None``), by
-    the lease clock (:mod:`tarry.store.moment`)."""
+    the lease clock (``tarry.store.moment``)."""
     found: dict[str | None, datetime] = {}
     now = lease_values()
     rows = connection.execute(

@@ -407,7 +407,7 @@ class Database:
             raise translated from error
 
     def _store_error(self, error: DBAPIError | OSError) -> StoreError | None:
-        """The :class:`~tarry.errors.StoreError` a driver's error means, if tarry knows it; a broken connection,
+        """The [`StoreError`][tarry.errors.StoreError] a driver's error means, if tarry knows it; a broken connection,
         or one that answered read-only or full, is forgotten with all the others."""
         if isinstance(error, OSError):
             return StoreUnavailableError(f"Cannot reach the database at {self.where}: {error}")
@@ -545,7 +545,7 @@ _KINDS: dict[str, tuple[type[StoreError], str, str]] = {
 def store_error(
     orig: BaseException | None, where: str, *, invalidated: bool = False, read_only_file: bool = False
 ) -> StoreError | None:
-    """The :class:`~tarry.errors.StoreError` a driver's exception means, or ``None`` when it is none of them.
+    """The [`StoreError`][tarry.errors.StoreError] a driver's exception means, or ``None`` when it is none of them.
 
     PostgreSQL's SQLSTATE and SQLite's result code decide; the driver's own words follow in parentheses.
     ``read_only_file``: the SQLite file (or its folder, which holds the WAL) cannot be written, so SQLite's

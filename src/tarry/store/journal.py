@@ -799,7 +799,7 @@ def _bump_statement(columns: tuple[str, ...], held: bool, claim: bool) -> Execut
     """The chat's version bump that also sets ``columns`` (from ``new_<column>`` parameters), built once.
 
     ``held``: only while the ``holder`` parameter holds the turn. ``claim``: also claim the turn for
-    ``owner`` for a lease when no claim holds now (:data:`TURN_FREE`), and return whether it did.
+    ``owner`` for a lease when no claim holds now (``TURN_FREE``), and return whether it did.
     """
     held_by = (chats.c.claimed_by == bindparam("holder"),) if held else ()
     claiming, claimed = claiming_turn() if claim else ({}, None)

@@ -3,10 +3,10 @@
 A claim's deadline is written and compared inside the statement: on PostgreSQL with the server's
 ``statement_timestamp()`` (the same value everywhere in one statement), never with a time a process
 sent. SQLite is one file on one host, so its processes share that host's clock: there the moment is
-:func:`tarry.clock.utcnow`, sent as a parameter, as every other time the store writes.
+[`tarry.clock.utcnow`][tarry.clock.utcnow], sent as a parameter, as every other time the store writes.
 
-Either way the offset a test moved this process's clock by (:func:`tarry.clock.advance`) is added,
-so a test still makes a lease run out at once.
+Either way the offset a test moved this process's clock by ([`tarry.clock.advance`][tarry.testing.advance_clock]) is
+added, so a test still makes a lease run out at once.
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def _server(moment: _Moment, compiler: SQLCompiler, **kw: Any) -> str:
 
 
 NOW = _Moment("now", None)
-"""Now, by the lease clock (parameters of :func:`lease_values`)."""
+"""Now, by the lease clock (parameters of ``lease_values``)."""
 UNTIL = _Moment("until", "lease_seconds")
-"""Now plus the lease, by the lease clock: when a claim taken now runs out (parameters of :func:`lease_values`)."""
+"""Now plus the lease, by the lease clock: when a claim taken now runs out (parameters of ``lease_values``)."""
 
 
 def lease_values(lease: timedelta | None = None) -> dict[str, Any]:
-    """The parameters :data:`NOW` and (given ``lease``) :data:`UNTIL` need, on either database.
+    """The parameters ``NOW`` and (given ``lease``) ``UNTIL`` need, on either database.
 
     Their names are no column's: an UPDATE executed with a parameter named like a column would set it.
     """

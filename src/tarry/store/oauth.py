@@ -100,7 +100,7 @@ class OAuthRecords:
     async def claim_refresh(self, server: str, identity: str, *, seconds: float) -> bool:
         """Claim refreshing the tokens for ``seconds``; ``False`` while another process holds the claim.
 
-        The claim is a lease, written and judged by the lease clock (:mod:`tarry.store.moment`).
+        The claim is a lease, written and judged by the lease clock (``tarry.store.moment``).
         """
         owner = self.store.owner
 
@@ -170,11 +170,11 @@ class OAuthRecords:
         ``"done"`` when this call recorded it (and answered the URL questions of every login to
         the same server and identity still waiting, since they share the tokens, so the waiting
         calls and chats carry on); ``"refused"`` when ``issuer`` is not the one the login was sent
-        to (the code is dropped, :meth:`refusal` says why, and the questions are answered all the
+        to (the code is dropped, ``refusal`` says why, and the questions are answered all the
         same, so the next attempt reports it); ``"used"`` when a redirect came before,
         ``"expired"`` when the login's time ran out, ``"unknown"`` when no login has this state.
         The trail records the answers as made by nobody known (the redirect names no one) through
-        ``channel``. Raises :class:`ValueError` for a state, code or issuer holding a NUL character.
+        ``channel``. Raises ``ValueError`` for a state, code or issuer holding a NUL character.
         """
         _check_text(state=state, code=code, issuer=issuer)
         if not state or not code:
@@ -190,7 +190,7 @@ class OAuthRecords:
         """Record that the authorization server refused the login ``state``, saying ``reason``.
 
         ``"refused"`` when recorded (the URL questions are answered, so the next attempt reports
-        ``reason``); else, as :meth:`receive_code`, ``"used"``, ``"expired"`` or ``"unknown"``:
+        ``reason``); else, as ``receive_code``, ``"used"``, ``"expired"`` or ``"unknown"``:
         then nothing is recorded and ``reason`` cannot be trusted to come from a login tarry began.
         """
         _check_text(state=state, reason=reason)
@@ -287,7 +287,7 @@ class OAuthRecords:
 
 
 def _check_text(**values: str | None) -> None:
-    """Raise :class:`ValueError` naming the first value that holds a NUL (PostgreSQL refuses it in a query)."""
+    """Raise ``ValueError`` naming the first value that holds a NUL (PostgreSQL refuses it in a query)."""
     for name, value in values.items():
         if value is not None and "\x00" in value:
             raise ValueError(f"A login's {name} cannot hold a NUL character")

@@ -41,7 +41,7 @@ from tarry.store.rows import call_values, message_values, question_values
 from tarry.store.tables import OPEN_BY_KEY, chats, messages, questions, tool_calls
 
 TURN_FREE = or_(chats.c.claimed_until.is_(None), chats.c.claimed_until < NOW)
-"""No claim on the chat's turn holds now, by the lease clock (:mod:`tarry.store.moment`)."""
+"""No claim on the chat's turn holds now, by the lease clock (``tarry.store.moment``)."""
 HELD_OPEN_CALL = (
     tool_calls.c.id == bindparam("row_id"),
     tool_calls.c.claimed_by == bindparam("owner"),
@@ -51,7 +51,7 @@ HELD_OPEN_CALL = (
 
 
 def claiming_turn() -> tuple[dict[str, Any], Any]:
-    """The values that claim the chat's turn for ``owner`` for a lease (:data:`UNTIL`) when it is free now, and
+    """The values that claim the chat's turn for ``owner`` for a lease (``UNTIL``) when it is free now, and
     the ``claimed`` column to return, true when they did (the new row holds this statement's own deadline)."""
     until = UNTIL
     owner = bindparam("owner", type_=chats.c.claimed_by.type)
@@ -166,7 +166,7 @@ def save_first_message(
 ) -> None:
     """Insert a new chat's row (``chat``, with every column it sets) and its first message, in one statement.
 
-    With ``lease``, the row's ``claimed_until`` is that lease from now by the lease clock (:data:`UNTIL`).
+    With ``lease``, the row's ``claimed_until`` is that lease from now by the lease clock (``UNTIL``).
     """
     columns = message_values(message)
     values = {"of_chat": chat["id"], "at": chat["created_at"], **_prefixed("ch_", chat), **_prefixed("m_", columns)}
@@ -179,7 +179,7 @@ def save_first_message(
 def _first_message_statement(
     chat_columns: tuple[str, ...], message_columns: tuple[str, ...], leased: bool
 ) -> Executable:
-    """The statement of :func:`save_first_message` for a chat row of ``chat_columns``, built once."""
+    """The statement of ``save_first_message`` for a chat row of ``chat_columns``, built once."""
     given = {
         column: UNTIL if leased and column == "claimed_until" else bindparam("ch_" + column, type_=chats.c[column].type)
         for column in chat_columns

@@ -56,12 +56,12 @@ def encode_cursor(position: Position) -> str:
 
 
 def decode_cursor(cursor: object) -> Position:
-    """The position a cursor from :func:`encode_cursor` holds.
+    """The position a cursor from ``encode_cursor`` holds.
 
     Checked strictly, since a cursor comes back from whoever holds the URL: each number must
-    be one a row can have (a call's row id up to :data:`~tarry.store.tables.LARGEST_ID`, a
-    question's number up to :data:`LARGEST_NUMBER`) and a question id printable ASCII of at
-    most 36 characters. Raises :class:`ValueError` naming the cursor and what is wrong with it
+    be one a row can have (a call's row id up to ``LARGEST_ID``, a
+    question's number up to ``LARGEST_NUMBER``) and a question id printable ASCII of at
+    most 36 characters. Raises ``ValueError`` naming the cursor and what is wrong with it
     otherwise, so a forged cursor never reaches the database.
     """
     if not isinstance(cursor, str):

@@ -67,10 +67,10 @@ class Store:
     every commit survive a power cut; ``"fast"`` lets the database skip the disk sync at each
     commit (SQLite ``synchronous=NORMAL``, PostgreSQL ``synchronous_commit=off``), so a power
     cut can undo the last commits, a claim among them. ``may_decide(principal, question) -> bool``
-    says who may decide an approval whose :class:`~tarry.approvals.Approval` policy names ``by``
+    says who may decide an approval whose [`Approval`][tarry.approvals.Approval] policy names ``by``
     (a plain function: it runs inside the decision's transaction; a coroutine function raises
     ``TypeError``, and only ``True`` admits). The store's engine belongs to the event
-    loop that first uses it; use it as ``async with Store() as store:`` or call :meth:`close`.
+    loop that first uses it; use it as ``async with Store() as store:`` or call [`close`][tarry.store.Store.close].
 
     Synchronous code uses ``with Store() as store:`` and the ``_sync`` twin of each verb
     (``store.setup_sync()``, ``store.approve_sync(id)``, …), which run on one event loop per thread.
@@ -413,9 +413,9 @@ class Store:
     async def full_id(self, prefix: str, *, of: Literal["question", "chat"]) -> str:
         """The id of the one question (or chat) whose id starts with ``prefix``, as git takes a commit's.
 
-        An id given whole is returned as it is. Raises :class:`UnknownQuestionError` (or
-        :class:`ChatNotFoundError`) when none starts so, and :class:`AmbiguousIdError` naming
-        the candidates when several do.
+        An id given whole is returned as it is. Raises [`UnknownQuestionError`][tarry.errors.UnknownQuestionError] (or
+        [`ChatNotFoundError`][tarry.errors.ChatNotFoundError]) when none starts so, and
+        [`AmbiguousIdError`][tarry.errors.AmbiguousIdError] naming the candidates when several do.
         """
         table = questions if of == "question" else chats
         not_found = UnknownQuestionError if of == "question" else ChatNotFoundError

@@ -77,7 +77,7 @@ class StreamEvents:
     async def add(self, scope: str, stream: str, message: dict[str, Any] | None) -> str:
         """Keep ``message`` as the next event of ``stream`` in ``scope``; returns its new, unguessable id.
 
-        Raises ``ValueError`` for a stream name the store cannot keep (:func:`stream_problem`).
+        Raises ``ValueError`` for a stream name the store cannot keep (``stream_problem``).
         """
         problem = stream_problem(stream)
         if problem is not None:

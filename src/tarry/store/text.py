@@ -2,11 +2,11 @@
 
 PostgreSQL's ``text`` refuses NUL, and neither database can encode a lone surrogate (``"\\ud800"``,
 which Python text may hold and UTF-8 cannot). What a model replies or a tool returns is its own:
-such text is kept faithfully as :data:`ESCAPED` followed by the text in Python's ``unicode_escape``
+such text is kept faithfully as ``ESCAPED`` followed by the text in Python's ``unicode_escape``
 form (ASCII, every character its own escape), and read back exactly as it was. Text without them
-is kept as it is, unless it starts with :data:`ESCAPED` itself, which is escaped too so that reading
+is kept as it is, unless it starts with ``ESCAPED`` itself, which is escaped too so that reading
 back is never ambiguous. What people send (answers, notes, identities) is refused instead, where
-it comes in (:mod:`tarry.text`).
+it comes in (``tarry.text``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def stored_text(text: str) -> str:
 
 
 def read_text(stored: str) -> str:
-    """The text :func:`stored_text` kept as ``stored``; raises ``ValueError`` for escaped text that is not."""
+    """The text ``stored_text`` kept as ``stored``; raises ``ValueError`` for escaped text that is not."""
     if not stored.startswith(ESCAPED):
         return stored
     try:

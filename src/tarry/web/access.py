@@ -33,7 +33,7 @@ class ChatRef:
 Shown = Question | WaitingTask | ChatRef | DecisionEvent
 """What ``authorize`` is asked about, item by item; each has a ``chat_id``."""
 Identify = Callable[[HTTPConnection], str | Principal | Awaitable[str | Principal | None] | None]
-"""Says who is asking (an identity or a :class:`~tarry.principals.Principal`), for the decisions they make."""
+"""Says who is asking (an identity or a [`Principal`][tarry.principals.Principal]), for the decisions they make."""
 TOKEN_HOLDER = Principal("inbox-token", "Inbox token holder", verified=False)
 """Who a decision made with the shared login token is recorded as: the token names nobody in particular, so it
 never satisfies an approval policy's ``by`` nor counts toward a ``count`` above one."""
@@ -44,7 +44,7 @@ T = TypeVar("T", bound=Shown)
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 PRINCIPAL = "tarry.principal"
-"""Where a request's scope keeps who :meth:`Access.principal` found it comes from."""
+"""Where a request's scope keeps who ``Access.principal`` found it comes from."""
 
 
 class NotLoggedIn(Exception):
@@ -210,7 +210,7 @@ class Access:
 
         ``identify(request)`` when given; else the identity header from a trusted proxy; else the
         user whose own token the request carries; else, with the shared login token,
-        :data:`TOKEN_HOLDER`; else the user the host app's authentication middleware set
+        [`TOKEN_HOLDER`][tarry.web.TOKEN_HOLDER]; else the user the host app's authentication middleware set
         (``request.user``), if any.
         """
         if PRINCIPAL not in connection.scope:
@@ -254,7 +254,7 @@ class Access:
     # CSRF
 
     def _csrf_binding(self, connection: HTTPConnection) -> str:
-        """Who the CSRF token belongs to: the session and the person (:meth:`principal`, once asked), else the
+        """Who the CSRF token belongs to: the session and the person (``principal``, once asked), else the
         ``Authorization`` header (with ``authorize`` and nobody identified)."""
         principal: Principal | None = connection.scope.get(PRINCIPAL)
         parts = [self.session(connection), None if principal is None else principal.id]
@@ -275,7 +275,7 @@ class Access:
     def csrf_token(self, connection: HTTPConnection, cookie: str) -> str:
         """The token forms carry for the browser holding ``cookie``, in this session, for the person asking.
 
-        The person is who :meth:`principal` found for this request; a page with forms asks it first
+        The person is who ``principal`` found for this request; a page with forms asks it first
         (a page without, such as a refusal, may carry a token that is good for nobody).
         """
         return self._sign("csrf", f"{cookie}|{self._csrf_binding(connection)}")

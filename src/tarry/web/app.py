@@ -49,12 +49,12 @@ def create_app(
     ``/login?token=…`` for a session cookie; scripts send ``Authorization: Bearer <token>``.
     Passing both ``authorize`` and ``token`` raises ``ValueError``.
 
-    ``users`` (:class:`~tarry.web.identity.Users`) gives people tokens of their own, which they
-    use as the shared token is used; ``proxy`` (:class:`~tarry.web.identity.ProxyIdentity`)
+    ``users`` ([`Users`][tarry.web.Users]) gives people tokens of their own, which they
+    use as the shared token is used; ``proxy`` ([`ProxyIdentity`][tarry.web.ProxyIdentity])
     trusts an authenticating reverse proxy's identity header, from the proxy's addresses only.
     Either one alone means no shared token unless ``token`` is given. Both name verified
     principals, who can make a two-person approval; the shared token names nobody in
-    particular (:data:`~tarry.web.access.TOKEN_HOLDER`, self-declared), who cannot.
+    particular ([`TOKEN_HOLDER`][tarry.web.TOKEN_HOLDER], self-declared), who cannot.
 
     Every decision made through the app records who made it: ``identify(request)`` returns an
     identity or a [`Principal`][tarry.principals.Principal] (sync or async); without it, a login

@@ -89,7 +89,7 @@ class Guard:
 
 
 def with_security_headers(scope: Scope, send: Send) -> Send:
-    """``send``, adding :data:`SECURITY_HEADERS` (unless the app set its own) and, outside ``/static``,
+    """``send``, adding ``SECURITY_HEADERS`` (unless the app set its own) and, outside ``/static``,
     ``Cache-Control: no-store`` to the response: the one place the inbox and the OAuth redirect endpoint get them."""
     root = str(scope.get("root_path", "")).rstrip("/")
     path = str(scope.get("path", ""))

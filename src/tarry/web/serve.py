@@ -44,7 +44,7 @@ async def serve(
     """Serve the inbox of the database at ``url`` until interrupted, printing the login link once.
 
     ``port=0`` picks a free port; the printed link names the one bound. ``users``, ``proxy``:
-    who people are (see :func:`~tarry.web.create_app`); with either, there is no shared login
+    who people are (see [`create_app`][tarry.web.create_app]); with either, there is no shared login
     link. ``may_decide``: the deployment's check for approvals whose policy names ``by``.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -223,7 +223,7 @@ def internal_error(error: BaseException) -> MCPError:
 
 
 async def _without_internals(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
-    """Server middleware: an exception that is not a protocol error reaches the client as :func:`internal_error`.
+    """Server middleware: an exception that is not a protocol error reaches the client as ``internal_error``.
 
     ``MCPError`` goes out as it is; so does pydantic's ``ValidationError``, which the SDK answers with
     ``-32602`` for params that do not fit the method.
@@ -442,7 +442,7 @@ class McpFrontEnd:
     async def middleware(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
         """Serve the task methods and task-augmented calls; anything else goes on to the SDK.
 
-        A failure of the server's own reaches the client through :func:`_without_internals`, which runs first.
+        A failure of the server's own reaches the client through ``_without_internals``, which runs first.
         """
         legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
         params = dict(ctx.params or {})

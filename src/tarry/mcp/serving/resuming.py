@@ -85,7 +85,7 @@ class StorableIds:
     before the request reaches a handler, so a store that cannot keep the id (over 200 characters,
     NUL on PostgreSQL) failed the request with HTTP 500. Such a request gets a JSON-RPC error
     instead (``-32600``, HTTP 400) that says what is wrong with the id. The body goes on to the app
-    as it came; one larger than :data:`INSPECTED` is passed on unread (the SDK refuses it itself).
+    as it came; one larger than ``INSPECTED`` is passed on unread (the SDK refuses it itself).
     """
 
     INSPECTED = 1_000_000
