@@ -128,10 +128,12 @@ class Store:
         """Raise the :class:`~tarry.errors.StoreError` that using this store would raise, if any.
 
         That is: the database cannot be reached, is damaged, or has no schema or one this tarry
-        cannot use. Every store checks once, before its first transaction; call this to fail
-        early, as ``tarry worker`` and ``tarry db check`` do before they start.
+        cannot use. Every store checks the schema's revision once, before its first transaction;
+        this also looks at every table, column, index and unique constraint of that revision, and
+        names each one missing. ``tarry worker`` and ``tarry db check`` call it before they start.
         """
         await self.db.check_schema()
+        await self.db.check_complete()
 
     async def close(self) -> None:
         """Close the database connections."""
