@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tarry.cli.exits import Exit
 from tarry.store import Store
 from tests.store.test_corrupt_rows import TAMPERINGS, tamper
 from tests.store.test_database_errors import FUTURE, sql
@@ -61,11 +62,42 @@ async def test_db_check_names_each_corrupt_call_and_fails(tmp_path: Path) -> Non
     assert "1 open call(s) cannot be read" in done.stdout
 
 
+async def test_db_check_names_each_missing_part_of_the_schema_and_exits_7(database_url: str, tmp_path: Path) -> None:
+    async with Store(database_url) as store:
+        await store.setup()
+    done = tarry("db", "check", "--url", database_url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    sql(database_url, "DROP TABLE tarry_decision_events")
+    sql(database_url, "DROP INDEX ix_tarry_chats_next_check")
+    sql(database_url, "ALTER TABLE tarry_chats DROP COLUMN instructions")
+    for command in (("db", "check"), ("worker", "--agents", "tests.jobs.tools:clerk")):
+        done = tarry(*command, "--url", database_url, cwd=tmp_path)
+        assert done.returncode == Exit.DATABASE, (command, done.stdout, done.stderr)
+        assert "records tarry's schema revision" in done.stderr and "lacks 3 of its parts" in done.stderr, command
+        missing = sorted(line.strip() for line in done.stderr.splitlines() if line.startswith("  missing "))
+        assert missing == [
+            "missing column tarry_chats.instructions",
+            "missing index ix_tarry_chats_next_check",
+            "missing table tarry_decision_events",
+        ], command
+        assert "restore it from a backup" in done.stderr and "Traceback" not in done.stderr, command
+        assert "has the current schema" not in done.stdout and "carrying on chats" not in done.stdout, command
+
+
+async def test_db_check_names_a_missing_unique_constraint(postgres_url: str, tmp_path: Path) -> None:
+    async with Store(postgres_url) as store:
+        await store.setup()
+    sql(postgres_url, "ALTER TABLE tarry_messages DROP CONSTRAINT uq_tarry_messages_chat_position")
+    done = tarry("db", "check", "--url", postgres_url, cwd=tmp_path)
+    assert done.returncode == 7, done.stderr
+    assert "  missing unique constraint on tarry_messages(chat_id, position)" in done.stderr.splitlines()
+
+
 def test_db_check_and_the_worker_refuse_a_database_never_set_up(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'never.db'}"
     for command in (("db", "check"), ("worker", "--agents", "tests.jobs.tools:clerk")):
         done = tarry(*command, "--url", url, cwd=tmp_path)
-        assert done.returncode == 1
+        assert done.returncode == Exit.DATABASE
         assert "no tarry tables: create them with `tarry db upgrade`" in done.stderr
         assert "Traceback" not in done.stderr and "carrying on chats" not in done.stdout
 
@@ -82,7 +114,7 @@ async def test_a_schema_newer_than_this_tarry_stops_every_command_before_it_star
         ("serve", "--port", "0"),
     ):
         done = tarry(*command, "--url", url, cwd=tmp_path)
-        assert done.returncode == 1, command
+        assert done.returncode == Exit.DATABASE, command
         assert f"revision '{FUTURE}', which this tarry does not know" in done.stderr, command
         assert "Traceback" not in done.stderr and "login" not in done.stdout, command
 
@@ -91,6 +123,6 @@ def test_serve_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     path = tmp_path / "tarry.db"
     path.write_bytes(b"not a database " * 100)
     done = tarry("serve", "--url", f"sqlite:///{path}", "--port", "0", cwd=tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == Exit.DATABASE
     assert "is damaged or not a database" in done.stderr and "Restore it from a backup" in done.stderr
     assert "login" not in done.stdout

@@ -70,6 +70,8 @@ def _db_upgrade(arguments: argparse.Namespace) -> int:
 
 
 def _db_check(arguments: argparse.Namespace) -> int:
+    from tarry.cli.exits import Exit
+    from tarry.errors import StoreError
     from tarry.store import Store
     from tarry.store.problems import Problem
 
@@ -78,7 +80,11 @@ def _db_check(arguments: argparse.Namespace) -> int:
             await store.check()
             return store.url, await store.problems()
 
-    where, problems = _store_run(check())
+    try:
+        where, problems = asyncio.run(check())
+    except StoreError as error:  # unreachable, damaged, no schema, another revision, or parts of it missing
+        print(f"tarry: {error}", file=sys.stderr)
+        return int(Exit.DATABASE)
     print(f"The database at {where} has the current schema.")
     for problem in problems:
         print(f"Corrupt: chat {problem.chat_id}, call {problem.call_id}: {problem.detail}")
@@ -178,9 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         help="check the schema and look for stored records that cannot be read",
         description=(
-            "Check that the database has the schema this tarry uses, and list the open tool calls whose saved "
-            "records cannot be read (tampered JSON, a bad question schema, an unknown task status). "
-            "Exits 1 when it finds any, or when the database cannot be used."
+            "Check that the database has the schema this tarry uses, with every table, column, index and unique "
+            "constraint of it, and list the open tool calls whose saved records cannot be read (tampered JSON, a bad "
+            "question schema, an unknown task status). Exits 7 when the database cannot be used (naming each part "
+            "of the schema it lacks), 1 when some open calls cannot be read."
         ),
     )
     check.add_argument("--url", help=URL_HELP)

@@ -48,7 +48,7 @@ from tarry.errors import (
 )
 from tarry.store.cursor import Sendable
 from tarry.store.loop_connections import LoopConnections
-from tarry.store.schema import migrate, require_usable
+from tarry.store.schema import migrate, require_complete, require_usable
 from tarry.tracing import function_name, span
 
 T = TypeVar("T")
@@ -271,6 +271,11 @@ class Database:
         if not self._schema_checked:
             await self._run(partial(require_usable, where=self.where), write=False)
             self._schema_checked = True
+
+    async def check_complete(self) -> None:
+        """Raise [`StoreSchemaError`][tarry.errors.StoreSchemaError] naming every table, column or index of the schema
+        missing."""
+        await self._run(partial(require_complete, where=self.where), write=False)
 
     async def migrate(self) -> None:
         """Create the schema or migrate it to this tarry's revision, in one write transaction."""

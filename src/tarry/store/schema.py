@@ -5,9 +5,10 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from sqlalchemy import Connection, String, column, inspect, select, table, text
+from sqlalchemy import Connection, String, UniqueConstraint, column, inspect, select, table, text
 
 from tarry.errors import StoreSchemaError
+from tarry.store.tables import metadata
 
 HEAD = "0011"
 """The revision the migrations end at, so opening a store needs no Alembic; a test keeps it equal to Alembic's head."""
@@ -41,6 +42,51 @@ def require_usable(connection: Connection, where: str) -> None:
             f"migrate it with {_UPGRADE}."
         )
     raise _too_new(found, where)
+
+
+def missing_parts(connection: Connection) -> list[str]:
+    """What the schema of this tarry's revision has and the database lacks: tables, columns, indexes, unique keys.
+
+    Parts the database has beyond these are no concern (an index an operator added, say).
+    """
+    found = inspect(connection)
+    tables = set(found.get_table_names())
+    missing: list[str] = []
+    for expected in metadata.sorted_tables:
+        name = expected.name
+        if name not in tables:
+            missing.append(f"table {name}")
+            continue
+        columns = {described["name"] for described in found.get_columns(name)}
+        missing += [f"column {name}.{wanted.name}" for wanted in expected.columns if wanted.name not in columns]
+        indexes = found.get_indexes(name)
+        names = {described["name"] for described in indexes}
+        missing += [f"index {wanted.name}" for wanted in expected.indexes if wanted.name not in names]
+        # A unique constraint is known by its columns: some have no name of tarry's, and PostgreSQL
+        # reports a constraint's index among the indexes too.
+        unique: set[frozenset[str | None]] = {
+            frozenset(described["column_names"]) for described in found.get_unique_constraints(name)
+        }
+        unique |= {frozenset(described["column_names"]) for described in indexes if described["unique"]}
+        missing += [
+            f"unique constraint on {name}({', '.join(wanted.columns.keys())})"
+            for wanted in expected.constraints
+            if isinstance(wanted, UniqueConstraint) and frozenset(wanted.columns.keys()) not in unique
+        ]
+    return missing
+
+
+def require_complete(connection: Connection, where: str) -> None:
+    """Raise [`StoreSchemaError`][tarry.errors.StoreSchemaError] naming each part of this tarry's schema that the
+    database lacks."""
+    missing = missing_parts(connection)
+    if missing:
+        raise StoreSchemaError(
+            f"The database at {where} records tarry's schema revision {read_revision(connection)} but lacks "
+            f"{len(missing)} of its parts (removed by hand, or restored in part?):\n"
+            + "".join(f"  missing {part}\n" for part in missing)
+            + "`tarry db upgrade` does not add them back to a database at its revision: restore it from a backup."
+        )
 
 
 def migrate(connection: Connection, where: str, *, postgres: bool) -> None:

@@ -141,10 +141,12 @@ class Store:
         """Raise the [`StoreError`][tarry.errors.StoreError] that using this store would raise, if any.
 
         That is: the database cannot be reached, is damaged, or has no schema or one this tarry
-        cannot use. Every store checks once, before it first reads or writes; call this to fail
-        early, as ``tarry worker`` and ``tarry db check`` do before they start.
+        cannot use, or misses a table, column, index or unique constraint of its revision (each one
+        named). Every store checks the revision once, before it first reads or writes; call this to
+        fail early, as ``tarry worker`` and ``tarry db check`` do before they start.
         """
         await self.db.check_schema()
+        await self.db.check_complete()
 
     async def close(self) -> None:
         """Close the database connections."""
