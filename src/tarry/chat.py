@@ -46,6 +46,7 @@ from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import AnswerNeeded, Decision, Question, check_note
 from tarry.running import sync_twin
 from tarry.tasks import Task
+from tarry.text import unstorable
 from tarry.tools import Tool, ToolSource, call_maybe_async, settle, tool
 from tarry.tracing import mark, model_attributes, span
 
@@ -917,6 +918,7 @@ class Chat:
         for call in reply.tool_calls:
             if call.id in self.records or any(call.id == other.call.id for other in records):
                 raise TarryError(f"The model reused the tool call id {call.id!r}")
+            _check_call_keys(call)
             policy = self._approval_of(call)
             record = CallRecord(call, needs_approval=policy is not None)
             if policy is not None:
@@ -1132,3 +1134,19 @@ def resolve_model(model: Model | str | None) -> Model | None:
     if not isinstance(made, Model):
         raise TypeError(f"The {provider} provider made {made!r}, not a Model")
     return made
+
+
+CALL_KEY_LIMIT = 200
+"""The longest tool call id or tool name a chat keeps (no tool's name is longer: providers allow 64 characters)."""
+
+
+def _check_call_keys(call: ToolCall) -> None:
+    """Refuse a call whose id or tool name no store could keep as a key (too long, NUL, a lone surrogate): the
+    reply is not recorded, and asking the model again may bring a usable one."""
+    for what, text in (("id", call.id), ("tool name", call.name)):
+        problem = unstorable(text) or (f"{len(text)} characters" if len(text) > CALL_KEY_LIMIT else None)
+        if problem is not None:
+            raise TarryError(
+                f"The model sent a tool call whose {what} tarry cannot keep ({problem}; at most "
+                f"{CALL_KEY_LIMIT} characters, no NUL or lone surrogate): {text[:60]!r}; nothing was recorded"
+            )

@@ -22,7 +22,8 @@ class ScriptedModel:
 
     Each request uses the next turn: a ``str`` is the assistant's text; a list of
     ``{"name": ..., "arguments": {...}}`` are tool calls (their ids are made up, unique
-    across processes); a callable receives the transcript and returns either.
+    across processes, unless a call gives its ``"id"``); a callable receives the transcript and
+    returns either.
 
     >>> model = ScriptedModel([[{"name": "add", "arguments": {"a": 1, "b": 2}}], "3"])
     >>> model.turns_left
@@ -70,5 +71,6 @@ def _reply(turn: Any, number: int) -> Message:
             raise TarryError(
                 f"ScriptedModel turn {number}: a tool call is {{'name': str, 'arguments': dict}}, got {item!r}"
             )
-        calls.append(ToolCall(f"call_{uuid.uuid4().hex}", item["name"], dict(item.get("arguments") or {})))
+        call_id = item.get("id") or f"call_{uuid.uuid4().hex}"
+        calls.append(ToolCall(call_id, item["name"], dict(item.get("arguments") or {})))
     return Message("assistant", "", tool_calls=tuple(calls))

@@ -4,12 +4,13 @@ from people, on SQLite and PostgreSQL, through the public API."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
 from tarry import Field, Principal, Task, Tool
-from tarry.errors import InvalidAnswerError
+from tarry.errors import InvalidAnswerError, TarryError
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 
@@ -92,3 +93,23 @@ async def test_what_people_send_that_no_database_can_hold_is_refused_naming_it(s
     assert event.by == Principal("a" * MAX_IDENTITY, "b" * MAX_IDENTITY)
     decided: dict[str, Any] = (await store.question(asked.id)).to_dict()
     json.dumps([decided, event.to_dict()], ensure_ascii=False).encode()  # what a JSON reader writes out
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        ({"name": "n" * 201, "arguments": {}}, "tool name tarry cannot keep (201 characters"),
+        ({"name": "ec\x00ho", "arguments": {}}, "tool name tarry cannot keep (NUL characters"),
+        ({"id": "c" * 201, "name": "echo", "arguments": {"text": "x"}}, "id tarry cannot keep (201 characters"),
+        ({"id": "call\ud800", "name": "echo", "arguments": {"text": "x"}}, "id tarry cannot keep (a lone surrogate"),
+    ],
+)
+async def test_a_tool_call_whose_id_or_name_no_store_keeps_is_refused_and_nothing_is_recorded(
+    store: Store, call: dict[str, Any], said: str
+) -> None:
+    chat = await store.create_chat(ScriptedModel([[call], "over"]), [Echo()])
+    with pytest.raises(TarryError, match=re.escape(said)):
+        await chat.ask("Call it")
+    assert [message.role for message in await store.messages(chat.id)] == ["user"]  # the reply was not recorded
+    assert await chat.complete() is not None  # asking the model again goes on
+    assert [message.content for message in await store.messages(chat.id)] == ["Call it", "over"]
