@@ -86,7 +86,11 @@ def test_two_people_with_their_own_tokens_complete_a_two_person_rule_and_a_spoof
         assert counted.json()["question"]["decision"] is None
         assert [vote["by"] for vote in counted.json()["question"]["votes"]] == [{"id": "ann", "name": "Ann Archer"}]
         as_json = {"content-type": "application/json"}
-        again = problem(proxy.post(path, headers={"X-Remote-User": "ann", **as_json}), 403)  # the proxy says ann
+        # The proxy says ann, and forwards the browser's address: the proxy's own address is what is trusted.
+        forwarded = {"X-Remote-User": "ann", "X-Forwarded-For": "203.0.113.9", **as_json}
+        again = problem(proxy.post(path, headers=forwarded), 403)
+        claimed = {"X-Remote-User": "ann", "X-Forwarded-For": "127.0.0.1"}  # written by a client, not the proxy
+        assert elsewhere.post(path, headers=claimed).status_code == 401
         assert again["detail"] == "ann already approved the payout call; it needs 2 different people"
 
         decided = elsewhere.post(path, headers=bearer("bob"))

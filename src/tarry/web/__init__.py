@@ -17,7 +17,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 from tarry.web.access import TOKEN_HOLDER, Authorize, ChatRef, Identify, Shown
 from tarry.web.app import create_app
 from tarry.web.decisions import OnAnswer
-from tarry.web.identity import ProxyIdentity, Users, hash_token
+from tarry.web.identity import ProxyIdentity, Users, hash_token, remember_peer
 from tarry.web.oauth import serve_callback
 
 __all__ = [
@@ -31,5 +31,6 @@ __all__ = [
     "Users",
     "create_app",
     "hash_token",
+    "remember_peer",
     "serve_callback",
 ]

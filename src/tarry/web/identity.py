@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tarry.principals import Principal
 
@@ -75,6 +76,26 @@ class Users:
         return self._by_id.get(principal_id)
 
 
+PEER = "tarry.peer"
+"""Where :func:`remember_peer` keeps the connecting peer's address in the ASGI scope."""
+
+
+def remember_peer(app: ASGIApp) -> ASGIApp:
+    """``app`` with the connecting peer's address kept in the scope before anything replaces it.
+
+    A proxy-headers middleware (uvicorn's) replaces ``scope["client"]`` with the address a proxy
+    names in ``X-Forwarded-For``; [`ProxyIdentity`][tarry.web.ProxyIdentity] must judge the proxy
+    itself. Put this outside such a middleware: ``remember_peer(ProxyHeadersMiddleware(app))``.
+    """
+
+    async def kept(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope.setdefault(PEER, scope.get("client"))
+        await app(scope, receive, send)
+
+    return kept
+
+
 @dataclass(frozen=True)
 class ProxyIdentity:
     """An identity header set by an authenticating reverse proxy, honoured only from the proxy's addresses.
@@ -101,10 +122,11 @@ class ProxyIdentity:
     def principal(self, connection: HTTPConnection) -> Principal | None:
         """The verified principal the proxy named, or ``None`` (not from a proxy, or no header)."""
         value = connection.headers.get(self.header, "").strip()
-        if not value or len(value) > 200 or connection.client is None:  # 200: the stored id's length
+        peer = connection.scope.get(PEER) or connection.scope.get("client")
+        if not value or len(value) > 200 or not peer:  # 200: the stored id's length
             return None
         try:
-            address = ipaddress.ip_address(connection.client.host)
+            address = ipaddress.ip_address(peer[0])
         except ValueError:  # a client that is no IP address (a Unix socket, a test transport)
             return None
         if not any(address in network for network in self.proxies):

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable
+from typing import Any, cast
 
 import uvicorn
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from tarry.approvals import MayDecide
 from tarry.hosts import loopback
 from tarry.store import Store
 from tarry.web.app import create_app
-from tarry.web.identity import ProxyIdentity, Users
+from tarry.web.identity import ProxyIdentity, Users, remember_peer
 
 
 def exposure_warning(host: str) -> str | None:
@@ -69,5 +72,12 @@ async def serve(
             proxies = ", ".join(str(network) for network in proxy.proxies)
             say(f"Trusting the {proxy.header} header from {proxies} only")
         # Open event streams end by themselves within 30 s; a shutdown need not wait that long.
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=3)
+        # uvicorn's proxy headers, applied inside remember_peer: the identity header is judged by the proxy's
+        # own address, not the one it forwards (which a client may write into X-Forwarded-For).
+        trusted = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
+        forwarded: Any = ProxyHeadersMiddleware(cast(Any, app), trusted_hosts=trusted)  # uvicorn's own ASGI types
+        served = remember_peer(forwarded)
+        config = uvicorn.Config(
+            served, log_level="warning", lifespan="off", timeout_graceful_shutdown=3, proxy_headers=False
+        )
         await uvicorn.Server(config).serve(sockets=[sock])
