@@ -39,6 +39,12 @@ def test_field_lives_in_its_own_module_and_keeps_its_old_names() -> None:
         (r"^\p{Lu}", "Ärger", True),  # Unicode property escapes, which Python's re lacks
         ("b", "abc", True),  # unanchored: searched anywhere, as JSON Schema says
         (r"^\w+$", "café", False),  # ECMA-262 \w is ASCII even with the u flag
+        (r"^[\p{ASCII}]$", "a", True),  # \p{ASCII} within a class: its ranges, not a class nested in it
+        (r"^[\p{ASCII}]$", "é", False),
+        (r"^[^\p{ASCII}]$", "é", True),
+        (r"^[\P{ASCII}x]$", "é", True),
+        (r"^[\P{ASCII}x]$", "a", False),
+        (r"^[\P{ASCII}x]$", "x]", False),
     ],
 )
 def test_patterns_have_ecma_262_semantics(pattern: str, value: str, matches: bool) -> None:

@@ -188,7 +188,7 @@ class _Translation:
         if character == "u":
             return self._unicode()
         if character in "pP":
-            return self._property(character)
+            return self._property(character, in_class=in_class)
         return ord(character)  # a syntax character, "/" or "-"
 
     def _hex(self, digits: int) -> int:
@@ -209,7 +209,7 @@ class _Translation:
                     return 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00)
         return value
 
-    def _property(self, letter: str) -> str:
+    def _property(self, letter: str, *, in_class: bool) -> str:
         end = self.source.index("}", self.at)
         name, self.at = self.source[self.at + 1 : end], end + 1
         key, _, value = name.rpartition("=")
@@ -217,8 +217,9 @@ class _Translation:
             value = _CATEGORY_NAMES.get(value, value)
         elif key not in ("sc", "Script"):
             raise ValueError(f"it has the property escape \\{letter}{{{name}}}, which RE2 does not know")
-        if value == "ASCII":
-            return "[" + ("^" if letter == "P" else "") + "\\x{0}-\\x{7F}]"
+        if value == "ASCII":  # within a class, its ranges (RE2 nests no class in another)
+            ranges = ((0, 0x7F),) if letter == "p" else ((0x80, _MAX_CODE_POINT),)
+            return _ranges(ranges) if in_class else "[" + _ranges(ranges) + "]"
         return f"\\{letter}{{{value}}}"
 
     def _class(self) -> str:

@@ -277,6 +277,7 @@ def test_text_no_database_can_hold_and_identities_too_long_are_400s_naming_them(
         path = f"/api/questions/{asked.id}/answer"
         long = problem(client.post(path, json={"code": "abc"}, headers={**AUTH, "x-user": "u" * 201}), 400)
         assert "at most 200 characters" in long["detail"] and long["errors"]["identity"] == long["detail"]
+        assert client.get("/", headers={**AUTH, "x-user": "u" * 201}).status_code == 200  # the page still shows
         assert client.get("/api/history", headers=AUTH).json() == []  # nothing was recorded
         answered = client.post(path, json={"code": "abc", "remark": "fine"}, headers={**AUTH, "x-user": "u" * 200})
         assert answered.status_code == 200, answered.text

@@ -33,7 +33,7 @@ def importable_working_directory() -> None:
 
 
 def _worker(arguments: argparse.Namespace) -> int:
-    from tarry.cli.exits import Exit, fail, missing_sqlite_file
+    from tarry.cli.exits import fail, refuse_database
     from tarry.jobs.command import load_agents, main
     from tarry.specs import SpecError
     from tarry.store import Store
@@ -43,10 +43,9 @@ def _worker(arguments: argparse.Namespace) -> int:
         agents = load_agents(arguments.agents)  # a bad --agents is one line, before the database is opened
     except SpecError as error:
         return fail(error)
-    missing = missing_sqlite_file(arguments.url)
-    if missing is not None:
-        print(f"tarry: the database cannot be used: {missing}", file=sys.stderr)
-        return int(Exit.DATABASE)
+    refused = refuse_database(arguments.url)
+    if refused is not None:
+        return refused
 
     async def check() -> None:  # refuse to start on a database the worker cannot use
         async with Store(arguments.url) as store:
@@ -57,7 +56,12 @@ def _worker(arguments: argparse.Namespace) -> int:
 
 
 def _db_upgrade(arguments: argparse.Namespace) -> int:
+    from tarry.cli.exits import refuse_database
     from tarry.store import Store
+
+    refused = refuse_database(arguments.url, creates=True)
+    if refused is not None:
+        return refused
 
     async def upgrade() -> str:
         async with Store(arguments.url) as store:
@@ -70,7 +74,7 @@ def _db_upgrade(arguments: argparse.Namespace) -> int:
 
 
 def _db_check(arguments: argparse.Namespace) -> int:
-    from tarry.cli.exits import Exit
+    from tarry.cli.exits import Exit, refuse_database
     from tarry.errors import StoreError
     from tarry.store import Store
     from tarry.store.problems import Problem
@@ -80,6 +84,9 @@ def _db_check(arguments: argparse.Namespace) -> int:
             await store.check()
             return store.url, await store.problems()
 
+    refused = refuse_database(arguments.url)  # a check creates no file
+    if refused is not None:
+        return refused
     try:
         where, problems = asyncio.run(check())
     except StoreError as error:  # unreachable, damaged, no schema, another revision, or parts of it missing
@@ -97,7 +104,12 @@ def _db_check(arguments: argparse.Namespace) -> int:
 
 
 def _serve(arguments: argparse.Namespace) -> int:
+    from tarry.cli.exits import refuse_database
     from tarry.web.serve import serve
+
+    refused = refuse_database(arguments.url, creates=True)
+    if refused is not None:
+        return refused
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -256,6 +268,10 @@ def _add_chat(commands: Any) -> None:
     )  # fmt: skip
     chat.add_argument("--resume", metavar="CHAT_ID", help="carry a stored chat on instead of starting one")
     chat.add_argument("--instructions", metavar="TEXT", help="the system instructions of a new chat")
+    chat.add_argument(
+        "--may-decide", metavar="MODULE:NAME",
+        help="your app's may_decide(principal, question) for policies naming who may (else $TARRY_MAY_DECIDE)",
+    )  # fmt: skip
     chat.add_argument(
         "--tool-choice", metavar="CHOICE",
         help="auto, none, required, or a tool's name the model must call first (a new chat; e.g. for small models)",

@@ -94,20 +94,30 @@ def fail(error: BaseException) -> int:
     return int(status)
 
 
-def missing_sqlite_file(url: str | None) -> str | None:
-    """What to say when ``url`` (``--url``, else ``TARRY_DATABASE_URL``, else the default) names a SQLite file
-    that does not exist, so a command that only reads or decides leaves no empty file behind; else ``None``."""
+def database_problem(url: str | None, *, creates: bool = False) -> str | None:
+    """What makes ``url`` (``--url``, else ``TARRY_DATABASE_URL``, else the default) unusable before it is opened:
+    it is no database URL, or (unless the command ``creates`` the database) it names a SQLite file that does
+    not exist, which a command that only reads or decides must not leave behind; else ``None``."""
     from pathlib import Path
 
     from tarry.store.engine import database_url
 
     try:
         resolved = database_url(url)
-    except Exception:  # not a URL: the store says so when it opens
+    except ValueError as error:
+        return str(error)
+    if creates or resolved.get_backend_name() != "sqlite" or resolved.query.get("uri") == "true":
         return None
-    if resolved.get_backend_name() != "sqlite" or resolved.query.get("uri") == "true" or not resolved.database:
+    if not resolved.database or Path(resolved.database).exists():
         return None
     path = Path(resolved.database)
-    if path.exists():
-        return None
     return f"no database file at {path.absolute()}; `tarry db upgrade --url sqlite:///{path}` creates one"
+
+
+def refuse_database(url: str | None, *, creates: bool = False) -> int | None:
+    """Print why ``url`` cannot be used and return exit status 7; ``None`` when nothing is wrong with it yet."""
+    problem = database_problem(url, creates=creates)
+    if problem is None:
+        return None
+    print(f"tarry: the database cannot be used: {problem}", file=sys.stderr)
+    return int(Exit.DATABASE)

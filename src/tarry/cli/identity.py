@@ -12,7 +12,7 @@ from tarry.principals import Principal
 from tarry.specs import SpecError, load_spec
 from tarry.store import Store
 
-__all__ = ["MAY_DECIDE_VARIABLE", "decider", "load_function", "os_user"]
+__all__ = ["MAY_DECIDE_VARIABLE", "decider", "install_may_decide", "load_function", "os_user"]
 
 MAY_DECIDE_VARIABLE = "TARRY_MAY_DECIDE"
 """The variable naming the deployment's ``may_decide`` (``module:function``) when ``--may-decide`` does not."""
@@ -39,13 +39,18 @@ def decider(arguments: argparse.Namespace, store: Store) -> Principal:
     (self-declared), unless it names that very OS user. The check comes from ``--may-decide``,
     else the ``TARRY_MAY_DECIDE`` variable.
     """
-    spec = arguments.may_decide or os.environ.get(MAY_DECIDE_VARIABLE)
-    if spec:
-        store.may_decide = load_function(spec)
+    install_may_decide(store, arguments.may_decide)
     me = os_user()
     if arguments.by is None or arguments.by == me.id:
         return me
     return Principal(arguments.by, verified=False)
+
+
+def install_may_decide(store: Store, spec: str | None) -> None:
+    """Give ``store`` the deployment's ``may_decide``: the one ``spec`` names, else ``TARRY_MAY_DECIDE``'s."""
+    spec = spec or os.environ.get(MAY_DECIDE_VARIABLE)
+    if spec:
+        store.may_decide = load_function(spec)
 
 
 def load_function(spec: str) -> Callable[..., Any]:

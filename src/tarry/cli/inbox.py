@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tarry.approvals import refusals
-from tarry.cli.exits import Exit, fail, missing_sqlite_file
+from tarry.cli.exits import Exit, fail, refuse_database
 from tarry.cli.identity import decider
 from tarry.cli.output import (
     call_json,
@@ -38,10 +38,9 @@ Work = Callable[[Store, argparse.Namespace], Awaitable[int]]
 def run(work: Work, arguments: argparse.Namespace) -> int:
     """Open the store named by ``--url``, run ``work`` on it, and turn errors into exit statuses."""
 
-    missing = missing_sqlite_file(arguments.url)
-    if missing is not None:
-        print(f"tarry: the database cannot be used: {missing}", file=sys.stderr)
-        return int(Exit.DATABASE)
+    refused = refuse_database(arguments.url)
+    if refused is not None:
+        return refused
 
     async def main() -> int:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import sys
@@ -64,11 +65,11 @@ def add_parser(commands: Any, handler: Callable[[argparse.Namespace], int]) -> N
     )  # fmt: skip
     serve.add_argument("--token", help="a bearer token clients must send (visible to other users in ps: prefer a file)")
     serve.add_argument(
-        "--max-sessions", type=int, metavar="N",
+        "--max-sessions", type=_positive_int, metavar="N",
         help="sessions open at once; a client that would open one more gets 503 (default: 1000)",
     )  # fmt: skip
     serve.add_argument(
-        "--session-idle-timeout", type=float, metavar="SECONDS",
+        "--session-idle-timeout", type=_positive_seconds, metavar="SECONDS",
         help="close a session after this long with no request (default: 1800)",
     )  # fmt: skip
     serve.add_argument(
@@ -118,6 +119,23 @@ def allowed_hosts(host: str, port: int, extra: list[str]) -> list[str]:
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         allowed.append(f"{shown}:{port}")
     return allowed + extra
+
+
+def _positive_int(text: str) -> int:
+    from tarry.cli import positive_int
+
+    return positive_int(text)
+
+
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds < math.inf):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return seconds
 
 
 def run(arguments: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from tarry.agents import Agent
 from tarry.chat import Chat
 from tarry.cli.asking import Asker
 from tarry.cli.exits import Exit, fail
+from tarry.cli.identity import install_may_decide
 from tarry.cli.lines import LineReader
 from tarry.cli.output import console, describe_call, escape, transcript_lines
 from tarry.errors import ProviderError
@@ -303,6 +304,7 @@ async def run(arguments: argparse.Namespace, started: list[str]) -> None:
     reader = LineReader()
     try:
         async with Store(arguments.url) as store:
+            install_may_decide(store, arguments.may_decide)  # the policy of approvals that name who may decide
             await store.setup()
             chat = await open_chat(store, arguments, tools)
             started.append(chat.id)

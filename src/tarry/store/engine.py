@@ -273,8 +273,8 @@ class Database:
             self._schema_checked = True
 
     async def check_complete(self) -> None:
-        """Raise [`StoreSchemaError`][tarry.errors.StoreSchemaError] naming every table, column or index of the schema
-        missing."""
+        """Raise [`StoreSchemaError`][tarry.errors.StoreSchemaError] naming every table, column, index or unique
+        constraint of the schema missing."""
         await self._run(partial(require_complete, where=self.where), write=False)
 
     async def migrate(self) -> None:
@@ -420,7 +420,11 @@ class Database:
             error.orig,
             self.where,
             invalidated=error.connection_invalidated,
-            read_only_file=self.is_sqlite and _not_writable(str(self.url.database or "")),
+            read_only_file=(
+                self.is_sqlite
+                and _sqlite_code(error.orig) == sqlite3.SQLITE_CANTOPEN  # only then: it reads the file system
+                and _not_writable(str(self.url.database or ""))
+            ),
         )
         if error.connection_invalidated or isinstance(translated, StoreReadOnlyError | StoreFullError):
             # A connection that answered read-only (to a server that failover demoted, say) or full may keep
@@ -591,7 +595,7 @@ def _not_writable(database: str) -> bool:
     try:
         if not path.is_file():
             return False
-        if os.statvfs(path).f_flag & os.ST_RDONLY:
+        if hasattr(os, "statvfs") and os.statvfs(path).f_flag & os.ST_RDONLY:  # no statvfs on Windows
             return True
     except OSError:
         return False

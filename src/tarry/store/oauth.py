@@ -294,8 +294,12 @@ def _check_text(**values: str | None) -> None:
 
 
 def _issuer_problem(given: str | None, expected: str | None, required: bool) -> str | None:
-    """Why a redirect's ``iss`` refuses it (RFC 9207 §2.4: compared as strings), or ``None`` when it may be taken."""
-    if given is not None and given != expected:
+    """Why a redirect's ``iss`` refuses it (RFC 9207 §2.4: compared as strings), or ``None`` when it may be taken.
+
+    A login with no issuer on record (begun before tarry recorded one) is not judged here; the SDK
+    still checks the issuer when it exchanges the code.
+    """
+    if given is not None and expected is not None and given != expected:
         return (
             f"the answer came from the issuer {given!r}, not from {expected!r}, "
             "the authorization server the login was sent to"

@@ -45,6 +45,8 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 PRINCIPAL = "tarry.principal"
 """Where a request's scope keeps who ``Access.principal`` found it comes from."""
+IDENTITY_PROBLEM = "tarry.identity_problem"
+"""Where a request's scope keeps why its identity cannot be recorded, when it cannot."""
 
 
 class NotLoggedIn(Exception):
@@ -214,9 +216,19 @@ class Access:
         (``request.user``), if any.
         """
         if PRINCIPAL not in connection.scope:
-            connection.scope[PRINCIPAL] = await self._principal(connection)
+            try:
+                connection.scope[PRINCIPAL] = await self._principal(connection)
+            except ValueError as error:  # an identity the store cannot record: pages show, decisions refuse
+                connection.scope[PRINCIPAL] = None
+                connection.scope[IDENTITY_PROBLEM] = str(error)
         found: Principal | None = connection.scope[PRINCIPAL]
         return found
+
+    async def identity_problem(self, connection: HTTPConnection) -> str | None:
+        """Why this request's identity cannot be recorded (too long, NUL, a lone surrogate), else ``None``."""
+        await self.principal(connection)
+        problem: str | None = connection.scope.get(IDENTITY_PROBLEM)
+        return problem
 
     async def _principal(self, connection: HTTPConnection) -> Principal | None:
         if self.identify is not None:

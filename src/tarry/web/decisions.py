@@ -19,7 +19,7 @@ from tarry.errors import (
     ToolCallRunningError,
     UnknownQuestionError,
 )
-from tarry.principals import Channel, principal_of
+from tarry.principals import Channel
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.web.access import Access
@@ -96,10 +96,10 @@ class Decider:
         except UnknownQuestionError:
             return Result("unknown")
         await self.access.require(request, question)
-        try:
-            by = principal_of(await self.access.principal(request))
-        except ValueError as error:  # the host app's identity for this person is one the store cannot record
-            return Result("invalid", question, {"identity": str(error)})
+        problem = await self.access.identity_problem(request)
+        if problem is not None:  # the host app's identity for this person is one the store cannot record
+            return Result("invalid", question, {"identity": problem})
+        by = await self.access.principal(request)
         try:
             if action == "decline":
                 recorded = await self.store.decline(question.id, note, by=by, channel=channel)

@@ -32,7 +32,7 @@ from tarry import __version__
 from tarry.agents import Agent
 from tarry.chat import Chat
 from tarry.errors import InvalidAnswerError, InvalidArgumentsError, TarryError
-from tarry.mcp.serving.calls import Approvals, CallState, ServedCalls, failure_error
+from tarry.mcp.serving.calls import INTERNAL_ERROR, Approvals, CallState, ServedCalls, failure_error
 from tarry.mcp.serving.listening import TaskListener
 from tarry.mcp.serving.request_state import RequestStateSigner
 from tarry.mcp.serving.resuming import SessionScopes, StorableIds, StoreEventStore
@@ -40,11 +40,9 @@ from tarry.questions import Question
 from tarry.store import ServedTask, Store, StreamEvents
 from tarry.tools import Tool
 
-logger = logging.getLogger("tarry.mcp.serving")
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
-INTERNAL_ERROR = -32603
 MISSING_CAPABILITY = -32021
 HEADER_MISMATCH = -32020
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
@@ -331,8 +329,12 @@ class McpFrontEnd:
                 task = await self.calls.adopt(chat_id, params.name, owner=self.owner(ctx))
                 return _modern_created(task)  # type: ignore[return-value]
             return await self._answer_call(ctx, chat_id, params.name, modern, offered)
-        except MCPError as error:  # the client is told the call failed: it must never run, nor be answered, later
-            await self.calls.close_failed(chat_id, error.error.message)
+        except Exception as error:  # the client is told the call failed: it must never run, nor be answered, later
+            why = error.error.message if isinstance(error, MCPError) else "the server failed to serve the call"
+            try:
+                await self.calls.close_failed(chat_id, why)
+            except Exception:  # the database that failed may fail this too: the error the client gets stands
+                logger.exception("Could not close the call of chat %s after its failure", chat_id)
             raise
 
     async def _answer_call(
