@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tarry import Field, Principal, Task, Tool
-from tarry.errors import InvalidAnswerError, TarryError
+from tarry.errors import ChatNotFoundError, InvalidAnswerError, TarryError, UnknownQuestionError
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 
@@ -113,3 +113,14 @@ async def test_a_tool_call_whose_id_or_name_no_store_keeps_is_refused_and_nothin
     assert [message.role for message in await store.messages(chat.id)] == ["user"]  # the reply was not recorded
     assert await chat.complete() is not None  # asking the model again goes on
     assert [message.content for message in await store.messages(chat.id)] == ["Call it", "over"]
+
+
+@pytest.mark.parametrize("wrong", ["\x00", "a\ud800"])
+async def test_an_id_no_row_can_hold_is_unknown(store: Store, wrong: str) -> None:
+    with pytest.raises(UnknownQuestionError):
+        await store.question(wrong)
+    with pytest.raises(ChatNotFoundError):
+        await store.chat_summary(wrong)
+    with pytest.raises(ChatNotFoundError):
+        await store.messages(wrong)
+    assert list(await store.pending_questions(wrong)) == []

@@ -36,6 +36,7 @@ from sqlalchemy import (
 from tarry.clock import utcnow
 from tarry.errors import TarryError
 from tarry.store.tables import Json, UTCDateTime, metadata
+from tarry.text import unstorable
 
 if TYPE_CHECKING:
     from tarry.store.store import Store
@@ -173,7 +174,7 @@ class ServedTasks:
 
     async def get(self, task_id: str, *, owner: str | None = None) -> ServedTask | None:
         """The task, or ``None`` when it is unknown, expired, or another owner's."""
-        if not isinstance(task_id, str) or "\x00" in task_id:
+        if not isinstance(task_id, str) or unstorable(task_id):
             return None
         query = select(served_tasks).where(served_tasks.c.id == task_id, _alive(utcnow()), _owned_by(owner))
         row = await self.store.db.run_read(lambda connection: connection.execute(query).mappings().one_or_none())

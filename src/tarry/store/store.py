@@ -49,6 +49,7 @@ from tarry.store.tables import LARGEST_ID, chats, questions, tool_calls
 from tarry.store.together import DecisionsTogether
 from tarry.store.waiting import WaitingTask, waiting_tasks
 from tarry.tasks import Task
+from tarry.text import unstorable
 from tarry.tools import Tool, ToolSource
 from tarry.tracing import decision_attributes, mark
 
@@ -308,7 +309,7 @@ class Store:
 
     async def chat_summary(self, chat_id: str) -> ChatSummary:
         """One stored chat's summary; raises [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown id."""
-        found = [] if "\x00" in chat_id else await self.db.run_read(lambda c: list_chats(c, chat_id=chat_id))
+        found = [] if unstorable(chat_id) else await self.db.run_read(lambda c: list_chats(c, chat_id=chat_id))
         if not found:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
         return found[0]
@@ -324,7 +325,7 @@ class Store:
                 return None
             return [message_from_row(row) for row in fetch_tail(connection, chat_id, 0).messages]
 
-        found = None if "\x00" in chat_id else await self.db.run_read(read)
+        found = None if unstorable(chat_id) else await self.db.run_read(read)
         if found is None:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
         return found
@@ -336,7 +337,7 @@ class Store:
         Raises [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown id.
         """
         found = None
-        if "\x00" not in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
+        if not unstorable(chat_id):  # no chat has such an id, and PostgreSQL refuses it in a query
             found = await self.db.run_direct(lambda c: fetch_value(c, CHAT_VERSION, {"chat_id": chat_id}), write=False)
         if found is None:
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
@@ -359,7 +360,7 @@ class Store:
         """
         check_limit(limit)
         after = None if cursor is None else decode_cursor(cursor)
-        if chat_id is not None and "\x00" in chat_id:  # no chat has such an id, and PostgreSQL refuses it in a query
+        if chat_id is not None and unstorable(chat_id):  # no chat has such an id, and PostgreSQL refuses it in a query
             return QuestionPage()
         query, parameters = pending_query(utcnow(), chat_id, None if limit is None else limit + 1, after)
         rows = await self.db.run_direct(lambda connection: fetch_all(connection, query, parameters), write=False)
@@ -379,7 +380,7 @@ class Store:
     async def waiting_tasks(self, chat_id: str | None = None) -> list[WaitingTask]:
         """[`pending_tasks`][tarry.store.Store.pending_tasks] with their chat and since when they wait, for screens
         that list them."""
-        if chat_id is not None and "\x00" in chat_id:  # no chat has such an id
+        if chat_id is not None and unstorable(chat_id):  # no chat has such an id
             return []
         skipped: list[CorruptStateError] = []
         found = await self.db.run_read(lambda connection: waiting_tasks(connection, chat_id, skipped))
@@ -421,7 +422,7 @@ class Store:
         """
         table = questions if of == "question" else chats
         not_found = UnknownQuestionError if of == "question" else ChatNotFoundError
-        if len(prefix) == 36 or not prefix or "\x00" in prefix:  # whole, or no id at all: the caller's read says so
+        if len(prefix) == 36 or not prefix or unstorable(prefix):  # whole, or no id at all: the caller's read says so
             return prefix
         query = select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True)).order_by(table.c.id).limit(5)
         found = await self.db.run_read(lambda connection: list(connection.scalars(query)))
@@ -495,7 +496,7 @@ class Store:
             raise ValueError(f"limit must be a positive int or None, got {limit!r}")
         if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
             raise ValueError(f"after must be an event id (an int of 0 or more) or None, got {after!r}")
-        if any(value is not None and "\x00" in value for value in (chat_id, question_id)):
+        if any(value is not None and unstorable(value) for value in (chat_id, question_id)):
             return []  # no id holds one, and PostgreSQL refuses it in a query
         if after is not None and after >= LARGEST_ID:
             return []  # no event comes after it, and the databases refuse a larger number
@@ -667,7 +668,7 @@ def _question_id(question_id: object) -> str:
         return question_id.id
     if not isinstance(question_id, str):
         raise UnknownQuestionError(f"A question id is a str, got {question_id!r}")
-    if "\x00" in question_id:  # no id holds one, and PostgreSQL refuses it in a query
+    if unstorable(question_id):  # no id holds one, and PostgreSQL refuses it in a query
         raise UnknownQuestionError(f"No question has the id {question_id!r}")
     return question_id
 
