@@ -202,3 +202,18 @@ def test_resume_prints_the_header_before_the_transcript(tmp_path: Path) -> None:
     again = tarry("chat", "--resume", chat_id, "--agent", "errands:agent", cwd=tmp_path, stdin="")
     assert again.returncode == Exit.OK, again.stderr
     assert again.stdout.index(f"Chat {chat_id} in ") < again.stdout.index("you> hello")
+
+
+async def test_answering_a_form_someone_answered_already_is_too_late_whatever_it_says(
+    store: Store, database_url: str
+) -> None:
+    chat = await store.create_chat(agent=agent)
+    await chat.ask("book a table")
+    [form] = await chat.pending_questions()
+    await store.answer(form.id, {"time": "20:00"}, by="ada")
+    for late in (["answer", form.id], ["answer", form.id, "--field", "time=25:00"], ["approve", form.id]):
+        done = await asyncio.to_thread(tarry, *late, "--url", database_url)
+        assert done.returncode == Exit.TOO_LATE, (late, done.stderr)  # not 5: the answer no longer matters
+        assert "already decided by ada via code" in done.stderr
+    assert (await store.question(form.id)).answer == {"time": "20:00", "party": 2}
+    assert [event.outcome for event in await store.history(question_id=form.id)] == ["decided", "lost", "lost", "lost"]

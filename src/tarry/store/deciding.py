@@ -36,7 +36,14 @@ from sqlalchemy.dialects import postgresql
 from tarry.approvals import MayDecide, Vote, judge
 from tarry.calls import check_decision
 from tarry.clock import moved, utcnow
-from tarry.errors import NotAllowedError, QuestionExpiredError, TarryError, ToolCallRunningError, UnknownQuestionError
+from tarry.errors import (
+    InvalidAnswerError,
+    NotAllowedError,
+    QuestionExpiredError,
+    TarryError,
+    ToolCallRunningError,
+    UnknownQuestionError,
+)
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
 from tarry.store.audit import (
@@ -117,13 +124,25 @@ class Settled:
     """Whether the decision's statement also claimed the question's call (``ClaimAlong``)."""
 
 
+def _checked_answer(attempt: Attempt, question: Question) -> dict[str, Any] | None:
+    """The attempt's answer, validated against the question as stored: an invalid one raises and nothing is
+    written, except for a question decided already, which the attempt lost whatever it said (``None``)."""
+    try:
+        return attempt.answer_of(question)
+    except InvalidAnswerError:
+        if question.decision is None:
+            raise
+        return None
+
+
 def decide_question(
     connection: Connection, attempt: Attempt, may_decide: MayDecide | None, *, postgres: bool
 ) -> Settled:
     """Record a decision under the row lock, in DESIGN's order of checks, and append the attempt to the trail.
 
     Unknown id ([`UnknownQuestionError`][tarry.errors.UnknownQuestionError], raised: nothing to record), then the answer
-    (``answer_of`` validates it against the question as stored; raised, nothing written), then
+    (``answer_of`` validates it against the question as stored; raised, nothing written, unless the
+    question is decided already: then whatever the answer said, the attempt lost), then
     decided already (lost), then expired ([`QuestionExpiredError`][tarry.errors.QuestionExpiredError]), then declining a
     running call ([`ToolCallRunningError`][tarry.errors.ToolCallRunningError]), then the approval policy
     ([`judge`][tarry.approvals.judge]: [`NotAllowedError`][tarry.errors.NotAllowedError], or one approval counted).
@@ -134,7 +153,7 @@ def decide_question(
     decision, by = attempt.decision, attempt.by
     row, question, running, closed = _read_question(connection, _LOCKED_QUESTION, attempt.question_id)
     now: datetime = row["now"]  # the lease clock's: the database's on PostgreSQL
-    answer = attempt.answer_of(question)  # an invalid answer raises here and nothing is written
+    answer = _checked_answer(attempt, question)
     trail = partial(
         record_attempt, connection, question, decision, at=now, by=by, channel=attempt.channel, note=attempt.note
     )
@@ -199,7 +218,7 @@ def decide_if_open(
         now = row["now"]
     else:
         question, running, closed = copy.copy(known), False, False
-    answer = attempt.answer_of(question)  # an invalid answer raises here and nothing is written
+    answer = _checked_answer(attempt, question)
     try:
         if question.policy is not None or not check_decision(
             question, attempt.decision, running=running, closed=closed, now=now
