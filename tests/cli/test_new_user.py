@@ -217,3 +217,9 @@ async def test_answering_a_form_someone_answered_already_is_too_late_whatever_it
         assert "already decided by ada via code" in done.stderr
     assert (await store.question(form.id)).answer == {"time": "20:00", "party": 2}
     assert [event.outcome for event in await store.history(question_id=form.id)] == ["decided", "lost", "lost", "lost"]
+
+
+def test_an_empty_name_to_decide_as_is_refused(tmp_path: Path) -> None:
+    done = tarry("approve", "some-id", "--as", " ", "--url", f"sqlite:///{tmp_path / 'x.db'}")
+    assert done.returncode == Exit.USAGE and "a name to decide as cannot be empty" in done.stderr
+    assert not (tmp_path / "x.db").exists()

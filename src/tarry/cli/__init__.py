@@ -310,6 +310,13 @@ def _inbox(name: str) -> Command:
     return handler
 
 
+def identity_text(text: str) -> str:
+    """An argparse type: a name to decide as, not empty (an empty one would silently mean nobody)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a name to decide as cannot be empty")
+    return text
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
     if not text.isdigit() or int(text) < 1:
@@ -347,7 +354,7 @@ def _add_inbox(commands: Any) -> None:
     decline.add_argument("--note", help="why, for the model")
     for deciding in (pending, answer, approve, decline):
         deciding.add_argument(
-            "--as", dest="by", metavar="IDENTITY",
+            "--as", dest="by", metavar="IDENTITY", type=identity_text,
             help="who decides, for the audit trail (default: your OS user); a name nobody checked, so it never "
             "satisfies a policy that names who may or needs several people",
         )  # fmt: skip
