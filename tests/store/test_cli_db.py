@@ -94,9 +94,14 @@ async def test_db_check_names_a_missing_unique_constraint(postgres_url: str, tmp
 
 
 def test_db_check_and_the_worker_refuse_a_database_never_set_up(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'never.db'}"
+    missing, empty = tmp_path / "never.db", tmp_path / "empty.db"
+    empty.write_bytes(b"")
     for command in (("db", "check"), ("worker", "--agents", "tests.jobs.tools:clerk")):
-        done = tarry(*command, "--url", url, cwd=tmp_path)
+        done = tarry(*command, "--url", f"sqlite:///{missing}", cwd=tmp_path)
+        assert done.returncode == Exit.DATABASE
+        assert f"no database file at {missing}; `tarry db upgrade --url" in done.stderr
+        assert not missing.exists()  # looking creates nothing
+        done = tarry(*command, "--url", f"sqlite:///{empty}", cwd=tmp_path)
         assert done.returncode == Exit.DATABASE
         assert "no tarry tables: create them with `tarry db upgrade`" in done.stderr
         assert "Traceback" not in done.stderr and "carrying on chats" not in done.stdout

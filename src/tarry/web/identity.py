@@ -77,7 +77,7 @@ class Users:
 
 
 PEER = "tarry.peer"
-"""Where :func:`remember_peer` keeps the connecting peer's address in the ASGI scope."""
+"""Where [`remember_peer`][tarry.web.remember_peer] keeps the connecting peer's address in the ASGI scope."""
 
 
 def remember_peer(app: ASGIApp) -> ASGIApp:
