@@ -127,17 +127,17 @@ def _serve(arguments: argparse.Namespace) -> int:
 def _serve_identity(arguments: argparse.Namespace) -> dict[str, Any]:
     """``serve()``'s ``users``, ``proxy`` and ``may_decide`` as ``tarry serve``'s options and environment say."""
     from tarry.approvals import check_may_decide
-    from tarry.cli.identity import MAY_DECIDE_VARIABLE, load_function
+    from tarry.cli.identity import configured_may_decide
     from tarry.web.identity import ProxyIdentity, Users
 
     if arguments.trusted_proxy and not arguments.trust_identity_header:
         raise ValueError("--trusted-proxy goes with --trust-identity-header NAME")
-    spec = arguments.may_decide or os.environ.get(MAY_DECIDE_VARIABLE)
+    may_decide = configured_may_decide(arguments.may_decide)
     header = arguments.trust_identity_header
     return {
         "users": Users.load(arguments.users) if arguments.users else None,
         "proxy": ProxyIdentity.of(header, arguments.trusted_proxy) if header else None,
-        "may_decide": check_may_decide(load_function(spec)) if spec else None,
+        "may_decide": check_may_decide(may_decide) if may_decide is not None else None,
     }
 
 

@@ -12,7 +12,7 @@ from tarry.principals import Principal
 from tarry.specs import SpecError, load_spec
 from tarry.store import Store
 
-__all__ = ["MAY_DECIDE_VARIABLE", "decider", "install_may_decide", "load_function", "os_user"]
+__all__ = ["MAY_DECIDE_VARIABLE", "configured_may_decide", "decider", "install_may_decide", "load_function", "os_user"]
 
 MAY_DECIDE_VARIABLE = "TARRY_MAY_DECIDE"
 """The variable naming the deployment's ``may_decide`` (``module:function``) when ``--may-decide`` does not."""
@@ -46,11 +46,17 @@ def decider(arguments: argparse.Namespace, store: Store) -> Principal:
     return Principal(arguments.by, verified=False)
 
 
-def install_may_decide(store: Store, spec: str | None) -> None:
-    """Give ``store`` the deployment's ``may_decide``: the one ``spec`` names, else ``TARRY_MAY_DECIDE``'s."""
+def configured_may_decide(spec: str | None) -> Callable[..., Any] | None:
+    """The deployment's ``may_decide``: the function ``spec`` names, else ``TARRY_MAY_DECIDE``'s, else ``None``."""
     spec = spec or os.environ.get(MAY_DECIDE_VARIABLE)
-    if spec:
-        store.may_decide = load_function(spec)
+    return load_function(spec) if spec else None
+
+
+def install_may_decide(store: Store, spec: str | None) -> None:
+    """Give ``store`` the deployment's ``may_decide`` (``configured_may_decide``), when there is one."""
+    found = configured_may_decide(spec)
+    if found is not None:
+        store.may_decide = found
 
 
 def load_function(spec: str) -> Callable[..., Any]:

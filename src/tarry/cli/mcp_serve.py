@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tarry.agents import Agent
+from tarry.cli import positive_int
 from tarry.hosts import loopback, wildcard
 from tarry.specs import SpecError, load_spec
 from tarry.tools import Tool
@@ -65,7 +66,7 @@ def add_parser(commands: Any, handler: Callable[[argparse.Namespace], int]) -> N
     )  # fmt: skip
     serve.add_argument("--token", help="a bearer token clients must send (visible to other users in ps: prefer a file)")
     serve.add_argument(
-        "--max-sessions", type=_positive_int, metavar="N",
+        "--max-sessions", type=positive_int, metavar="N",
         help="sessions open at once; a client that would open one more gets 503 (default: 1000)",
     )  # fmt: skip
     serve.add_argument(
@@ -119,12 +120,6 @@ def allowed_hosts(host: str, port: int, extra: list[str]) -> list[str]:
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         allowed.append(f"{shown}:{port}")
     return allowed + extra
-
-
-def _positive_int(text: str) -> int:
-    from tarry.cli import positive_int
-
-    return positive_int(text)
 
 
 def _positive_seconds(text: str) -> float:
