@@ -150,35 +150,14 @@ class Field:
         legacy_titles: bool = False,
     ) -> None:
         where = f"Field {name!r}" if name else "Field"
-        if type not in FIELD_TYPES:
-            raise ValueError(f"{where}: type must be one of {', '.join(FIELD_TYPES)}; got {type!r}")
-        if choices is not None:
-            if isinstance(choices, str) or not isinstance(choices, Sequence | Mapping) or not choices:
-                raise ValueError(f"{where}: choices must be a non-empty list or dict, got {choices!r}")
-            choices = dict(choices) if isinstance(choices, Mapping) else list(choices)
-            if type == "boolean":
-                raise ValueError(f"{where}: a boolean field takes no choices")
-        if legacy_titles and (type == "array" or not isinstance(choices, dict)):
-            raise ValueError(f"{where}: legacy_titles needs a single choice with titles (a dict of choices)")
-        if type == "array" and choices is None:
-            raise ValueError(f"{where}: an array field needs choices to pick from")
-        if format is not None and format not in FORMATS:
-            raise ValueError(f"{where}: format must be one of {', '.join(FORMATS)}; got {format!r}")
-        if pattern is not None:
-            if not isinstance(pattern, str):
-                raise ValueError(f"{where}: pattern must be a str, got {pattern!r}")
-            try:
-                ecma_pattern(pattern)
-            except ValueError as error:
-                raise ValueError(f"{where}: pattern {pattern!r} is refused: {error}") from None
-        for attribute, value in (("min_length", min_length), ("max_length", max_length)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ValueError(f"{where}: {attribute} must be a non-negative int, got {value!r}")
-        for attribute, bound in (("minimum", minimum), ("maximum", maximum)):
-            if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int | float)):
-                raise ValueError(f"{where}: {attribute} must be a number, got {bound!r}")
-        if name is not None and (not isinstance(name, str) or not name):
-            raise ValueError(f"Field name must be a non-empty str, got {name!r}")
+        _check_type(where, type)
+        choices = _checked_choices(where, type, choices)
+        _check_choice_kind(where, type, choices, legacy_titles)
+        _check_format(where, format)
+        _check_pattern(where, pattern)
+        _check_lengths(where, min_length, max_length)
+        _check_bounds(where, minimum, maximum)
+        _check_name(name)
         values = {
             "type": type,
             "required": bool(required),
@@ -379,6 +358,62 @@ def fields_from_schema(schema: Mapping[str, Any]) -> tuple[Field, ...]:
     properties = schema.get("properties") or {}
     required = set(schema.get("required") or ())
     return tuple(Field.from_schema(name, item, required=name in required) for name, item in properties.items())
+
+
+def _check_type(where: str, kind: Any) -> None:
+    if kind not in FIELD_TYPES:
+        raise ValueError(f"{where}: type must be one of {', '.join(FIELD_TYPES)}; got {kind!r}")
+
+
+def _checked_choices(where: str, kind: FieldType, choices: Any) -> list[Any] | dict[Any, str] | None:
+    """``choices`` as a fresh list or dict, or ``None`` for a field without them."""
+    if choices is None:
+        return None
+    if isinstance(choices, str) or not isinstance(choices, Sequence | Mapping) or not choices:
+        raise ValueError(f"{where}: choices must be a non-empty list or dict, got {choices!r}")
+    if kind == "boolean":
+        raise ValueError(f"{where}: a boolean field takes no choices")
+    return dict(choices) if isinstance(choices, Mapping) else list(choices)
+
+
+def _check_choice_kind(where: str, kind: FieldType, choices: Any, legacy_titles: bool) -> None:
+    if legacy_titles and (kind == "array" or not isinstance(choices, dict)):
+        raise ValueError(f"{where}: legacy_titles needs a single choice with titles (a dict of choices)")
+    if kind == "array" and choices is None:
+        raise ValueError(f"{where}: an array field needs choices to pick from")
+
+
+def _check_format(where: str, format: Any) -> None:
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"{where}: format must be one of {', '.join(FORMATS)}; got {format!r}")
+
+
+def _check_pattern(where: str, pattern: Any) -> None:
+    if pattern is None:
+        return
+    if not isinstance(pattern, str):
+        raise ValueError(f"{where}: pattern must be a str, got {pattern!r}")
+    try:
+        ecma_pattern(pattern)
+    except ValueError as error:
+        raise ValueError(f"{where}: pattern {pattern!r} is refused: {error}") from None
+
+
+def _check_lengths(where: str, min_length: Any, max_length: Any) -> None:
+    for attribute, value in (("min_length", min_length), ("max_length", max_length)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"{where}: {attribute} must be a non-negative int, got {value!r}")
+
+
+def _check_bounds(where: str, minimum: Any, maximum: Any) -> None:
+    for attribute, bound in (("minimum", minimum), ("maximum", maximum)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int | float)):
+            raise ValueError(f"{where}: {attribute} must be a number, got {bound!r}")
+
+
+def _check_name(name: Any) -> None:
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ValueError(f"Field name must be a non-empty str, got {name!r}")
 
 
 def _boolean_word(value: Any) -> bool:

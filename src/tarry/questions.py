@@ -115,17 +115,7 @@ class Question:
         A positional ``value`` answers a one-field question (or, as a dict, names fields like
         ``values``). Raises [`InvalidAnswerError`][tarry.errors.InvalidAnswerError] naming each field that is wrong.
         """
-        given = dict(values or {})
-        if isinstance(value, Mapping):
-            given = {**value, **given}
-            value = None
-        if value is not None:
-            if len(self.fields) != 1:
-                what = "an approval" if self.kind == "approval" else f"a question with {len(self.fields)} fields"
-                raise InvalidAnswerError({"value": f"{what} takes no single value; name the fields"})
-            name = self.fields[0].name
-            assert name is not None
-            given[name] = value
+        given = self._given_values(value, values)
         accepted: dict[str, Any] = {}
         errors: dict[str, str] = {}
         for item in self.fields:
@@ -144,6 +134,20 @@ class Question:
         if errors:
             raise InvalidAnswerError(errors)
         return accepted
+
+    def _given_values(self, value: Any, values: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The answer's values by field name, ``value`` put under the name it stands for."""
+        given = dict(values or {})
+        if isinstance(value, Mapping):
+            return {**value, **given}
+        if value is not None:
+            if len(self.fields) != 1:
+                what = "an approval" if self.kind == "approval" else f"a question with {len(self.fields)} fields"
+                raise InvalidAnswerError({"value": f"{what} takes no single value; name the fields"})
+            name = self.fields[0].name
+            assert name is not None
+            given[name] = value
+        return given
 
     def take_decision(self, other: Question) -> None:
         """Copy what ``other`` (the same question, read again) records of its decision and approvals onto this one."""

@@ -98,27 +98,44 @@ def _ascii_host(host: str) -> str:
 
 def field_hint(field: Field) -> str:
     """What a prompt for ``field`` says about the values it takes: type or choices, bounds, format, default."""
-    parts: list[str] = [field.type]
-    if field.choices is not None:
-        choices = ", ".join(_choice(field, value) for value in field.choice_values)
-        parts = [f"any of {choices}; comma-separated" if field.type == "array" else f"one of {choices}"]
-    if field.minimum is not None or field.maximum is not None:
-        low = "" if field.minimum is None else f"{field.minimum:g}"
-        high = "" if field.maximum is None else f"{field.maximum:g}"
-        parts.append(f"{low}..{high}")
-    if field.min_length is not None or field.max_length is not None:
-        unit = "choices" if field.type == "array" else "characters"
-        parts.append(f"{field.min_length or 0}..{'' if field.max_length is None else field.max_length} {unit}")
-    if field.format is not None:
-        parts.append(field.format)
-    if field.pattern is not None:
-        parts.append(f"matching {field.pattern}")
+    parts = (
+        _kind_hint(field),
+        _bounds_hint(field),
+        _length_hint(field),
+        field.format,
+        None if field.pattern is None else f"matching {field.pattern}",
+        _default_hint(field),
+    )
+    return "; ".join(part for part in parts if part is not None)
+
+
+def _kind_hint(field: Field) -> str:
+    if field.choices is None:
+        return field.type
+    choices = ", ".join(_choice(field, value) for value in field.choice_values)
+    return f"any of {choices}; comma-separated" if field.type == "array" else f"one of {choices}"
+
+
+def _bounds_hint(field: Field) -> str | None:
+    if field.minimum is None and field.maximum is None:
+        return None
+    low = "" if field.minimum is None else f"{field.minimum:g}"
+    high = "" if field.maximum is None else f"{field.maximum:g}"
+    return f"{low}..{high}"
+
+
+def _length_hint(field: Field) -> str | None:
+    if field.min_length is None and field.max_length is None:
+        return None
+    unit = "choices" if field.type == "array" else "characters"
+    return f"{field.min_length or 0}..{'' if field.max_length is None else field.max_length} {unit}"
+
+
+def _default_hint(field: Field) -> str | None:
     if field.default is not None:
         default = ", ".join(map(str, field.default)) if isinstance(field.default, list) else field.default
-        parts.append(f"default {default}")
-    elif not field.required:
-        parts.append("optional")
-    return "; ".join(parts)
+        return f"default {default}"
+    return None if field.required else "optional"
 
 
 def _choice(field: Field, value: Any) -> str:

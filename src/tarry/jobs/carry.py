@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from datetime import datetime, timedelta
 
 from tarry.agents import Agent
+from tarry.calls import CallRecord
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.store import Store
@@ -127,27 +128,36 @@ async def schedule_next_check(
     ``None`` when nothing is pending.
     """
     now = utcnow()
-    if_free: dict[str, list[datetime]] = {}
-    for record in chat.records.values():
-        if not record.open:
-            continue
-        candidates = if_free[record.call.id] = []
-        waiting = record.pending_questions(now)
-        candidates.extend(question.expires_at for question in waiting if question.expires_at is not None)
-        task = record.task
-        if task is not None and task.expires_at is not None:
-            candidates.append(task.expires_at)
-        if task is not None and not task.waits_on_person():
-            interval = task.poll_interval if task.poll_interval is not None else default_poll_interval
-            candidates.append(now + timedelta(seconds=interval))
-        elif not waiting and task is None:  # could run, but did not here: decided meanwhile, or a claim was lost
-            candidates.append(now + timedelta(seconds=RETRY))
+    if_free = {
+        record.call.id: _call_checks(record, now, default_poll_interval)
+        for record in chat.records.values()
+        if record.open
+    }
     # The chat's own question (a login) that lapses makes it due then, to ask for a new one.
     if_free[""] = [
         question.expires_at
         for question in chat.chat_questions
         if question.decision is None and question.expires_at is not None and question.expires_at > now
     ]
-    turn_due = not chat.waiting and not chat.stopped and bool(chat.messages) and chat.messages[-1].role != "assistant"
     retry_at = now + timedelta(seconds=RETRY)
-    return await write_next_check(store, chat.id, seen_version, if_free, turn_due=turn_due, retry_at=retry_at)
+    return await write_next_check(store, chat.id, seen_version, if_free, turn_due=_turn_due(chat), retry_at=retry_at)
+
+
+def _call_checks(record: CallRecord, now: datetime, default_poll_interval: float) -> list[datetime]:
+    """When an open call next needs a look: its questions' and task's expiries, its task's poll, or a retry."""
+    waiting = record.pending_questions(now)
+    checks = [question.expires_at for question in waiting if question.expires_at is not None]
+    task = record.task
+    if task is not None and task.expires_at is not None:
+        checks.append(task.expires_at)
+    if task is not None and not task.waits_on_person():
+        interval = task.poll_interval if task.poll_interval is not None else default_poll_interval
+        checks.append(now + timedelta(seconds=interval))
+    elif not waiting and task is None:  # could run, but did not here: decided meanwhile, or a claim was lost
+        checks.append(now + timedelta(seconds=RETRY))
+    return checks
+
+
+def _turn_due(chat: Chat) -> bool:
+    """Whether the model owes the chat a turn: it neither waits nor is stopped, and the model did not speak last."""
+    return not chat.waiting and not chat.stopped and bool(chat.messages) and chat.messages[-1].role != "assistant"

@@ -13,26 +13,27 @@ def result_value(result: Mapping[str, Any]) -> Any:
     """What the model gets for a ``CallToolResult`` (wire form): its text, or ``{"error": ...}`` when ``isError``."""
     if not isinstance(result, Mapping) or not isinstance(result.get("content", []), list):
         raise ValueError("the tool result is not a CallToolResult")
-    parts: list[str] = []
-    for block in result.get("content") or []:
-        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
-            raise ValueError("the tool result holds a content block without a type")
-        kind = block["type"]
-        if kind == "text":
-            parts.append(str(block.get("text", "")))
-        elif kind == "resource" and isinstance(block.get("resource"), Mapping) and "text" in block["resource"]:
-            parts.append(str(block["resource"]["text"]))
-        elif kind == "resource_link":
-            parts.append(f"[resource {block.get('uri', '')}]")
-        else:
-            parts.append(f"[{kind} content: {block.get('mimeType', 'unknown type')}]")
-    text = "\n".join(parts)
+    text = "\n".join(_block_text(block) for block in result.get("content") or [])
     structured = result.get("structuredContent")
     if not text and structured is not None:
         text = json.dumps(structured)
     if result.get("isError"):
         return {"error": text or "The tool reported an error."}
     return text
+
+
+def _block_text(block: Any) -> str:
+    """One content block of a tool result as the model reads it: its text, else a line naming what it holds."""
+    if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+        raise ValueError("the tool result holds a content block without a type")
+    kind = block["type"]
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "resource" and isinstance(block.get("resource"), Mapping) and "text" in block["resource"]:
+        return str(block["resource"]["text"])
+    if kind == "resource_link":
+        return f"[resource {block.get('uri', '')}]"
+    return f"[{kind} content: {block.get('mimeType', 'unknown type')}]"
 
 
 def error_text(result: Mapping[str, Any]) -> str:

@@ -308,6 +308,24 @@ async def _legacy_task(conn: Connection, task: McpTask) -> Any:
 
 async def _modern_task(conn: Connection, task: McpTask) -> Any:
     assert task.task_id is not None
+    await _send_answers(conn, task)
+    detailed = (await conn.task_get(task.task_id)).model_dump(by_alias=True, mode="json")
+    apply_status(task, detailed)
+    if task.status == "completed":
+        result = detailed.get("result")
+        if not isinstance(result, Mapping):
+            raise _Malformed("a completed task without a result")
+        return result_value(result)
+    if task.status == "failed":
+        error = detailed.get("error")
+        task.status_message = str(error.get("message")) if isinstance(error, Mapping) else task.status_message
+        return task
+    return task.with_question(*_new_questions(conn, task, detailed))
+
+
+async def _send_answers(conn: Connection, task: McpTask) -> None:
+    """Send the server the answers to its questions it has not had yet (a lapsed question's too); note them sent."""
+    assert task.task_id is not None
     answered = list(task.data.get("answered", []))
     now = utcnow()
     responses = {
@@ -320,28 +338,22 @@ async def _modern_task(conn: Connection, task: McpTask) -> Any:
     if responses:
         await conn.task_update(task.task_id, responses)
         task.data = {**task.data, "answered": [*answered, *responses]}
-    detailed = (await conn.task_get(task.task_id)).model_dump(by_alias=True, mode="json")
-    apply_status(task, detailed)
-    if task.status == "completed":
-        result = detailed.get("result")
-        if not isinstance(result, Mapping):
-            raise _Malformed("a completed task without a result")
-        return result_value(result)
-    if task.status == "failed":
-        error = detailed.get("error")
-        task.status_message = str(error.get("message")) if isinstance(error, Mapping) else task.status_message
-        return task
+
+
+def _new_questions(conn: Connection, task: McpTask, detailed: Mapping[str, Any]) -> list[Question]:
+    """The questions of a task waiting for input that were not asked before; notes them asked."""
+    if task.status != "input_required":
+        return []
     asked = list(task.data.get("asked", []))
     fresh: list[Question] = []
-    if task.status == "input_required":
-        for key, request in (detailed.get("inputRequests") or {}).items():
-            if key in asked:
-                continue
-            parsed = types.ElicitRequest.model_validate(request) if isinstance(request, Mapping) else request
-            fresh.append(_question(conn, key, parsed))
-            asked.append(key)
-        task.data = {**task.data, "asked": asked}
-    return task.with_question(*fresh)
+    for key, request in (detailed.get("inputRequests") or {}).items():
+        if key in asked:
+            continue
+        parsed = types.ElicitRequest.model_validate(request) if isinstance(request, Mapping) else request
+        fresh.append(_question(conn, key, parsed))
+        asked.append(key)
+    task.data = {**task.data, "asked": asked}
+    return fresh
 
 
 class Steps:

@@ -90,46 +90,17 @@ class Anthropic(HostedModel["anthropic.AsyncAnthropic"]):
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream one request: text deltas, each tool call once its block ends, then the whole message."""
         body = {**self.request_body(request), "stream": True}
-        text: list[str] = []
-        blocks: dict[int, dict[str, str]] = {}
-        thinking: dict[int, dict[str, Any]] = {}
-        calls: list[ToolCall] = []
-        started: Any = None
-        output_tokens = 0
+        reply = _StreamedReply()
         try:
             events = await self.client.messages.create(**body)
             async with events:
                 async for event in events:
-                    if event.type == "message_start":
-                        started = event.message.usage
-                        output_tokens = started.output_tokens or 0
-                    elif event.type == "content_block_start" and event.content_block.type == "tool_use":
-                        block = event.content_block
-                        blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
-                    elif event.type == "content_block_start" and event.content_block.type in _THINKING:
-                        thinking[event.index] = _thinking_block(event.content_block)
-                    elif event.type == "content_block_delta":
-                        if event.delta.type == "text_delta" and event.delta.text:
-                            text.append(event.delta.text)
-                            yield TextDelta(event.delta.text)
-                        elif event.delta.type == "thinking_delta" and event.index in thinking:
-                            thinking[event.index]["thinking"] += event.delta.thinking
-                        elif event.delta.type == "signature_delta" and event.index in thinking:
-                            thinking[event.index]["signature"] += event.delta.signature
-                        elif event.delta.type == "input_json_delta" and event.index in blocks:
-                            blocks[event.index]["json"] += event.delta.partial_json
-                    elif event.type == "content_block_stop" and event.index in blocks:
-                        part = blocks.pop(event.index)
-                        arguments = parse_arguments(part["json"])
-                        calls.append(ToolCall(part["id"] or new_call_id(), part["name"], arguments))
-                        yield ToolCallEvent(calls[-1])
-                    elif event.type == "message_delta":
-                        output_tokens = event.usage.output_tokens or output_tokens
+                    taken = reply.take(event)
+                    if taken is not None:
+                        yield taken
         except self._sdk.AnthropicError as error:
             raise self._error(error) from error
-        usage = _usage(started, output_tokens) if started is not None else None
-        kept = _provider_data([thinking[index] for index in sorted(thinking)])
-        yield MessageDone(Message("assistant", "".join(text), tool_calls=tuple(calls), usage=usage, provider_data=kept))
+        yield MessageDone(reply.message())
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request``."""
@@ -175,6 +146,59 @@ class Anthropic(HostedModel["anthropic.AsyncAnthropic"]):
 
     def __repr__(self) -> str:
         return f"<Anthropic {self.name}>"
+
+
+class _StreamedReply:
+    """What a streamed reply has said so far: text, thinking, usage, the calls complete and those arriving."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.blocks: dict[int, dict[str, str]] = {}
+        self.thinking: dict[int, dict[str, Any]] = {}
+        self.calls: list[ToolCall] = []
+        self.started: Any = None
+        self.output_tokens = 0
+
+    def take(self, event: Any) -> StreamEvent | None:
+        """Note one server event; the stream event it completes, if any (a text delta, a whole tool call)."""
+        if event.type == "message_start":
+            self.started = event.message.usage
+            self.output_tokens = self.started.output_tokens or 0
+        elif event.type == "content_block_start":
+            self._start_block(event.index, event.content_block)
+        elif event.type == "content_block_delta":
+            return self._take_delta(event.index, event.delta)
+        elif event.type == "content_block_stop" and event.index in self.blocks:
+            part = self.blocks.pop(event.index)
+            self.calls.append(ToolCall(part["id"] or new_call_id(), part["name"], parse_arguments(part["json"])))
+            return ToolCallEvent(self.calls[-1])
+        elif event.type == "message_delta":
+            self.output_tokens = event.usage.output_tokens or self.output_tokens
+        return None
+
+    def _start_block(self, index: int, block: Any) -> None:
+        if block.type == "tool_use":
+            self.blocks[index] = {"id": block.id, "name": block.name, "json": ""}
+        elif block.type in _THINKING:
+            self.thinking[index] = _thinking_block(block)
+
+    def _take_delta(self, index: int, delta: Any) -> StreamEvent | None:
+        if delta.type == "text_delta" and delta.text:
+            self.text.append(delta.text)
+            return TextDelta(delta.text)
+        if delta.type == "thinking_delta" and index in self.thinking:
+            self.thinking[index]["thinking"] += delta.thinking
+        elif delta.type == "signature_delta" and index in self.thinking:
+            self.thinking[index]["signature"] += delta.signature
+        elif delta.type == "input_json_delta" and index in self.blocks:
+            self.blocks[index]["json"] += delta.partial_json
+        return None
+
+    def message(self) -> Message:
+        """The whole reply, with its thinking blocks kept in order for the next request."""
+        usage = _usage(self.started, self.output_tokens) if self.started is not None else None
+        kept = _provider_data([self.thinking[index] for index in sorted(self.thinking)])
+        return Message("assistant", "".join(self.text), tool_calls=tuple(self.calls), usage=usage, provider_data=kept)
 
 
 def _messages(request: ModelRequest) -> list[dict[str, Any]]:

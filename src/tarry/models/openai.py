@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tarry.errors import ProviderError
@@ -98,42 +98,18 @@ class OpenAI(HostedModel["openai.AsyncOpenAI"]):
         body: dict[str, Any] = {**self.request_body(request), "stream": True}
         if self.stream_usage:
             body["stream_options"] = {"include_usage": True}
-        text: list[str] = []
-        pending: dict[int, dict[str, str]] = {}
-        calls: list[ToolCall] = []
-        usage = None
+        reply = _StreamedReply()
         try:
             chunks = await self.client.chat.completions.create(**body)
             async with chunks:
                 async for chunk in chunks:
-                    if chunk.usage is not None:
-                        usage = _usage(chunk.usage)
-                    for choice in chunk.choices[:1]:
-                        delta = choice.delta
-                        if delta.content:
-                            text.append(delta.content)
-                            yield TextDelta(delta.content)
-                        for fragment in delta.tool_calls or ():
-                            index = fragment.index if fragment.index is not None else len(pending)
-                            for done in sorted(i for i in pending if i < index):
-                                calls.append(_call(pending.pop(done)))
-                                yield ToolCallEvent(calls[-1])
-                            part = pending.setdefault(index, {"id": "", "name": "", "arguments": ""})
-                            part["id"] = part["id"] or (fragment.id or "")
-                            if fragment.function is not None:
-                                # Names come whole; llama-cpp-python repeats the name in every fragment.
-                                part["name"] = part["name"] or (fragment.function.name or "")
-                                part["arguments"] += fragment.function.arguments or ""
-                        if choice.finish_reason is not None:
-                            for done in sorted(pending):
-                                calls.append(_call(pending.pop(done)))
-                                yield ToolCallEvent(calls[-1])
+                    for event in reply.take(chunk):
+                        yield event
         except self._sdk.OpenAIError as error:
             raise self._error(error) from error
-        for done in sorted(pending):
-            calls.append(_call(pending.pop(done)))
-            yield ToolCallEvent(calls[-1])
-        yield MessageDone(Message("assistant", "".join(text), tool_calls=tuple(calls), usage=usage))
+        for event in reply.finish_calls():
+            yield event
+        yield MessageDone(reply.message())
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for ``request``."""
@@ -259,6 +235,51 @@ class OpenAICompatible(OpenAI):
 def ollama(model: str) -> OpenAICompatible:
     """The ``ollama:`` provider: a model served by Ollama on this machine."""
     return OpenAICompatible(model, base_url=OLLAMA_URL, provider="ollama")
+
+
+class _StreamedReply:
+    """What a streamed reply has said so far: its text, its usage, the calls complete and those still arriving."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.pending: dict[int, dict[str, str]] = {}
+        self.calls: list[ToolCall] = []
+        self.usage: Usage | None = None
+
+    def take(self, chunk: Any) -> Iterator[StreamEvent]:
+        """The events one chunk completes: its text, and the calls it shows are whole."""
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        for choice in chunk.choices[:1]:
+            delta = choice.delta
+            if delta.content:
+                self.text.append(delta.content)
+                yield TextDelta(delta.content)
+            for fragment in delta.tool_calls or ():
+                yield from self._take_fragment(fragment)
+            if choice.finish_reason is not None:
+                yield from self.finish_calls()
+
+    def _take_fragment(self, fragment: Any) -> Iterator[StreamEvent]:
+        # A fragment of a later call means every call before it is whole.
+        index = fragment.index if fragment.index is not None else len(self.pending)
+        yield from self.finish_calls(before=index)
+        part = self.pending.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        part["id"] = part["id"] or (fragment.id or "")
+        if fragment.function is not None:
+            # Names come whole; llama-cpp-python repeats the name in every fragment.
+            part["name"] = part["name"] or (fragment.function.name or "")
+            part["arguments"] += fragment.function.arguments or ""
+
+    def finish_calls(self, before: int | None = None) -> Iterator[StreamEvent]:
+        """A tool call event for each pending call (those at an index below ``before``, if given), in order."""
+        for done in sorted(index for index in self.pending if before is None or index < before):
+            self.calls.append(_call(self.pending.pop(done)))
+            yield ToolCallEvent(self.calls[-1])
+
+    def message(self) -> Message:
+        """The whole reply."""
+        return Message("assistant", "".join(self.text), tool_calls=tuple(self.calls), usage=self.usage)
 
 
 def _messages(request: ModelRequest) -> list[dict[str, Any]]:

@@ -58,10 +58,7 @@ def turns(
 
     Open calls say what they wait on.
     """
-    decided: dict[str, list[DecisionEvent]] = {}
-    for event in events:
-        if event.call_id is not None and event.outcome in ("decided", "counted") and event.decision != "cancel":
-            decided.setdefault(event.call_id, []).append(event)
+    decided = _decisions_by_call(events)
     results = {message.tool_call_id: message for message in messages if message.role == "tool"}
     asked = {question.tool_call.id: question for question in questions if question.tool_call is not None}
     working = {waiting.task.tool_call.id: waiting for waiting in tasks if waiting.task.tool_call is not None}
@@ -72,16 +69,32 @@ def turns(
         turn = Turn(message)
         for call in message.tool_calls:
             view = CallView(call, pretty_json(dict(call.arguments)), decisions=decided.get(call.id, []))
-            if call.id in results:
-                view.result = _result_text(results[call.id])
-            elif call.id in asked:
-                view.question = asked[call.id]
-                view.waits = WAITS[view.question.kind]
-            elif call.id in working:
-                task = working[call.id].task
-                view.waits = f"works: {task.status_message}" if task.status_message else "works on a task"
-            else:
-                view.waits = "not run yet"
+            _show_outcome(view, results.get(call.id), asked.get(call.id), working.get(call.id))
             turn.calls.append(view)
         shown.append(turn)
     return shown
+
+
+def _decisions_by_call(events: Sequence[DecisionEvent]) -> dict[str, list[DecisionEvent]]:
+    """What people decided about each call (approvals counted, decisions made, not cancellations), by call id."""
+    decided: dict[str, list[DecisionEvent]] = {}
+    for event in events:
+        if event.call_id is not None and event.outcome in ("decided", "counted") and event.decision != "cancel":
+            decided.setdefault(event.call_id, []).append(event)
+    return decided
+
+
+def _show_outcome(
+    view: CallView, result: Message | None, question: Question | None, working: WaitingTask | None
+) -> None:
+    """Put the call's result on ``view``, else what the call waits on: its question, its task, or its run."""
+    if result is not None:
+        view.result = _result_text(result)
+    elif question is not None:
+        view.question = question
+        view.waits = WAITS[question.kind]
+    elif working is not None:
+        task = working.task
+        view.waits = f"works: {task.status_message}" if task.status_message else "works on a task"
+    else:
+        view.waits = "not run yet"

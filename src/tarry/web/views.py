@@ -157,33 +157,11 @@ def _as_text(value: Any) -> str:
 
 
 def _field_view(item: Field, input_name: str, input_id: str, typed: list[str] | None, error: str | None) -> FieldView:
-    if typed is not None:
-        current = typed
-    elif item.default is None:
-        current = []
-    elif isinstance(item.default, list):
-        current = [_as_text(value) for value in item.default]
-    else:
-        current = [_as_text(item.default)]
+    current = typed if typed is not None else _default_values(item)
     options = [
         Option(_as_text(value), item.choice_title(value), _as_text(value) in current) for value in item.choice_values
     ]
-    input_type = "text"
-    if item.type == "boolean":
-        widget = "checkbox"
-    elif item.type == "array":
-        widget = "checkboxes"
-    elif item.choices is not None:
-        widget = "radios" if len(options) <= RADIO_LIMIT else "select"
-    elif item.type in ("integer", "number"):
-        widget, input_type = "number", "number"
-    else:
-        widget = "textarea" if item.max_length is None or item.max_length > 200 else "text"
-        input_type = INPUT_TYPES.get(item.format or "", "text")
-        if item.secret:  # typed unseen, and never a textarea
-            widget, input_type = "text", "password"
-        if input_type != "text":
-            widget = "text"
+    widget, input_type = _widget(item, len(options))
     value = current[-1] if current and not item.secret else ""  # a secret is never echoed back into the page
     return FieldView(
         field=item,
@@ -197,6 +175,38 @@ def _field_view(item: Field, input_name: str, input_id: str, typed: list[str] | 
         error=error,
         checked=item.type == "boolean" and value.lower() in ("true", "on", "yes", "1"),
     )
+
+
+def _default_values(item: Field) -> list[str]:
+    """The field's default as a form holds it: one string per value, none without a default."""
+    if item.default is None:
+        return []
+    if isinstance(item.default, list):
+        return [_as_text(value) for value in item.default]
+    return [_as_text(item.default)]
+
+
+def _widget(item: Field, choice_count: int) -> tuple[str, str]:
+    """How the field is shown: the widget, and the ``type`` of its input."""
+    if item.type == "boolean":
+        return "checkbox", "text"
+    if item.type == "array":
+        return "checkboxes", "text"
+    if item.choices is not None:
+        return ("radios" if choice_count <= RADIO_LIMIT else "select"), "text"
+    if item.type in ("integer", "number"):
+        return "number", "number"
+    return _text_widget(item)
+
+
+def _text_widget(item: Field) -> tuple[str, str]:
+    """A text field's widget and input type: a password, an input typed for the format, else text or a textarea."""
+    if item.secret:  # typed unseen, and never a textarea
+        return "text", "password"
+    input_type = INPUT_TYPES.get(item.format or "", "text")
+    if input_type != "text":
+        return "text", input_type
+    return ("textarea" if item.max_length is None or item.max_length > 200 else "text"), "text"
 
 
 def hint(item: Field) -> str:
