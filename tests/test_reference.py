@@ -27,6 +27,8 @@ MODULES = [
     "tarry.models",
     "tarry.mcp",
     "tarry.mcp.serving",
+    "tarry.mcp.legacy_tasks",
+    "tarry.mcp.task_extension",
     "tarry.jobs",
     "tarry.web",
     "tarry.testing",
