@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import tarry
+
 ROOT = Path(__file__).resolve().parents[1]
 # The site renders Markdown docstrings: a cross-reference is [`Store`][tarry.store.Store], never :class:`Store`.
 SPHINX_ROLE = re.compile(r":(?:py:)?(?:meth|class|func|attr|data|const|obj|mod|exc|ref|doc|term|any):`[^`]*`")
@@ -25,6 +27,8 @@ MODULES = [
     "tarry.models",
     "tarry.mcp",
     "tarry.mcp.serving",
+    "tarry.mcp.legacy_tasks",
+    "tarry.mcp.task_extension",
     "tarry.jobs",
     "tarry.web",
     "tarry.testing",
@@ -121,3 +125,27 @@ def test_no_docstring_holds_a_sphinx_role() -> None:
         for role in SPHINX_ROLE.finditer(text)
     ]
     assert not left, "Sphinx roles the site shows raw; write [`Name`][dotted.path] instead:\n" + "\n".join(left)
+
+
+def test_each_sync_twin_is_a_documented_method_on_the_site() -> None:
+    """The site reads the source, where ``ask_sync = sync_twin(ask)`` is a bare assignment: docs/sync_twins.py,
+    the griffe extension mkdocs.yml names, shows each twin as a method with the async one's parameters."""
+    griffe = pytest.importorskip("griffe", reason="the docs extra installs griffe")
+    assert "extensions: [docs/sync_twins.py]" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    package = griffe.load(
+        "tarry", search_paths=[ROOT / "src"], extensions=griffe.load_extensions(str(ROOT / "docs" / "sync_twins.py"))
+    )
+    twins = {
+        f"{cls}.{name}": member
+        for cls in ("chat.Chat", "store.Store")
+        for name, member in package[cls].members.items()
+        if name.endswith("_sync")
+    }
+    assert "chat.Chat.ask_sync" in twins and "store.Store.start_chat_sync" in twins
+    for path, twin in twins.items():
+        method = package[path.removesuffix("_sync")]
+        assert twin.is_function, f"{path} is shown as a {twin.kind.value}"
+        assert twin.docstring is not None and twin.docstring.value.startswith(f"Blocking form of [`{method.name}`]")
+        assert [p.name for p in twin.parameters] == [p.name for p in method.parameters]
+        assert "async" not in twin.labels
+    assert tarry.Chat.ask_sync.__doc__.startswith("Blocking form of [`ask`][tarry.chat.Chat.ask]")  # help() says it too

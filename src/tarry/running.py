@@ -76,7 +76,11 @@ def sync_twin(
         verb = f"{type(self).__name__.lower()}.{method.__name__}"
         return run_sync(method(self, *args, **kwargs), verb=verb)
 
-    twin.__doc__ = f"Synchronous twin of ``{method.__name__}``; see there. Not for use inside an event loop."
+    # The site reads the source, where a twin is a bare assignment: docs/sync_twins.py documents it there.
+    twin.__doc__ = (
+        f"Blocking form of [`{method.__name__}`][{method.__module__}.{method.__qualname__}]: the same arguments,"
+        " run to the end on this thread's event loop. Not for use inside a running event loop."
+    )
     twin.__name__ = f"{method.__name__}_sync"
     twin.__qualname__ = twin.__qualname__.removesuffix(method.__name__) + twin.__name__
     return twin

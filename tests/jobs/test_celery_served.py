@@ -67,7 +67,7 @@ async def test_a_celery_worker_carries_a_served_call_on(
             enqueue_on_decisions(store, celery)
             app = serve(TOOLS, store, carry_on=lambda chat_id: enqueue(celery, chat_id), poll_interval_ms=100)
             async with served_here(app) as url, connect(url) as (session, dispatcher):
-                created = await legacy_tasks.call_tool_as_task(session, dispatcher, "bake", {"cake": str(cake)}, None)
+                created = await legacy_tasks.call_tool_as_task(session, dispatcher, "bake", {"cake": str(cake)})
                 task_id = created.task.task_id
                 assert (await legacy_tasks.get_task(session, task_id)).status == "working"
                 cake.touch()

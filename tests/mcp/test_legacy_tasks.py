@@ -41,7 +41,7 @@ async def test_create_get_and_the_blocking_result(everything_command: list[str])
     async with connect(everything_command) as connection:
         session, dispatcher = connection
         created = await legacy_tasks.call_tool_as_task(
-            session, dispatcher, "simulate-research-query", {"topic": "owls"}, 60_000
+            session, dispatcher, "simulate-research-query", {"topic": "owls"}, ttl_ms=60_000
         )
         assert isinstance(created, types.CreateTaskResult)
         task = created.task
@@ -69,9 +69,7 @@ async def test_create_get_and_the_blocking_result(everything_command: list[str])
 async def test_cancel_a_working_task_then_a_terminal_one(everything_command: list[str]) -> None:
     async with connect(everything_command) as connection:
         session, dispatcher = connection
-        created = await legacy_tasks.call_tool_as_task(
-            session, dispatcher, "simulate-research-query", {"topic": "x"}, None
-        )
+        created = await legacy_tasks.call_tool_as_task(session, dispatcher, "simulate-research-query", {"topic": "x"})
         cancelled = await legacy_tasks.cancel_task(session, created.task.task_id)
         assert isinstance(cancelled, types.CancelTaskResult)
         assert cancelled.status == "cancelled"

@@ -8,6 +8,11 @@ needs is a URL question of that call, and the first login (before the tools can 
 one of the chat itself. [`JWTBearerLogin`][tarry.mcp.JWTBearerLogin] trades a workload's JWT for a token (RFC 7523);
 [`DPoP`][tarry.mcp.DPoP] binds any of these logins' tokens to a key (RFC 9449).
 ``serve(tools, store)`` is the other side: tarry tools as an MCP server (``tarry.mcp.serving``).
+Your own client on the SDK's ``ClientSession`` reaches a server's tasks with
+[`tarry.mcp.legacy_tasks`][tarry.mcp.legacy_tasks] (2025-11-25: task-augmented ``tools/call``,
+``tasks/get``, ``tasks/result``, ``tasks/cancel``) and
+[`tarry.mcp.task_extension`][tarry.mcp.task_extension] (2026-07-28: the SEP-2663 tasks
+extension, with ``tasks/update`` to answer a task's input requests).
 """
 
 from tarry.mcp._sdk import require_sdk

@@ -214,8 +214,7 @@ class Connection:
                     dispatcher=dispatcher,
                     elicitation_callback=on_elicit,
                     client_info=types.Implementation(name="tarry", version="0.1.0"),
-                    extensions={task_extension.EXTENSION: {}},
-                    result_claims=task_extension.claims(),
+                    **task_extension.session_options(),
                 )
                 await stack.enter_async_context(session)
                 await self._negotiate(session)
@@ -336,7 +335,9 @@ class Connection:
         assert dispatcher is not None
         task_ttl = self.settings.task_ttl
         ttl = None if task_ttl is None else int(task_ttl * 1000)
-        return await self.run(lambda session: legacy_tasks.call_tool_as_task(session, dispatcher, name, arguments, ttl))
+        return await self.run(
+            lambda session: legacy_tasks.call_tool_as_task(session, dispatcher, name, arguments, ttl_ms=ttl)
+        )
 
     def offers_legacy_tasks(self) -> bool:
         """True when the (2025-11-25) server takes task-augmented ``tools/call``."""

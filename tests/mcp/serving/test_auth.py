@@ -76,10 +76,12 @@ async def _listed(session: ClientSession) -> list[str]:
 async def test_a_client_sees_only_its_own_tasks(server_url: str, tmp_path: Path) -> None:
     release = tmp_path / "release"
     async with connect(server_url, "token-of-ann") as (ann, ann_dispatcher):
-        created = await legacy_tasks.call_tool_as_task(ann, ann_dispatcher, "build", {"release": str(release)}, 60_000)
+        created = await legacy_tasks.call_tool_as_task(
+            ann, ann_dispatcher, "build", {"release": str(release)}, ttl_ms=60_000
+        )
         task_id = created.task.task_id
         async with connect(server_url, "token-of-bob") as (bob, bob_dispatcher):
-            bobs = await legacy_tasks.call_tool_as_task(bob, bob_dispatcher, "add", {"a": 1, "b": 2}, 60_000)
+            bobs = await legacy_tasks.call_tool_as_task(bob, bob_dispatcher, "add", {"a": 1, "b": 2}, ttl_ms=60_000)
             for attempt in (
                 legacy_tasks.get_task(bob, task_id),
                 legacy_tasks.task_result(bob, task_id),

@@ -77,7 +77,7 @@ async def test_a_2025_task_whose_question_the_client_cannot_take_ends_failed_and
             session._dispatcher,
             "transfer",
             {"amount": 5, "to": "Ann"},
-            60_000,
+            ttl_ms=60_000,
         )
         with pytest.raises(MCPError) as refused:  # tasks/result answers with the task's error
             await legacy_tasks.task_result(session, created.task.task_id)
