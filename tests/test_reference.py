@@ -24,7 +24,7 @@ MODULES = [
     "tarry.fields",
     "tarry.models",
     "tarry.mcp",
-    "tarry.mcp.serving",
+    "tarry.mcp_server",
     "tarry.jobs",
     "tarry.web",
     "tarry.testing",

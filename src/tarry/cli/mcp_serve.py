@@ -137,8 +137,8 @@ def run(arguments: argparse.Namespace) -> int:
     """Serve until interrupted (HTTP) or until the client leaves (stdio)."""
     import asyncio
 
-    from tarry.mcp.serving import serve, serve_stdio
-    from tarry.mcp.serving.tokens import BearerTokens
+    from tarry.mcp_server import serve, serve_stdio
+    from tarry.mcp_server.tokens import BearerTokens
     from tarry.store import Store
 
     tools = load_tools(arguments.tools)

@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp import Client
 from tarry import Task, Tool
 from tarry.mcp import ProtocolError, legacy_tasks, task_extension
-from tarry.mcp.serving import RequestStateSigner, build_server
+from tarry.mcp_server import RequestStateSigner, build_server
 from tarry.store import Store
 from tarry.testing import advance_clock
 

@@ -30,7 +30,7 @@ from tarry.store.stream_events import MAX_STREAM, stream_problem
 SESSION_HEADER = b"mcp-session-id"
 UNKEPT = ""
 """The id of an event the store could not keep: an SSE event without an id, which no client resumes from."""
-logger = logging.getLogger("tarry.mcp.serving")
+logger = logging.getLogger("tarry.mcp_server")
 _scope: ContextVar[str | None] = ContextVar("tarry_mcp_event_scope", default=None)
 
 

@@ -4,8 +4,8 @@
 and ``tarry mcp serve --tools module:name`` runs either. See ``docs/mcp-server.md``.
 """
 
-from tarry.mcp.serving.app import build_server, serve, serve_stdio
-from tarry.mcp.serving.calls import ServedCalls, served_agent
-from tarry.mcp.serving.request_state import RequestStateSigner
+from tarry.mcp_server.app import build_server, serve, serve_stdio
+from tarry.mcp_server.calls import ServedCalls, served_agent
+from tarry.mcp_server.request_state import RequestStateSigner
 
 __all__ = ["RequestStateSigner", "ServedCalls", "build_server", "serve", "serve_stdio", "served_agent"]

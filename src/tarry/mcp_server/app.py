@@ -5,7 +5,7 @@
 as plain tool results); questions reach them as ``elicitation/create`` on the request that
 waits (the call itself, or ``tasks/result`` with the related-task ``_meta``). 2026-07-28
 clients get input requests (multi-round-trip requests) whose ``requestState`` is signed
-(``tarry.mcp.serving.request_state``) and bound to the call's stored chat.
+(``tarry.mcp_server.request_state``) and bound to the call's stored chat.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from tarry import __version__
 from tarry.agents import Agent
 from tarry.chat import Chat
 from tarry.errors import InvalidAnswerError, InvalidArgumentsError, TarryError
-from tarry.mcp.serving.calls import INTERNAL_ERROR, Approvals, CallState, ServedCalls, failure_error
-from tarry.mcp.serving.listening import TaskListener
-from tarry.mcp.serving.request_state import RequestStateSigner
-from tarry.mcp.serving.resuming import SessionScopes, StorableIds, StoreEventStore
+from tarry.mcp_server.calls import INTERNAL_ERROR, Approvals, CallState, ServedCalls, failure_error
+from tarry.mcp_server.listening import TaskListener
+from tarry.mcp_server.request_state import RequestStateSigner
+from tarry.mcp_server.resuming import SessionScopes, StorableIds, StoreEventStore
 from tarry.questions import Question
 from tarry.store import ServedTask, Store, StreamEvents
 from tarry.tools import Tool
@@ -48,7 +48,7 @@ HEADER_MISMATCH = -32020
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
 MODERN_TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-logger = logging.getLogger("tarry.mcp")
+logger = logging.getLogger("tarry.mcp_server")
 MAX_SESSIONS = 1000
 """How many sessions a server process keeps open at once by default."""
 SESSION_IDLE_TIMEOUT = 1800.0
@@ -268,7 +268,7 @@ def default_owner(ctx: Any) -> str | None:
 
 
 class McpFrontEnd:
-    """The MCP methods of a tarry server, over [`ServedCalls`][tarry.mcp.serving.ServedCalls]."""
+    """The MCP methods of a tarry server, over [`ServedCalls`][tarry.mcp_server.ServedCalls]."""
 
     def __init__(
         self,
@@ -565,8 +565,8 @@ def build_server(
     stream_hold: float | None = None,
     carry_on: Callable[[str], object] | None = None,
 ) -> tuple[Server[Any], ServedCalls]:
-    """The SDK server that serves the tools, and the [`ServedCalls`][tarry.mcp.serving.ServedCalls] behind it (see
-    [`serve`][tarry.mcp.serving.serve])."""
+    """The SDK server that serves the tools, and the [`ServedCalls`][tarry.mcp_server.ServedCalls] behind it (see
+    [`serve`][tarry.mcp_server.serve])."""
     tools = tools_or_agent.tools if isinstance(tools_or_agent, Agent) else list(tools_or_agent)
     calls = ServedCalls(
         store,

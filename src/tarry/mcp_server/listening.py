@@ -21,8 +21,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
-from tarry.mcp.serving.calls import CallState, ServedCalls
-from tarry.mcp.serving.changes import wait_for
+from tarry.mcp_server.calls import CallState, ServedCalls
+from tarry.mcp_server.changes import wait_for
 from tarry.store import ServedTask
 
 INVALID_REQUEST = -32600
