@@ -36,8 +36,10 @@ from tarry.mcp_server.calls import INTERNAL_ERROR, Approvals, CallState, ServedC
 from tarry.mcp_server.listening import TaskListener
 from tarry.mcp_server.request_state import RequestStateSigner
 from tarry.mcp_server.resuming import SessionScopes, StorableIds, StoreEventStore
+from tarry.mcp_server.served_tasks import ServedTask
+from tarry.mcp_server.stream_events import StreamEvents
 from tarry.questions import Question
-from tarry.store import ServedTask, Store, StreamEvents
+from tarry.store import Store
 from tarry.tools import Tool
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"

@@ -23,7 +23,7 @@ from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
 from tarry.mcp_server.calls import CallState, ServedCalls
 from tarry.mcp_server.changes import wait_for
-from tarry.store import ServedTask
+from tarry.mcp_server.served_tasks import ServedTask
 
 INVALID_REQUEST = -32600
 Detailed = Callable[[ServedTask, CallState], dict[str, Any]]
