@@ -25,10 +25,10 @@ from tarry.clock import utcnow
 from tarry.jobs.carry import continue_chat
 from tarry.mcp.protocol_error import protocol_error_of
 from tarry.mcp_server.call_model import CallModel, call_text
-from tarry.mcp_server.changes import StoreChanges
 from tarry.mcp_server.served_tasks import ServedTask, ServedTasks, TaskTransitionError
 from tarry.questions import Question
 from tarry.store import Store
+from tarry.store.changes import StoreChanges
 from tarry.tools import Tool, tool
 
 logger = logging.getLogger("tarry.mcp_server")
