@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tarry.agents import Agent
-from tarry.cli import positive_int
+from tarry.cli.arguments import positive_int
 from tarry.hosts import loopback, wildcard
 from tarry.specs import SpecError, load_spec
 from tarry.tools import Tool

@@ -28,7 +28,6 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 
-from tarry import __version__
 from tarry.agents import Agent
 from tarry.chat import Chat
 from tarry.errors import InvalidAnswerError, InvalidArgumentsError, TarryError
@@ -41,6 +40,7 @@ from tarry.mcp_server.stream_events import StreamEvents
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.tools import Tool
+from tarry.version import __version__
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 INVALID_PARAMS = -32602
