@@ -26,7 +26,7 @@ MODULES = [
     "tarry.fields",
     "tarry.models",
     "tarry.mcp",
-    "tarry.mcp.serving",
+    "tarry.mcp_server",
     "tarry.mcp.legacy_tasks",
     "tarry.mcp.task_extension",
     "tarry.jobs",

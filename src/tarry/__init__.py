@@ -8,6 +8,7 @@ from tarry.principals import Principal
 from tarry.questions import Field, Question
 from tarry.tasks import Task, TaskStatus
 from tarry.tools import Tool, tool
+from tarry.version import __version__ as __version__
 
 __all__ = [
     "Agent",
@@ -24,4 +25,3 @@ __all__ = [
     "Usage",
     "tool",
 ]
-__version__ = "0.1.0"

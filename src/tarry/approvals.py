@@ -1,26 +1,25 @@
 """Approval policies: who may decide a call's approval, and how many distinct people must approve it.
 
-The rule is one pure function, [`judge`][tarry.approvals.judge], that both an in-memory chat and the store apply
-under their lock, so a policy means the same wherever a decision is made.
+The policy itself ([`Approval`][tarry.approvals.Approval]) and the approvals counted toward it
+([`Vote`][tarry.approvals.Vote]) are data a [`Question`][tarry.Question] holds, kept in ``tarry.policies``.
+The rule is one pure function, [`judge`][tarry.approvals.judge], that both an in-memory chat and the store
+apply under their lock, so a policy means the same wherever a decision is made.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import Literal
 
 from tarry.errors import NotAllowedError
+from tarry.policies import Approval, Vote
 from tarry.principals import Principal
-
-if TYPE_CHECKING:
-    from tarry.questions import Decision, Question
+from tarry.questions import Decision, Question
 
 __all__ = ["Approval", "MayDecide", "Verdict", "Vote", "check_may_decide", "judge", "refusal", "refusals", "standing"]
 
-MayDecide = Callable[[Principal, "Question"], bool]
+MayDecide = Callable[[Principal, Question], bool]
 """The application's check: may this principal decide this question? (See [`Approval`][tarry.approvals.Approval]
 ``by``.)
 
@@ -43,55 +42,6 @@ def check_may_decide(may_decide: MayDecide | None) -> MayDecide | None:
             "it runs inside the decision's transaction, where nothing awaits it. Look up what it needs beforehand."
         )
     return may_decide
-
-
-@dataclass(frozen=True)
-class Approval:
-    """What a tool's approval asks for: ``count`` distinct people, each one allowed by ``by``.
-
-    ``requires_approval = Approval(count=2, by="finance")`` is the four-eyes rule: the call runs
-    only after two different principals approved it, each admitted by the application's
-    ``may_decide(principal, question)`` (given to the [`Store`][tarry.store.Store]), which reads
-    ``question.policy.by`` to know which group is meant. Any one allowed decline ends the call.
-    ``by=None`` lets anyone decide. A decision without an identity, or by a self-declared one
-    (a [`Principal`][tarry.principals.Principal] with ``verified=False``), cannot satisfy a policy
-    that names ``by`` or counts more than one person, and is refused.
-    """
-
-    count: int = 1
-    by: str | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise ValueError(f"Approval count must be a positive int, got {self.count!r}")
-        if self.by is not None and (not isinstance(self.by, str) or not self.by):
-            raise ValueError(f"Approval by must be a non-empty str (a group or an identity) or None, got {self.by!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The policy as JSON-safe data."""
-        return {"count": self.count, "by": self.by}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Approval:
-        """The policy [`to_dict`][tarry.approvals.Approval.to_dict] wrote."""
-        return cls(count=int(data.get("count", 1)), by=data.get("by"))
-
-
-@dataclass(frozen=True)
-class Vote:
-    """One approval counted toward a policy's ``count``: who and when."""
-
-    principal: Principal
-    at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        """The vote as JSON-safe data."""
-        return {**self.principal.to_dict(), "at": self.at.isoformat()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Vote:
-        """The vote [`to_dict`][tarry.approvals.Vote.to_dict] wrote."""
-        return cls(Principal(str(data["id"]), data.get("name")), datetime.fromisoformat(str(data["at"])))
 
 
 Verdict = Literal["decide", "count"]

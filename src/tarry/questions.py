@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from tarry.approvals import Approval, Vote
 from tarry.errors import InvalidAnswerError, TarryError
 from tarry.fields import FIELD_TYPES, FORMATS, Field, FieldType, fields_from_schema
 from tarry.messages import ToolCall
+from tarry.policies import Approval, Vote
 from tarry.principals import Channel, Principal
 from tarry.text import unstorable
 

@@ -81,13 +81,6 @@ class Tool:
     - ``approval_ttl``: seconds a person has to approve, or ``None`` for no limit.
     - ``idempotent``: ``True`` when running a call twice is harmless, so a call whose
       process died is run again instead of being closed as interrupted.
-    - ``task_required``: ``True`` for a tool whose work is too long to hold a request open
-      for: tarry's MCP server then runs it only as an MCP task, and refuses a client that
-      cannot take one.
-    - ``ask_before_task``: ``True`` makes tarry's MCP server ask the questions a call has
-      before its work starts in the call itself (2026-07-28 input requests), and make the
-      call a task only once they are answered and it still runs. By default a call that
-      waits, on a question too, becomes a task at once when the client takes tasks.
     - ``task_class``: the [`Task`][tarry.Task] subclass [`load_task`][tarry.Tool.load_task] rebuilds.
     """
 
@@ -96,8 +89,6 @@ class Tool:
     requires_approval: bool | Approval | Callable[..., bool | Approval] = False
     approval_ttl: float | None = None
     idempotent: bool = False
-    task_required: bool = False
-    ask_before_task: bool = False
     task_class: ClassVar[type[Task]] = Task
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -107,6 +98,12 @@ class Tool:
         if "description" not in cls.__dict__:
             cls.description = inspect.cleandoc(cls.__doc__ or "")
         cls._arguments_model = None
+        for moved in ("task_required", "ask_before_task"):
+            if moved in cls.__dict__:
+                raise TypeError(
+                    f"{cls.__name__} sets {moved}, which tarry's MCP server takes now: "
+                    f"serve(..., {moved}=[{cls.name!r}]) or tarry mcp serve --{moved.replace('_', '-')} {cls.name}"
+                )
         if "execute" in cls.__dict__:
             _warn_if_unclear(f"Tool {cls.__name__}", cls.description, cls.__dict__["execute"])
 

@@ -12,6 +12,8 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tarry.version import __version__
+
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
@@ -42,8 +44,6 @@ def tracer() -> Tracer | None:
         except ImportError:
             _tracer = None
         else:
-            from tarry import __version__
-
             _tracer = trace.get_tracer(TRACER, __version__)
     return _tracer
 

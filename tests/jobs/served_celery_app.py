@@ -1,4 +1,4 @@
-"""A Celery app that carries the calls of an MCP server (``tarry.mcp.serve``) on.
+"""A Celery app that carries the calls of an MCP server (``tarry.mcp_server.serve``) on.
 
 ``celery -A tests.jobs.served_celery_app worker`` with TARRY_TEST_CELERY_BROKER,
 TARRY_TEST_CELERY_DB and TARRY_TEST_CELERY_QUEUE set, as for ``tests.jobs.celery_app``.
@@ -13,7 +13,7 @@ from celery import Celery
 
 from tarry import Task, Tool
 from tarry.jobs.celery import register
-from tarry.mcp.serving import served_agent
+from tarry.mcp_server import served_agent
 from tests.store.tools import mark
 
 

@@ -52,7 +52,7 @@ async def test_a_celery_worker_carries_a_served_call_on(
     monkeypatch.setenv("TARRY_TEST_CELERY_QUEUE", f"tarry-test-{uuid.uuid4().hex[:8]}")
     from tarry.jobs.celery import enqueue, enqueue_on_decisions
     from tarry.mcp import legacy_tasks
-    from tarry.mcp.serving import serve
+    from tarry.mcp_server import serve
     from tests.jobs.served_celery_app import TOOLS, make_app
 
     celery = make_app(broker_url, postgres_url)

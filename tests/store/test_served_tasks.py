@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tarry.store import ServedTasks, Store
-from tarry.store.served_tasks import TaskTransitionError
+from tarry.mcp_server import ServedTasks
+from tarry.mcp_server.served_tasks import TaskTransitionError
+from tarry.store import Store
 from tarry.testing import advance_clock
 
 

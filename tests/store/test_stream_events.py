@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from tarry.store import Store, StreamEvents
+from tarry.mcp_server import StreamEvents
+from tarry.store import Store
 from tarry.testing import advance_clock
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
+
+from tarry.cli.arguments import identity_text, importable_working_directory, positive_int
 
 T = TypeVar("T")
 Command = Callable[[argparse.Namespace], int]
@@ -19,17 +20,6 @@ def _demo(arguments: argparse.Namespace) -> int:
     from tarry import demo
 
     return demo.run(arguments.url)
-
-
-def importable_working_directory() -> None:
-    """Put the working directory first on the import path, as ``python -m`` and ``celery -A`` do.
-
-    The console script's import path holds its own folder, not the directory it runs in, so
-    ``--agents agents:support`` would not find ``./agents.py`` otherwise.
-    """
-    here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
 
 
 def _worker(arguments: argparse.Namespace) -> int:
@@ -308,20 +298,6 @@ def _inbox(name: str) -> Command:
         return inbox.run(getattr(inbox, name), arguments)
 
     return handler
-
-
-def identity_text(text: str) -> str:
-    """An argparse type: a name to decide as, not empty (an empty one would silently mean nobody)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("a name to decide as cannot be empty")
-    return text
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return int(text)
 
 
 def _add_inbox(commands: Any) -> None:

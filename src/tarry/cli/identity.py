@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from tarry.cli.arguments import importable_working_directory
 from tarry.principals import Principal
 from tarry.specs import SpecError, load_spec
 from tarry.store import Store
@@ -61,8 +62,6 @@ def install_may_decide(store: Store, spec: str | None) -> None:
 
 def load_function(spec: str) -> Callable[..., Any]:
     """The function a ``module:name`` spec names (the working directory is importable)."""
-    from tarry.cli import importable_working_directory
-
     importable_working_directory()
     found = load_spec(spec, "--may-decide")
     if not callable(found):

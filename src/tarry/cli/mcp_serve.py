@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from tarry.agents import Agent
-from tarry.cli import positive_int
+from tarry.cli.arguments import positive_int
 from tarry.hosts import loopback, wildcard
 from tarry.specs import SpecError, load_spec
-from tarry.tools import Tool
+from tarry.tools import Tool, tool
 
 TOKEN_VARIABLE = "TARRY_MCP_TOKEN"
 
@@ -59,6 +59,14 @@ def add_parser(commands: Any, handler: Callable[[argparse.Namespace], int]) -> N
     serve.add_argument(
         "--stream-hold", type=float, metavar="SECONDS",
         help="close a waiting call's SSE stream after this long; the client resumes it with Last-Event-ID",
+    )  # fmt: skip
+    serve.add_argument(
+        "--task-required", action="append", default=[], metavar="TOOL",
+        help="serve this tool only as an MCP task: its work is too long to hold a request open (repeatable)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--ask-before-task", action="append", default=[], metavar="TOOL",
+        help="ask this tool's questions in the call itself; it becomes a task once they are answered (repeatable)",
     )  # fmt: skip
     serve.add_argument(
         "--token-file", type=Path, metavar="PATH",
@@ -137,12 +145,29 @@ def run(arguments: argparse.Namespace) -> int:
     """Serve until interrupted (HTTP) or until the client leaves (stdio)."""
     import asyncio
 
-    from tarry.mcp.serving import serve, serve_stdio
-    from tarry.mcp.serving.tokens import BearerTokens
+    from tarry.mcp_server import serve, serve_stdio
+    from tarry.mcp_server.tokens import BearerTokens
     from tarry.store import Store
 
     tools = load_tools(arguments.tools)
-    options: dict[str, Any] = {"name": arguments.name, "approvals": arguments.approvals}
+    options: dict[str, Any] = {
+        "name": arguments.name,
+        "approvals": arguments.approvals,
+        "task_required": arguments.task_required,
+        "ask_before_task": arguments.ask_before_task,
+    }
+    names = {
+        (item if isinstance(item, Tool) else tool(item)).name
+        for item in tools
+        if isinstance(item, Tool) or callable(item)
+    }
+    for option in ("task_required", "ask_before_task"):
+        unknown = [name for name in options[option] if name not in names]
+        if unknown:
+            flag = option.replace("_", "-")
+            print(f"tarry mcp serve: --{flag} {unknown[0]}: --tools {arguments.tools} has no tool of that name",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     try:
         tokens = tokens_of(arguments)
         verifier = BearerTokens(tokens) if tokens else None

@@ -12,10 +12,10 @@ from collections import OrderedDict
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
-from tarry.jobs.wakeups import Wakeups
 from tarry.store import Store
 from tarry.store.due import ChatSchedule, earliest_due, pick_due, wake_abandoned
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL
+from tarry.store.wakeups import Wakeups
 
 logger = logging.getLogger("tarry.jobs")
 CACHED_CHATS = 1024

@@ -7,24 +7,24 @@ paused calls: questions in ``pending_questions()``, [`McpTask`][tarry.mcp.McpTas
 needs is a URL question of that call, and the first login (before the tools can be listed)
 one of the chat itself. [`JWTBearerLogin`][tarry.mcp.JWTBearerLogin] trades a workload's JWT for a token (RFC 7523);
 [`DPoP`][tarry.mcp.DPoP] binds any of these logins' tokens to a key (RFC 9449).
-``serve(tools, store)`` is the other side: tarry tools as an MCP server (``tarry.mcp.serving``).
 Your own client on the SDK's ``ClientSession`` reaches a server's tasks with
 [`tarry.mcp.legacy_tasks`][tarry.mcp.legacy_tasks] (2025-11-25: task-augmented ``tools/call``,
 ``tasks/get``, ``tasks/result``, ``tasks/cancel``) and
 [`tarry.mcp.task_extension`][tarry.mcp.task_extension] (2026-07-28: the SEP-2663 tasks
 extension, with ``tasks/update`` to answer a task's input requests).
+The other side, tarry tools as an MCP server, is [`tarry.mcp_server`][tarry.mcp_server].
 """
 
 from tarry.mcp._sdk import require_sdk
 
 require_sdk()
 
+from tarry.mcp.client import MCPServer  # noqa: E402
 from tarry.mcp.dpop import DPoP  # noqa: E402
 from tarry.mcp.jwt_bearer import JWTBearerLogin  # noqa: E402
 from tarry.mcp.oauth import LoginRefusedError, LoginRequired, OAuthLogin, StoredTokens  # noqa: E402
 from tarry.mcp.protocol_error import ProtocolError  # noqa: E402
 from tarry.mcp.receiver import TaskReceiver  # noqa: E402
-from tarry.mcp.server import MCPServer  # noqa: E402
 from tarry.mcp.task import McpTask  # noqa: E402
 from tarry.mcp.tool import McpTool  # noqa: E402
 
@@ -40,15 +40,4 @@ __all__ = [
     "ProtocolError",
     "StoredTokens",
     "TaskReceiver",
-    "serve",
-    "serve_stdio",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # The server side needs the store: import it only when it is asked for.
-    if name in ("serve", "serve_stdio"):
-        from tarry.mcp import serving
-
-        return getattr(serving, name)
-    raise AttributeError(f"module 'tarry.mcp' has no attribute {name!r}")

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import Connection, delete, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -22,11 +22,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from tarry.clock import utcnow
 from tarry.errors import QuestionExpiredError
 from tarry.principals import Channel
+from tarry.store.engine import Database
 from tarry.store.moment import NOW, UNTIL, lease_values
 from tarry.store.tables import mcp_credentials, mcp_logins, questions
-
-if TYPE_CHECKING:
-    from tarry.store.store import Store
 
 logger = logging.getLogger("tarry.store")
 LOGIN_KEY = "oauth-login:"
@@ -56,10 +54,28 @@ class ReceivedCode:
     """Why the redirect was refused (then no code was kept): the authorization server's words, or the wrong issuer."""
 
 
+class RecordsHolder(Protocol):
+    """What the OAuth rows use of the [`Store`][tarry.store.Store] that holds them."""
+
+    @property
+    def db(self) -> Database:
+        """The database the rows are in."""
+        ...
+
+    @property
+    def owner(self) -> str:
+        """Who the store claims work as (a token refresh is claimed like a call)."""
+        ...
+
+    async def answer(self, question_id: str, /, *, channel: Channel = "code") -> bool:
+        """Answer a login's URL question once its redirect arrived."""
+        ...
+
+
 class OAuthRecords:
     """The store's OAuth rows (``store.oauth``); [`tarry.mcp.oauth.OAuthLogin`][tarry.mcp.OAuthLogin] uses them."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: RecordsHolder) -> None:
         self.store = store
 
     async def credentials(self, server: str, identity: str = "") -> Credentials:

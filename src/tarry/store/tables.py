@@ -263,3 +263,41 @@ decision_events = Table(
     Index("ix_tarry_decision_events_chat", "chat_id", "id"),
     Index("ix_tarry_decision_events_question", "question_id"),
 )
+
+# The MCP server's rows (tarry.mcp_server): its tasks (0006) and the events of its resumable streams (0009).
+# They are part of the store's schema, so its migrations and its schema check cover them; the server reads
+# and writes them.
+served_tasks = Table(
+    "tarry_served_tasks",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("chat_id", String(36), ForeignKey("tarry_chats.id", ondelete="CASCADE"), nullable=False),
+    Column("tool", String(200), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("status_message", Text),
+    Column("ttl_ms", BigInteger),
+    Column("poll_interval_ms", Integer),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("last_updated_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime),
+    Column("owner", String(200)),
+    Column("result", Json),
+    Index("ix_tarry_served_tasks_expires", "expires_at"),
+    Index("ix_tarry_served_tasks_owner", "owner", "created_at"),
+)
+
+MAX_STREAM = 200
+"""The most characters a stream's name holds (the MCP server names a stream by the JSON-RPC id of its request)."""
+
+stream_events = Table(
+    "tarry_stream_events",
+    metadata,
+    Column("seq", Id, primary_key=True, autoincrement=True),
+    Column("id", String(64), nullable=False, unique=True),
+    Column("scope", String(64), nullable=False),
+    Column("stream", String(MAX_STREAM), nullable=False),
+    Column("message", Json),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Index("ix_tarry_stream_events_stream", "scope", "stream", "seq"),
+    Index("ix_tarry_stream_events_expires", "expires_at"),
+)

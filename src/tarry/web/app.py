@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from tarry.store import Store
 from tarry.web.access import Access, Authorize, Identify
 from tarry.web.api import API_REFUSALS, api_router
 from tarry.web.decisions import Decider, OnAnswer
+from tarry.web.events import LiveSignal
 from tarry.web.guard import Guard
 from tarry.web.identity import ProxyIdentity, Users
 from tarry.web.oauth import CALLBACK_PATH, receive_login
@@ -71,6 +74,12 @@ def create_app(
     access = Access(authorize, token, identify, users, proxy)
     decider = Decider(store, access, on_answer)
     pages = Pages(access)
+    live = LiveSignal(store)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await live.close()  # a mounted app gets no lifespan: its signal then ends with its event loop
 
     def refuse(connection: HTTPConnection, status: int, reason: str) -> Response:
         path, root = connection.url.path, root_of(connection)
@@ -85,6 +94,7 @@ def create_app(
         openapi_url="/api/openapi.json",
         docs_url=None,
         redoc_url=None,
+        lifespan=lifespan,
     )
     app.state.token = access.token
     app.state.store = store
@@ -115,7 +125,7 @@ def create_app(
         return await receive_login(store, request)
 
     app.include_router(api_router(decider), prefix="/api")
-    app.include_router(page_router(decider, pages))
+    app.include_router(page_router(decider, pages, live))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(Guard, access=access, refuse=refuse)
 

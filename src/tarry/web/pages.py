@@ -28,7 +28,7 @@ from tarry.web import views
 from tarry.web.access import CSRF_FIELD, Access, ChatRef, Forbidden, NotLoggedIn
 from tarry.web.conversation import turns
 from tarry.web.decisions import Action, Decider
-from tarry.web.events import changes
+from tarry.web.events import LiveSignal, changes
 from tarry.web.views import FIELD_PREFIX, SHOWN_PREFIX
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -131,8 +131,9 @@ class Invalid:
         self.note = note
 
 
-def page_router(decider: Decider, pages: Pages) -> APIRouter:
-    """The page's routes: ``/login`` open to all, the rest behind the login (and forms behind CSRF)."""
+def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
+    """The page's routes: ``/login`` open to all, the rest behind the login (and forms behind CSRF); the event
+    streams wait on ``live``."""
     store, access = decider.store, decider.access
 
     async def logged_in(request: Request) -> None:
@@ -270,7 +271,8 @@ def page_router(decider: Decider, pages: Pages) -> APIRouter:
     @seen.get("/events")
     async def events(request: Request, chat: str | None = None, cursor: str | None = None) -> Response:
         return StreamingResponse(
-            changes(request, lambda: fingerprint(request, chat or None, cursor or None)), media_type="text/event-stream"
+            changes(request, lambda: fingerprint(request, chat or None, cursor or None), live.current()),
+            media_type="text/event-stream",
         )
 
     @seen.get("/fragments/inbox")

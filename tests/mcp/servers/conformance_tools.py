@@ -1,6 +1,7 @@
 """The tools the MCP conformance suite's server scenarios call, written as ordinary tarry tools.
 
-``tarry mcp serve --tools tests.mcp.servers.conformance_tools:TOOLS`` serves them; each
+``tarry mcp serve --tools tests.mcp.servers.conformance_tools:TOOLS``, with ``--task-required`` for each of
+``TASK_REQUIRED`` and ``--ask-before-task`` for each of ``ASK_BEFORE_TASK``, serves them; each
 scenario names the tool it calls and the shape it expects (``conformance list --server``).
 """
 
@@ -159,10 +160,9 @@ class SlowCompute(Tool):
 
 
 class FailingJob(Tool):
-    """Fails after about a second, with a tool execution error (it runs only as a task)."""
+    """Fails after about a second, with a tool execution error (it runs only as a task: see TASK_REQUIRED)."""
 
     name = "failing_job"
-    task_required = True
 
     def execute(self) -> Task:
         return Task(status_message="working", poll_interval=0.05, data={"until": time.time() + 1})
@@ -203,8 +203,6 @@ class ToolWithTask(Tool):
     """Asks for the user's name in the call itself, then greets them as a task (SEP-2663 composition)."""
 
     name = "test_tool_with_task"
-    task_required = True
-    ask_before_task = True
 
     def execute(self) -> Task:
         return _keyed(self.ask("What is your name?", name=str), "user_name")
@@ -326,3 +324,8 @@ TOOLS: list[Any] = [
     InputRequiredState(),
     InputRequiredTampered(),
 ]
+
+TASK_REQUIRED = ["failing_job", "test_tool_with_task"]
+"""The tools served only as tasks (``--task-required``)."""
+ASK_BEFORE_TASK = ["test_tool_with_task"]
+"""The tools that ask their questions in the call before becoming tasks (``--ask-before-task``)."""

@@ -90,6 +90,6 @@ TOOLS = [add, echo, PickColour(), Build(), Transfer(), fail, Survey(), SignUp()]
 
 def worker_agents() -> list[Agent]:
     """What ``tarry worker --agents`` needs to carry the calls of ``tarry mcp serve --tools ...:TOOLS`` on."""
-    from tarry.mcp.serving import served_agent
+    from tarry.mcp_server import served_agent
 
     return [served_agent(TOOLS)]

@@ -23,7 +23,7 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_helpers import free_port, served_here
 
 from tarry.mcp import legacy_tasks
-from tarry.mcp.serving import serve
+from tarry.mcp_server import serve
 from tarry.store import Store
 
 from .served_tools import TOOLS

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from mcp_helpers import ROOT, conformance_verdict, free_port, wait_for_port
 
+from tests.mcp.servers.conformance_tools import ASK_BEFORE_TASK, TASK_REQUIRED
+
 from .conformance_scenarios import SCENARIOS
 
 SUITE_BIN = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "conformance"
@@ -35,6 +37,8 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> object:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TARRY_MCP_STATE_KEY": "conformance-request-state-key"}
     argv = [sys.executable, "-m", "tarry.cli", "mcp", "serve", "--tools", TOOLS]
     argv += ["--url", f"sqlite:///{folder / 'served.db'}"]
+    argv += [argument for name in TASK_REQUIRED for argument in ("--task-required", name)]
+    argv += [argument for name in ASK_BEFORE_TASK for argument in ("--ask-before-task", name)]
     argv += ["--stream-hold", "3"]  # server-sse-polling: a call still running after 3 s lets its stream go
     process = subprocess.Popen([*argv, "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     try:

@@ -170,6 +170,8 @@ def test_a_bad_token_option_is_refused_by_name(tmp_path: Path) -> None:
         (["--token-file", str(empty)], "holds no token"),
         (["--token", "short"], "at least 16 characters"),
         (["--token", ANN, "--stdio"], "stdio"),
+        (["--task-required", "no_such_tool"], "--task-required no_such_tool: --tools"),
+        (["--ask-before-task", "no_such_tool"], "--ask-before-task no_such_tool: --tools"),
     ):
         run = subprocess.run(
             [*argv, "--url", f"sqlite:///{tmp_path / 'x.db'}", *extra],

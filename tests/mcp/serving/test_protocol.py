@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp import Client
 from tarry import Task, Tool
 from tarry.mcp import ProtocolError, legacy_tasks, task_extension
-from tarry.mcp.serving import RequestStateSigner, build_server
+from tarry.mcp_server import RequestStateSigner, build_server
 from tarry.store import Store
 from tarry.testing import advance_clock
 
@@ -90,16 +90,32 @@ async def test_bad_calls_get_clear_errors(store: Store) -> None:
 
 
 class BackupDisk(Tool):
-    """Backs up the disk (hours of work, so only ever an MCP task)."""
-
-    task_required = True
+    """Backs up the disk (hours of work, so only ever an MCP task: served with task_required)."""
 
     def execute(self) -> Task:
         return Task(status_message="copying")
 
 
+def test_how_a_tool_is_served_as_a_task_is_the_servers_to_say(store: Store) -> None:
+    with pytest.raises(ValueError, match="No tool served is named 'backup'; the tools are: backup_disk"):
+        build_server([BackupDisk()], store, task_required=["backup"])
+    with pytest.raises(ValueError, match="No tool served is named 'welcome'"):
+        build_server([BackupDisk()], store, ask_before_task=["welcome"])
+    with pytest.raises(TypeError, match="the string 'backup_disk'"):
+        build_server([BackupDisk()], store, task_required="backup_disk")
+    with pytest.raises(TypeError, match=r"serve\(\.\.\., task_required=\['archive'\]\)"):
+
+        class Archive(Tool):
+            """Archives the disk."""
+
+            task_required = True
+
+            def execute(self) -> str:
+                return "archived"
+
+
 async def test_a_task_required_tool_refuses_a_call_that_is_not_a_task(store: Store) -> None:
-    server, calls = build_server([BackupDisk()], store)
+    server, calls = build_server([BackupDisk()], store, task_required=["backup_disk"])
     async with Client(server, mode="legacy") as client:
         [listed] = (await client.list_tools()).tools
         assert listed.execution is not None and listed.execution.task_support == "required"
@@ -197,9 +213,7 @@ async def test_a_task_whose_call_never_started_fails_once_the_lease_is_over(stor
 
 
 class Welcome(Tool):
-    """Asks for a name in the call itself, then welcomes the person as a task."""
-
-    ask_before_task = True
+    """Asks for a name in the call itself, then welcomes the person as a task (served with ask_before_task)."""
 
     def execute(self) -> Task:
         asking = self.ask("Your name?", name=str)
@@ -321,7 +335,7 @@ async def test_a_task_answers_a_subset_of_its_questions_and_waits_for_the_rest(s
 
 
 async def test_ask_before_task_asks_in_the_call_and_becomes_a_task_once_answered(store: Store) -> None:
-    server, calls = build_server([Welcome()], store, poll_interval_ms=20)
+    server, calls = build_server([Welcome()], store, poll_interval_ms=20, ask_before_task=["welcome"])
     async with Client(server, mode="2026-07-28", extensions=[_Tasks()], elicitation_callback=_no_answer) as client:
         asked = await client.session.call_tool("welcome", {}, allow_input_required=True, allow_claimed=True)
         assert isinstance(asked, types.InputRequiredResult) and list(asked.input_requests or {}) == ["name"]

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from mcp_helpers import served_here
 
-from tarry.mcp.serving import serve
+from tarry.mcp_server import serve
 from tarry.store import Store
 
 from .served_tools import TOOLS

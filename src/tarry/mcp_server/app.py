@@ -5,7 +5,7 @@
 as plain tool results); questions reach them as ``elicitation/create`` on the request that
 waits (the call itself, or ``tasks/result`` with the related-task ``_meta``). 2026-07-28
 clients get input requests (multi-round-trip requests) whose ``requestState`` is signed
-(``tarry.mcp.serving.request_state``) and bound to the call's stored chat.
+(``tarry.mcp_server.request_state``) and bound to the call's stored chat.
 """
 
 from __future__ import annotations
@@ -28,17 +28,19 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 
-from tarry import __version__
 from tarry.agents import Agent
 from tarry.chat import Chat
 from tarry.errors import InvalidAnswerError, InvalidArgumentsError, TarryError
-from tarry.mcp.serving.calls import INTERNAL_ERROR, Approvals, CallState, ServedCalls, failure_error
-from tarry.mcp.serving.listening import TaskListener
-from tarry.mcp.serving.request_state import RequestStateSigner
-from tarry.mcp.serving.resuming import SessionScopes, StorableIds, StoreEventStore
+from tarry.mcp_server.calls import INTERNAL_ERROR, Approvals, CallState, ServedCalls, failure_error
+from tarry.mcp_server.listening import TaskListener
+from tarry.mcp_server.request_state import RequestStateSigner
+from tarry.mcp_server.resuming import SessionScopes, StorableIds, StoreEventStore
+from tarry.mcp_server.served_tasks import ServedTask
+from tarry.mcp_server.stream_events import StreamEvents
 from tarry.questions import Question
-from tarry.store import ServedTask, Store, StreamEvents
+from tarry.store import Store
 from tarry.tools import Tool
+from tarry.version import __version__
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 INVALID_PARAMS = -32602
@@ -48,7 +50,7 @@ HEADER_MISMATCH = -32020
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
 MODERN_TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-logger = logging.getLogger("tarry.mcp")
+logger = logging.getLogger("tarry.mcp_server")
 MAX_SESSIONS = 1000
 """How many sessions a server process keeps open at once by default."""
 SESSION_IDLE_TIMEOUT = 1800.0
@@ -96,8 +98,8 @@ def input_key(question: Question) -> str:
     return question.key or question.id
 
 
-def _tool_entry(tool: Tool, *, tasks: bool) -> types.Tool:
-    support = "required" if tool.task_required else "optional"
+def _tool_entry(tool: Tool, *, tasks: bool, required: bool) -> types.Tool:
+    support = "required" if required else "optional"
     execution = types.ToolExecution(task_support=support) if tasks else None
     return types.Tool(
         name=tool.name, description=tool.description, input_schema=dict(tool.parameters), execution=execution
@@ -165,13 +167,13 @@ def _require_elicitation(ctx: Any) -> None:
         )
 
 
-def _refuse_untasked(tool: Tool, ctx: Any, *, modern: bool) -> None:
-    """Refuse a call of a ``task_required`` tool that the client did not make as a task.
+def _refuse_untasked(tool: Tool, ctx: Any, *, modern: bool, required: bool) -> None:
+    """Refuse a call of a tool the server runs only as a task (``required``) that the client did not make as one.
 
     2026-07-28 answers ``-32021`` naming the tasks extension (SEP-2663); 2025-11-25 answers
     ``-32601``, as its tools spec says for a ``taskSupport: "required"`` tool called without ``task``.
     """
-    if not tool.task_required:
+    if not required:
         return
     if not modern:
         raise MCPError(code=METHOD_NOT_FOUND, message=f"Tool {tool.name!r} runs only as a task: call it with 'task'")
@@ -195,15 +197,16 @@ def _check_answer(question: Question, answer: Mapping[str, Any]) -> None:
         raise MCPError(code=INVALID_PARAMS, message=refused) from error
 
 
-def _becomes_task(tool: Tool, state: CallState) -> bool:
+def _becomes_task(state: CallState, *, ask_first: bool) -> bool:
     """Whether a call that the client lets be a task becomes one now: it waits, on work or on a question.
 
-    A tool with ``ask_before_task`` asks its questions in the call itself (input requests) until
-    its work is under way: it becomes a task only when it waits on something else.
+    A call of a tool served with ``ask_before_task`` (``ask_first``) asks its questions in the call
+    itself (input requests) until its work is under way: it becomes a task only when it waits on
+    something else.
     """
     if state.result is not None or state.error is not None:
         return False
-    return not (tool.ask_before_task and state.status == "input_required")
+    return not (ask_first and state.status == "input_required")
 
 
 def _rpc_error(error: Mapping[str, Any]) -> MCPError:
@@ -268,7 +271,7 @@ def default_owner(ctx: Any) -> str | None:
 
 
 class McpFrontEnd:
-    """The MCP methods of a tarry server, over [`ServedCalls`][tarry.mcp.serving.ServedCalls]."""
+    """The MCP methods of a tarry server, over [`ServedCalls`][tarry.mcp_server.ServedCalls]."""
 
     def __init__(
         self,
@@ -278,18 +281,28 @@ class McpFrontEnd:
         *,
         list_tasks: bool,
         stream_hold: float | None = None,
+        task_required: frozenset[str] = frozenset(),
+        ask_before_task: frozenset[str] = frozenset(),
     ) -> None:
         self.calls = calls
         self.signer = signer
         self.owner = owner
         self.list_tasks = list_tasks
         self.stream_hold = stream_hold
+        self.task_required = task_required
+        """The names of the tools served only as tasks."""
+        self.ask_before_task = ask_before_task
+        """The names of the tools whose calls ask their questions before they become tasks."""
 
     # tools/list and tools/call
 
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        return types.ListToolsResult(tools=[_tool_entry(tool, tasks=not modern) for tool in self.calls.tools.values()])
+        entries = [
+            _tool_entry(tool, tasks=not modern, required=tool.name in self.task_required)
+            for tool in self.calls.tools.values()
+        ]
+        return types.ListToolsResult(tools=entries)
 
     def _tool(self, name: str) -> Tool:
         tool = self.calls.tools.get(name)
@@ -318,14 +331,15 @@ class McpFrontEnd:
                 chat: Chat | str = chat_id
             else:
                 tool, arguments = self._arguments(params.name, params.arguments)
-                _refuse_untasked(tool, ctx, modern=modern)
+                _refuse_untasked(tool, ctx, modern=modern, required=tool.name in self.task_required)
                 chat = await self.calls.begin(params.name, arguments)
                 chat_id = chat.id
                 offered = params.input_responses or {}
         except InvalidArgumentsError as error:
             return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
         try:
-            if modern and _declares_tasks(ctx) and _becomes_task(tool, await self.calls.state(chat)):
+            ask_first = tool.name in self.ask_before_task
+            if modern and _declares_tasks(ctx) and _becomes_task(await self.calls.state(chat), ask_first=ask_first):
                 task = await self.calls.adopt(chat_id, params.name, owner=self.owner(ctx))
                 return _modern_created(task)  # type: ignore[return-value]
             return await self._answer_call(ctx, chat_id, params.name, modern, offered)
@@ -550,6 +564,12 @@ class McpFrontEnd:
         return {**task.result, "_meta": meta}
 
 
+def _tool_names(names: Iterable[str], option: str) -> frozenset[str]:
+    if isinstance(names, str):  # one name given as a string would otherwise be its letters
+        raise TypeError(f"{option} takes tool names (a list or a set), got the string {names!r}")
+    return frozenset(names)
+
+
 def build_server(
     tools_or_agent: Agent | Iterable[object],
     store: Store,
@@ -564,10 +584,14 @@ def build_server(
     poll_interval_ms: int = 500,
     stream_hold: float | None = None,
     carry_on: Callable[[str], object] | None = None,
+    task_required: Iterable[str] = (),
+    ask_before_task: Iterable[str] = (),
 ) -> tuple[Server[Any], ServedCalls]:
-    """The SDK server that serves the tools, and the [`ServedCalls`][tarry.mcp.serving.ServedCalls] behind it (see
-    [`serve`][tarry.mcp.serving.serve])."""
+    """The SDK server that serves the tools, and the [`ServedCalls`][tarry.mcp_server.ServedCalls] behind it (see
+    [`serve`][tarry.mcp_server.serve]); a name in ``task_required`` or ``ask_before_task`` that names none of the
+    tools raises ``ValueError``."""
     tools = tools_or_agent.tools if isinstance(tools_or_agent, Agent) else list(tools_or_agent)
+    only_tasks, ask_first = _tool_names(task_required, "task_required"), _tool_names(ask_before_task, "ask_before_task")
     calls = ServedCalls(
         store,
         tools,
@@ -578,8 +602,18 @@ def build_server(
         poll_interval_ms=poll_interval_ms,
         carry_on=carry_on,
     )
+    unknown = sorted((only_tasks | ask_first) - set(calls.tools))
+    if unknown:
+        known = ", ".join(sorted(calls.tools)) or "none"
+        raise ValueError(f"No tool served is named {', '.join(map(repr, unknown))}; the tools are: {known}")
     front = McpFrontEnd(
-        calls, RequestStateSigner(request_state_key), owner, list_tasks=list_tasks, stream_hold=stream_hold
+        calls,
+        RequestStateSigner(request_state_key),
+        owner,
+        list_tasks=list_tasks,
+        stream_hold=stream_hold,
+        task_required=only_tasks,
+        ask_before_task=ask_first,
     )
     listener = TaskListener(calls, owner, _declares_tasks, detailed_task)
     server = _TarryMcpServer(
@@ -618,6 +652,8 @@ def serve(
     carry_on: Callable[[str], object] | None = None,
     max_sessions: int | None = MAX_SESSIONS,
     session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT,
+    task_required: Iterable[str] = (),
+    ask_before_task: Iterable[str] = (),
 ) -> Starlette:
     """tarry tools (a list, or an [`Agent`][tarry.Agent]'s) as an MCP server: a streamable HTTP ASGI app.
 
@@ -641,7 +677,13 @@ def serve(
     (Celery's ``enqueue``, say) after their first step, instead of carrying them on in this process. At most
     ``max_sessions`` sessions are open at once (a client that would open one more gets 503
     while the open ones keep working), and a session with no request for
-    ``session_idle_timeout`` seconds is closed (``None``: no limit, for either). The app's
+    ``session_idle_timeout`` seconds is closed (``None``: no limit, for either).
+    ``task_required`` names the tools whose work is too long to hold a request open for: they are
+    listed with ``taskSupport: "required"`` and a call of one that is not a task is refused.
+    ``ask_before_task`` names the tools whose calls ask the questions they have before their work
+    starts in the call itself (2026-07-28 input requests) and become tasks only once those are
+    answered and they still run; by default a call that waits, on a question too, becomes a task
+    at once when the client takes tasks. A name that is none of the tools' raises ``ValueError``. The app's
     lifespan runs the SDK's session manager: when you mount it,
     run its lifespan from yours.
     """
@@ -658,6 +700,8 @@ def serve(
         poll_interval_ms=poll_interval_ms,
         stream_hold=stream_hold,
         carry_on=carry_on,
+        task_required=task_required,
+        ask_before_task=ask_before_task,
     )
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,

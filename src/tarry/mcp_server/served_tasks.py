@@ -4,10 +4,11 @@ A served task is the server's side of an MCP task (seed 002): an unguessable id,
 that only moves along the spec's transitions, a time to live measured from ``created_at``,
 and the result kept for polling until that time ends. The work behind it is a stored chat
 (``chat_id``) whose one tool call runs the tool, so tarry's worker carries it on under the
-chat's leases; this table only says what the MCP client sees.
+chat's leases; the task's row (``tarry_served_tasks``, in the store's schema and its migrations) only says
+what the MCP client sees.
 
 An expired task is not found: every read treats it as gone, and
-[`ServedTasks.reap`][tarry.store.served_tasks.ServedTasks.reap] deletes the rows.
+[`ServedTasks.reap`][tarry.mcp_server.served_tasks.ServedTasks.reap] deletes the rows.
 """
 
 from __future__ import annotations
@@ -15,31 +16,15 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Connection,
-    ForeignKey,
-    Index,
-    Integer,
-    String,
-    Table,
-    Text,
-    delete,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import Connection, delete, or_, select, update
 
 from tarry.clock import utcnow
 from tarry.errors import TarryError
-from tarry.store.tables import Json, UTCDateTime, metadata
+from tarry.store import Store
+from tarry.store.tables import served_tasks
 from tarry.text import unstorable
-
-if TYPE_CHECKING:
-    from tarry.store.store import Store
 
 ServedStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
@@ -53,25 +38,6 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 """Which status may follow which (MCP 2025-11-25 tasks): a terminal status never changes."""
 ID_BYTES = 32
 """Random bytes in a task id (256 bits, from ``secrets``): the id is the handle, so it must be unguessable."""
-
-served_tasks = Table(
-    "tarry_served_tasks",
-    metadata,
-    Column("id", String(64), primary_key=True),
-    Column("chat_id", String(36), ForeignKey("tarry_chats.id", ondelete="CASCADE"), nullable=False),
-    Column("tool", String(200), nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("status_message", Text),
-    Column("ttl_ms", BigInteger),
-    Column("poll_interval_ms", Integer),
-    Column("created_at", UTCDateTime, nullable=False),
-    Column("last_updated_at", UTCDateTime, nullable=False),
-    Column("expires_at", UTCDateTime),
-    Column("owner", String(200)),
-    Column("result", Json),
-    Index("ix_tarry_served_tasks_expires", "expires_at"),
-    Index("ix_tarry_served_tasks_owner", "owner", "created_at"),
-)
 
 
 class TaskTransitionError(TarryError, ValueError):
@@ -214,7 +180,7 @@ class ServedTasks:
         """Move the task to ``status`` (with its message and, when terminal, its result), in one transaction.
 
         Staying in a non-terminal status only updates the message. Raises
-        [`TaskTransitionError`][tarry.store.served_tasks.TaskTransitionError] when the task's status cannot reach
+        [`TaskTransitionError`][tarry.mcp_server.served_tasks.TaskTransitionError] when the task's status cannot reach
         ``status`` (a terminal one never changes) and ``LookupError`` when the task is gone.
         """
         if status not in TRANSITIONS:

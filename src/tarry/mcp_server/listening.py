@@ -21,9 +21,9 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
-from tarry.mcp.serving.calls import CallState, ServedCalls
-from tarry.mcp.serving.changes import wait_for
-from tarry.store import ServedTask
+from tarry.mcp_server.calls import CallState, ServedCalls
+from tarry.mcp_server.served_tasks import ServedTask
+from tarry.store.changes import wait_for
 
 INVALID_REQUEST = -32600
 Detailed = Callable[[ServedTask, CallState], dict[str, Any]]

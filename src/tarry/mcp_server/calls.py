@@ -1,6 +1,6 @@
 """``ServedCalls``: running served tool calls as stored chats, and what their MCP tasks look like now.
 
-Every ``tools/call`` becomes a stored chat of the agent [`ServedCalls.agent`][tarry.mcp.serving.ServedCalls.agent] (the
+Every ``tools/call`` becomes a stored chat of the agent [`ServedCalls.agent`][tarry.mcp_server.ServedCalls.agent] (the
 tools plus ``CallModel``), so the call is claimed, leased,
 paused and resumed exactly as a model's tool call is. This module knows nothing of the wire:
 the MCP front end (``app.py``) asks it to start calls, read their state and record answers.
@@ -24,20 +24,20 @@ from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.jobs.carry import continue_chat
 from tarry.mcp.protocol_error import protocol_error_of
-from tarry.mcp.serving.call_model import CallModel, call_text
-from tarry.mcp.serving.changes import StoreChanges
+from tarry.mcp_server.call_model import CallModel, call_text
+from tarry.mcp_server.served_tasks import ServedTask, ServedTasks, TaskTransitionError
 from tarry.questions import Question
-from tarry.store import ServedTask, ServedTasks, Store
-from tarry.store.served_tasks import TaskTransitionError
+from tarry.store import Store
+from tarry.store.changes import StoreChanges
 from tarry.tools import Tool, tool
 
-logger = logging.getLogger("tarry.mcp.serving")
+logger = logging.getLogger("tarry.mcp_server")
 Approvals = Literal["client", "inbox"]
 INBOX_WAIT = "Waiting for a person to approve the call in the inbox"
 NOT_STARTED = "The call has not started yet"
 INTERNAL_ERROR = -32603
 CLOSE_GRACE = 2.0
-"""Seconds [`ServedCalls.close`][tarry.mcp.serving.ServedCalls.close] lets a step under way finish before it cancels
+"""Seconds [`ServedCalls.close`][tarry.mcp_server.ServedCalls.close] lets a step under way finish before it cancels
 it."""
 HANDED_KEPT = 10_000
 """How many chats a process remembers having handed to ``carry_on``."""

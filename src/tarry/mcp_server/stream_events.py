@@ -1,13 +1,13 @@
 """Stream events: the messages a server sent on a stream, kept for a while so a client can resume.
 
 An MCP server over streamable HTTP gives each SSE event an id; a client whose stream dropped
-reconnects with ``Last-Event-ID`` and gets the events after it. Keeping them in the store (not
-in one process's memory) lets them outlive a slow client and leave the process's memory.
+reconnects with ``Last-Event-ID`` and gets the events after it. Keeping them in the store's table
+``tarry_stream_events`` (not in one process's memory) lets them outlive a slow client and leave the process's memory.
 
 Every event belongs to a ``scope`` (whoever may read it back; the MCP server uses one per
 session) and a stream within it. Its id is random, so only a client that was sent an id can
 name it; a replay returns the later events of the same scope and stream only. Events expire
-``ttl`` after they were stored; [`StreamEvents.reap`][tarry.store.StreamEvents.reap] deletes them (``add`` does it
+``ttl`` after they were stored; [`StreamEvents.reap`][tarry.mcp_server.StreamEvents.reap] deletes them (``add`` does it
 now and then too).
 """
 
@@ -16,19 +16,14 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import Column, Connection, Index, String, Table, delete, select
+from sqlalchemy import Connection, delete, select
 
 from tarry.clock import utcnow
-from tarry.store.tables import Id, Json, UTCDateTime, metadata
+from tarry.store import Store
+from tarry.store.tables import MAX_STREAM, stream_events
 from tarry.text import unstorable
-
-if TYPE_CHECKING:
-    from tarry.store.store import Store
-
-MAX_STREAM = 200
-"""The most characters a stream's name holds (the MCP server names a stream by the JSON-RPC id of its request)."""
 
 
 def stream_problem(stream: str) -> str | None:
@@ -39,21 +34,8 @@ def stream_problem(stream: str) -> str | None:
     return None if held is None else f"holds {held}"
 
 
-stream_events = Table(
-    "tarry_stream_events",
-    metadata,
-    Column("seq", Id, primary_key=True, autoincrement=True),
-    Column("id", String(64), nullable=False, unique=True),
-    Column("scope", String(64), nullable=False),
-    Column("stream", String(MAX_STREAM), nullable=False),
-    Column("message", Json),
-    Column("expires_at", UTCDateTime, nullable=False),
-    Index("ix_tarry_stream_events_stream", "scope", "stream", "seq"),
-    Index("ix_tarry_stream_events_expires", "expires_at"),
-)
-
 REAP_EVERY = timedelta(minutes=1)
-"""How often [`StreamEvents.add`][tarry.store.StreamEvents.add] also deletes expired events (at most)."""
+"""How often [`StreamEvents.add`][tarry.mcp_server.StreamEvents.add] also deletes expired events (at most)."""
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ import sqlite3
 import threading
 from typing import Any
 
-from tarry.store import Store
 from tarry.store.schedule import WAKE_CHANNEL
+from tarry.store.store import Store
 
-logger = logging.getLogger("tarry.jobs")
+logger = logging.getLogger("tarry.store")
 
 
 SQLITE_LOOK = 0.02
@@ -20,12 +20,12 @@ SQLITE_LOOK = 0.02
 
 
 class Wakeups:
-    """Sets ``event`` when another process wakes a chat.
+    """Sets ``event`` when a process (this one or another) wakes a chat: the store's wake-up signal.
 
-    On PostgreSQL a decision's ``NOTIFY`` does it. On SQLite a thread looks at the file's
+    On PostgreSQL a wake's ``NOTIFY`` does it (a decision, a cancellation). On SQLite a thread looks at the file's
     ``PRAGMA data_version`` every ``SQLITE_LOOK`` seconds, which changes whenever another
-    connection commits: a cheap look that takes no lock, so an answer recorded by a web
-    request wakes the worker within a few tens of milliseconds.
+    connection commits: a cheap look that takes no lock, so any commit (an answer recorded by a
+    web request, a chat that parked) wakes the waiter within a few tens of milliseconds.
     """
 
     def __init__(self, store: Store) -> None:
@@ -51,13 +51,14 @@ class Wakeups:
         connection = sqlite3.connect(path, timeout=30)
         try:
             last = connection.execute("PRAGMA data_version").fetchone()[0]
-            while not watching.wait(SQLITE_LOOK):
+            # A loop that ended without stopping the watch (an app whose shutdown never ran) ends it too.
+            while not watching.wait(SQLITE_LOOK) and not loop.is_closed():
                 version = connection.execute("PRAGMA data_version").fetchone()[0]
                 if version != last:
                     last = version
                     loop.call_soon_threadsafe(self.event.set)
         except Exception:
-            logger.exception("Watching the SQLite file failed; the worker polls instead")
+            logger.exception("Watching the SQLite file failed; whoever waits for wakes polls instead")
         finally:
             connection.close()
 
@@ -86,6 +87,6 @@ class Wakeups:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                logger.exception("Listening for wakes failed; the worker polls meanwhile and listens again soon")
+                logger.exception("Listening for wakes failed; whoever waits polls meanwhile, and it listens again soon")
                 self.event.set()
                 await asyncio.sleep(1.0)

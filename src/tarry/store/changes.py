@@ -1,12 +1,17 @@
-"""Being told, in an MCP server process, that the store changed: whichever process changed it."""
+"""Being told, in any process, that the store changed: whichever process changed it.
+
+One [`Wakeups`][tarry.store.wakeups.Wakeups] per process feeds every waiter of that process (the MCP server's
+listening streams, the web inbox's live pages), so many waiters cost one ``LISTEN`` connection or one
+watching thread, not one look at the database each.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 
-from tarry.jobs.wakeups import Wakeups
-from tarry.store import Store
+from tarry.store.store import Store
+from tarry.store.wakeups import Wakeups
 
 
 class StoreChanges:

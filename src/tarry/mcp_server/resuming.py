@@ -24,13 +24,13 @@ from mcp_types import INVALID_REQUEST, JSONRPCMessage, jsonrpc_message_adapter
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tarry.store import StreamEvents
-from tarry.store.stream_events import MAX_STREAM, stream_problem
+from tarry.mcp_server.stream_events import StreamEvents, stream_problem
+from tarry.store.tables import MAX_STREAM
 
 SESSION_HEADER = b"mcp-session-id"
 UNKEPT = ""
 """The id of an event the store could not keep: an SSE event without an id, which no client resumes from."""
-logger = logging.getLogger("tarry.mcp.serving")
+logger = logging.getLogger("tarry.mcp_server")
 _scope: ContextVar[str | None] = ContextVar("tarry_mcp_event_scope", default=None)
 
 
@@ -137,7 +137,7 @@ def _id_problem(body: bytes) -> str | None:
 
 
 class StoreEventStore(EventStore):
-    """The SDK's ``EventStore`` on tarry's store ([`StreamEvents`][tarry.store.StreamEvents]), scoped per session."""
+    """The SDK's ``EventStore`` on the store ([`StreamEvents`][tarry.mcp_server.StreamEvents]), scoped per session."""
 
     def __init__(self, events: StreamEvents) -> None:
         self.events = events

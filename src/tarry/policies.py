@@ -1,0 +1,65 @@
+"""An approval policy and the approvals counted toward it: the data a question holds.
+
+The rules that apply a policy to a decision are [`tarry.approvals`][tarry.approvals], which also exports
+these names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tarry.principals import Principal
+
+__all__ = ["Approval", "Vote"]
+
+
+@dataclass(frozen=True)
+class Approval:
+    """What a tool's approval asks for: ``count`` distinct people, each one allowed by ``by``.
+
+    ``requires_approval = Approval(count=2, by="finance")`` is the four-eyes rule: the call runs
+    only after two different principals approved it, each admitted by the application's
+    ``may_decide(principal, question)`` (given to the [`Store`][tarry.store.Store]), which reads
+    ``question.policy.by`` to know which group is meant. Any one allowed decline ends the call.
+    ``by=None`` lets anyone decide. A decision without an identity, or by a self-declared one
+    (a [`Principal`][tarry.principals.Principal] with ``verified=False``), cannot satisfy a policy
+    that names ``by`` or counts more than one person, and is refused.
+    """
+
+    count: int = 1
+    by: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"Approval count must be a positive int, got {self.count!r}")
+        if self.by is not None and (not isinstance(self.by, str) or not self.by):
+            raise ValueError(f"Approval by must be a non-empty str (a group or an identity) or None, got {self.by!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The policy as JSON-safe data."""
+        return {"count": self.count, "by": self.by}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Approval:
+        """The policy [`to_dict`][tarry.approvals.Approval.to_dict] wrote."""
+        return cls(count=int(data.get("count", 1)), by=data.get("by"))
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One approval counted toward a policy's ``count``: who and when."""
+
+    principal: Principal
+    at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """The vote as JSON-safe data."""
+        return {**self.principal.to_dict(), "at": self.at.isoformat()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Vote:
+        """The vote [`to_dict`][tarry.approvals.Vote.to_dict] wrote."""
+        return cls(Principal(str(data["id"]), data.get("name")), datetime.fromisoformat(str(data["at"])))
