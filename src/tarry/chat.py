@@ -6,12 +6,10 @@ import asyncio
 import copy
 import logging
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from importlib.metadata import entry_points
 from typing import Any, TypeGuard, cast
 
 from tarry.approvals import Approval
@@ -43,6 +41,7 @@ from tarry.messages import (
     result_text,
 )
 from tarry.principals import Channel, Principal, check_channel, principal_of
+from tarry.providers import resolve_model as resolve_model
 from tarry.questions import AnswerNeeded, Decision, Question, check_note
 from tarry.running import sync_twin
 from tarry.tasks import Task
@@ -1106,34 +1105,6 @@ def _is_source(item: object) -> TypeGuard[ToolSource]:
     """Whether ``item`` supplies tools; a [`Tool`][tarry.Tool] does only if it also lists tools, which is quicker to ask
     than the protocol (about 10 µs a check)."""
     return hasattr(item, "list_tools") if isinstance(item, Tool) else isinstance(item, ToolSource)
-
-
-_MODEL_TYPES: weakref.WeakSet[type] = weakref.WeakSet()
-"""Classes that define a model's members themselves, whose instances were found to be models: checking the
-protocol costs about 10 µs each time."""
-
-
-def resolve_model(model: Model | str | None) -> Model | None:
-    """``model`` itself, or the adapter a ``"provider:model"`` string names (from installed providers)."""
-    if model is None or not isinstance(model, str):
-        if model is not None and type(model) not in _MODEL_TYPES:
-            if not isinstance(model, Model):
-                raise TypeError(f"model must be a Model or a 'provider:model' string, got {model!r}")
-            if hasattr(type(model), "name") and hasattr(type(model), "complete"):  # not only some instances
-                _MODEL_TYPES.add(type(model))
-        return model
-    provider, sep, name = model.partition(":")
-    if not sep or not provider or not name:
-        raise ValueError(f"A model string looks like 'provider:model', got {model!r}")
-    found = entry_points(group="tarry.providers", name=provider)
-    if not found:
-        known = sorted(point.name for point in entry_points(group="tarry.providers"))
-        raise ValueError(f"Unknown model provider {provider!r}; known: {', '.join(known) or 'none'}")
-    factory = next(iter(found)).load()
-    made = factory(name)
-    if not isinstance(made, Model):
-        raise TypeError(f"The {provider} provider made {made!r}, not a Model")
-    return made
 
 
 CALL_KEY_LIMIT = 200
