@@ -5,25 +5,24 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from tarry.calls import CallRecord, mint
+from tarry.calls import CallRecord
 from tarry.carrying import CallCarrier
 from tarry.carrying import CallStep as CallStep
-from tarry.changes import Changes, apply_call, keep_held, rebuild_task
+from tarry.changes import Changes, keep_held, tail_start, take_in
 from tarry.clock import utcnow
+from tarry.decisions import Approvals, find_question, question_id, record_decision
 from tarry.errors import PendingToolCallsError, TarryError, UnknownQuestionError
 from tarry.journal import Journal, MemoryJournal
 from tarry.messages import Message, MessageDone, Model, StreamEvent, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.providers import resolve_model as resolve_model
-from tarry.questions import AnswerNeeded, Decision, Question, check_note
+from tarry.questions import Decision, Question, check_note
 from tarry.running import sync_twin
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource
-from tarry.toolsets import SelectedSource, load_sources, split_tools
-from tarry.tracing import mark, span_ids
+from tarry.toolsets import SelectedSource, check_tool_choice, load_or_ask, load_sources, split_tools
 from tarry.turn import CALL_KEY_LIMIT as CALL_KEY_LIMIT
 from tarry.turn import ModelTurn
 
@@ -62,7 +61,7 @@ class Chat:
         self.model = resolve_model(model)
         self._sources, self.tools = split_tools(tools)
         self.instructions = instructions
-        _check_tool_choice(tool_choice, self._sources, self.tools)
+        check_tool_choice(tool_choice, self._sources, self.tools)
         self.tool_choice = tool_choice
         self.settings = dict(settings or {})
         self.max_concurrency = max_concurrency
@@ -109,7 +108,7 @@ class Chat:
         # On PostgreSQL, the statement that records the approval of the last question a call
         # waits on also claims the call for this chat object, so the call runs without a claim
         # of its own: one write fewer per call freed (see _decide's frees).
-        approving = _Approvals.of("complete", approve, by, channel)
+        approving = Approvals.of("complete", approve, by, channel)
         try:
             await self._approve_first(approving)
             async for _ in self._run(stream=False, once=False):
@@ -145,7 +144,7 @@ class Chat:
         The transcript afterwards is the same as without streaming. ``approve``, ``by`` and
         ``channel`` approve questions first, as [`complete`][tarry.Chat.complete] does; not with ``text``.
         """
-        approving = _Approvals.of("stream", approve, by, channel)
+        approving = Approvals.of("stream", approve, by, channel)
         if text is not None and approving.questions:
             raise TypeError("stream() takes text or approve=, not both")
         try:
@@ -157,7 +156,7 @@ class Chat:
             if approving.questions:
                 await self._journal.release_unused()
 
-    async def _approve_first(self, approving: _Approvals) -> None:
+    async def _approve_first(self, approving: Approvals) -> None:
         """Approve ``approving``'s questions, each freeing its call's claim for this chat object where it can."""
         for item in approving.questions:
             target = await self._find(item)
@@ -243,16 +242,11 @@ class Chat:
             for question in self.chat_questions:
                 if question.is_open(utcnow()):
                     await self._decide(question, "cancel", None, None, None, "code")
-            if not await self._cancel_open_calls():
-                return
+            if not await self._carrier().cancel_open(self._cancel_question):
+                return  # else a call had changed meanwhile: look at it again
 
-    async def _cancel_open_calls(self) -> bool:
-        """Cancel what waits; True when a call had changed meanwhile and should be looked at again."""
-
-        async def cancel(question: Question) -> bool:
-            return await self._decide(question, "cancel", None, None, None, "code")
-
-        return await self._carrier().cancel_open(cancel)
+    async def _cancel_question(self, question: Question) -> bool:
+        return await self._decide(question, "cancel", None, None, None, "code")
 
     ask_sync = sync_twin(ask)
     complete_sync = sync_twin(complete)
@@ -332,7 +326,7 @@ class Chat:
         ``at_claim``: the chat's next step claims calls, which may check instead; ``listing``: the look
         only lists what the chat waits on (see ``Journal.refresh``).
         """
-        start = _tail_start(self.messages)
+        start = tail_start(self.messages)
         asked = {name: True for name, given in (("at_claim", at_claim), ("listing", listing)) if given}
         looking = self._journal.refresh(start, **asked)
         async with looking as changes:
@@ -341,24 +335,10 @@ class Chat:
         return changes is not None
 
     def _apply(self, changes: Changes) -> None:
-        """Make the chat what ``changes`` holds, keeping the questions and records callers already hold.
-
-        The changed tasks are rebuilt first, so a state that cannot be loaded
-        ([`CorruptStateError`][tarry.errors.CorruptStateError]) leaves the chat as it was.
-        """
-        tasks = {}
-        for change in changes.calls:
-            if change.state_changed:
-                held = self.records.get(change.call.id)
-                call = change.call if held is None else held.call
-                tasks[call.id] = rebuild_task(self.id, call, change.state, self.tools.get(call.name))
-        self.messages[changes.start :] = changes.messages
+        """Make the chat what ``changes`` holds, keeping the questions and records callers already hold; a state
+        that cannot be loaded ([`CorruptStateError`][tarry.errors.CorruptStateError]) leaves the chat as it was."""
+        take_in(changes, self.id, self.messages, self.records, self.tools)
         self.chat_questions = keep_held(self.chat_questions, changes.chat_questions)
-        for change in changes.calls:
-            record = self.records.get(change.call.id)
-            if record is None:
-                record = self.records[change.call.id] = CallRecord(change.call)
-            apply_call(record, change, tasks.get(change.call.id))
 
     async def _decide(
         self,
@@ -373,30 +353,13 @@ class Chat:
     ) -> bool:
         """Record a decision through the journal, then take it onto ``question``; False when another came first.
 
-        ``frees``: the chat carries on next, so when this decision leaves a call that has not run yet
-        waiting on nothing else, the journal may claim the call with it (see ``Journal.decide``),
-        unless the chat must first load tools or wait on a question of its own.
+        ``frees``: the chat carries on next, so a decision that frees a call may claim it, unless the chat
+        must first load tools or wait on a question of its own (see ``record_decision``).
         """
         record = self.record_of(question)
-        running, closed = (record.running, not record.open) if record is not None else (False, False)
-        frees_call = (
-            frees
-            and record is not None
-            and record.task is None
-            and not running
-            and not closed
-            and record.pending_questions(utcnow()) == [question]
-            and all(source.loaded for source in self._sources)
-            and not self._waits_on_own_question()
-        )
-        asked = {"claim": True} if frees_call else {}
-        decided = await self._journal.decide(
-            question, decision, answer, note, by, channel, running=running, closed=closed, **asked
-        )
-        if decided is None:
-            return False
-        question.take_decision(decided)
-        return True
+        carries_on = frees and all(source.loaded for source in self._sources) and not self._waits_on_own_question()
+        made = (decision, answer, note, by, channel)
+        return await record_decision(self._journal, question, record, *made, carries_on=carries_on)
 
     # The loop
 
@@ -494,20 +457,11 @@ class Chat:
         """
         if self.stopped or self._waits_on_own_question():
             return False
-        try:
-            await self.load_tools()
-        except AnswerNeeded as needed:
-            question = needed.question
-            question.extra["messages"] = len(self.messages)
-            mint(question, None, self.id)
-            if not await self._journal.add_chat_question(len(self.chat_questions), question):
-                raise
+        asked, said = len(self.chat_questions), len(self.messages)
+        question = await load_or_ask(self._sources, self.tools, self._journal, self.id, asked=asked, said=said)
+        if question is not None:
             self.chat_questions.append(question)
-            ids = {"chat_id": self.id, "question_id": question.id}
-            logger.info("Chat %s parked: it waits on a %s question of its own", self.id, question.kind, extra=ids)
-            mark("pause chat", {**span_ids(ids), "tarry.pause.reason": "question"})
-            return False
-        return True
+        return question is None
 
     def _waits_on_own_question(self) -> bool:
         now = utcnow()
@@ -515,49 +469,14 @@ class Chat:
 
     async def _find(self, question: Question | str) -> Question:
         """This chat's question with the id of ``question``, read again from the journal if it is new here."""
-        wanted = question.id if isinstance(question, Question) else question
-        if not isinstance(wanted, str):
-            raise UnknownQuestionError(f"A question is a Question or its id, got {question!r}")
-        for attempt in range(2):
-            for candidate in self.chat_questions:
-                if candidate.id == wanted:
-                    return candidate
-            for record in self.records.values():
-                for candidate in record.questions:
-                    if candidate.id == wanted:
-                        return candidate
-            if attempt == 0:
-                await self._refresh()  # another process may have asked it since we last looked
-        raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
-
-
-@dataclass(frozen=True)
-class _Approvals:
-    """The questions ``complete()`` or ``stream()`` approve before carrying the chat on, by whom, through what."""
-
-    questions: list[Question | str]
-    by: Principal | None
-    channel: Channel
-
-    @classmethod
-    def of(
-        cls, verb: str, approve: Iterable[Question | str], by: str | Principal | None, channel: Channel | None
-    ) -> _Approvals:
-        """Check a verb's ``approve``, ``by`` and ``channel`` (``"code"`` unless given)."""
-        if isinstance(approve, str | Question):
-            raise TypeError(f"{verb}(approve=...) takes a list of questions (or their ids), not one question")
-        questions = list(approve)
-        if not questions and (by is not None or channel is not None):
-            raise TypeError(f"{verb}() takes by= and channel= only with approve=: they say who approves")
-        return cls(questions, principal_of(by), check_channel("code" if channel is None else channel))
-
-
-def _tail_start(messages: list[Message]) -> int:
-    """Where the chat's current turn starts: its last assistant message (0 before the model spoke)."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == "assistant":
-            return index
-    return 0
+        wanted = question_id(question)
+        found = find_question(wanted, self.chat_questions, self.records.values())
+        if found is None:
+            await self._refresh()  # another process may have asked it since we last looked
+            found = find_question(wanted, self.chat_questions, self.records.values())
+        if found is None:
+            raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
+        return found
 
 
 def _check_options(max_concurrency: int, instructions: str | None) -> None:
@@ -565,10 +484,3 @@ def _check_options(max_concurrency: int, instructions: str | None) -> None:
         raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
     if instructions is not None and not isinstance(instructions, str):
         raise TypeError(f"instructions must be str or None, got {type(instructions).__name__}")
-
-
-def _check_tool_choice(tool_choice: ToolChoice | None, sources: list[SelectedSource], tools: dict[str, Tool]) -> None:
-    """Refuse a tool choice that names no tool the chat has (its sources' tools are not known yet)."""
-    named = sources or tool_choice in ("auto", "none", "required", *tools)
-    if tool_choice is not None and not named:
-        raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or a tool's name; got {tool_choice!r}")

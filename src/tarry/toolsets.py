@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeGuard, cast
 
+from tarry.calls import mint
+from tarry.journal import Journal
+from tarry.messages import ToolChoice
+from tarry.questions import AnswerNeeded, Question
 from tarry.tools import Tool, ToolSource, tool
+from tarry.tracing import mark, span_ids
+
+logger = logging.getLogger("tarry")
 
 
 class SelectedSource:
@@ -77,3 +85,32 @@ def _is_source(item: object) -> TypeGuard[ToolSource]:
     """Whether ``item`` supplies tools; a [`Tool`][tarry.Tool] does only if it also lists tools, which is quicker to ask
     than the protocol (about 10 µs a check)."""
     return hasattr(item, "list_tools") if isinstance(item, Tool) else isinstance(item, ToolSource)
+
+
+async def load_or_ask(
+    sources: Iterable[SelectedSource], tools: dict[str, Tool], journal: Journal, chat_id: str, *, asked: int, said: int
+) -> Question | None:
+    """Load the tools of ``sources`` into ``tools``; or, when a source needs a person first (``AnswerNeeded``: a
+    login), the chat's own question it asks, saved through ``journal`` as the chat's question number ``asked``,
+    once ``said`` messages were said. Raises the ``AnswerNeeded`` when the journal cannot keep the question."""
+    try:
+        await load_sources(sources, tools)
+    except AnswerNeeded as needed:
+        question = needed.question
+        question.extra["messages"] = said
+        mint(question, None, chat_id)
+        if not await journal.add_chat_question(asked, question):
+            raise
+        ids = {"chat_id": chat_id, "question_id": question.id}
+        logger.info("Chat %s parked: it waits on a %s question of its own", chat_id, question.kind, extra=ids)
+        mark("pause chat", {**span_ids(ids), "tarry.pause.reason": "question"})
+        return question
+    return None
+
+
+def check_tool_choice(tool_choice: ToolChoice | None, sources: list[SelectedSource], tools: Mapping[str, Tool]) -> None:
+    """Refuse a tool choice that is none of the choices and names none of ``tools`` (while no source's tools are
+    known, any name is taken)."""
+    named = sources or tool_choice in ("auto", "none", "required", *tools)
+    if tool_choice is not None and not named:
+        raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or a tool's name; got {tool_choice!r}")
