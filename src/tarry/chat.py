@@ -393,19 +393,16 @@ class Chat:
     async def _run(self, *, stream: bool, once: bool, current: bool = False) -> AsyncIterator[StreamEvent]:
         """The loop; with ``current`` (the chat holds all that is recorded) its first look at the journal is skipped."""
         try:
-            if not all(source.loaded for source in self._sources):
-                if not current:
-                    await self._refresh()
-                    current = True
-                if not await self._load_tools_or_park():
-                    return
+            loading = not all(source.loaded for source in self._sources)
+            if loading and not current:
+                await self._refresh()
+                current = True
+            if loading and not await self._load_tools_or_park():
+                return
             carrier = self._carrier()
             while True:
                 await carrier.carry_all(current, lambda at_claim: self._refresh(at_claim=at_claim))
-                if self.waiting:
-                    waiting = sum(record.open for record in self.records.values())
-                    logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
-                if self.waiting or not self._needs_model():
+                if not self._model_next():
                     return
                 reply, turn = None, self._model_turn()
                 async for event in turn.take(stream, self.instructions, self.tool_choice, self.settings):
@@ -444,6 +441,15 @@ class Chat:
             look=self._refresh,
             ready=lambda: not self.waiting and self._needs_model(),
         )
+
+    def _model_next(self) -> bool:
+        """Whether the model speaks next: no call waits (the chat parks, and says so, when one does) and the last
+        message is not the model's."""
+        if self.waiting:
+            waiting = sum(record.open for record in self.records.values())
+            logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
+            return False
+        return self._needs_model()
 
     def _needs_model(self) -> bool:
         return bool(self.messages) and self.messages[-1].role != "assistant"
