@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from enum import Enum
 from typing import Any
 
+from tarry import planning
 from tarry.calls import CallRecord, CallState, Claim, Outcome, Standing, call_state, mint
 from tarry.clock import utcnow
 from tarry.errors import ClaimLostError, InvalidArgumentsError, MissingToolsError, ToolCallError
 from tarry.journal import Journal
 from tarry.live import LiveCall, current_call
 from tarry.messages import Message, ToolCall, result_text
+from tarry.planning import Plan, Step
 from tarry.questions import Question
 from tarry.replay import ToolRun
 from tarry.tasks import Task
@@ -64,31 +67,13 @@ class CallCarrier:
         """Where ``record``'s call stands now, for this run."""
         return call_state(record, utcnow(), checked=record.call.id in self.resumed)
 
-    def movable(self) -> list[CallRecord]:
-        """The records of the calls that can go on now (run, or close), each under a claim."""
-        moving = (CallState.RUNS, CallState.CLOSES)
-        return [record for record in self.records.values() if self.standing(record).state in moving]
+    def plan(self) -> Plan:
+        """The plan for the chat's calls as it holds them now, in this run."""
+        return planning.plan(self.records.values(), self.tools, utcnow(), ran=self.resumed)
 
-    def claims_next(self) -> bool:
-        """Whether, as the chat holds it, its next step claims calls (some can go on, none lacks its tool)."""
-        return bool(self.movable()) and not self.missing_tools()
-
-    def missing_tools(self) -> list[str]:
-        """The tools this chat lacks that calls which paused (so their tools were known) would now run."""
-        return sorted(
-            {
-                record.call.name
-                for record in self.records.values()
-                if record.open
-                and (record.questions or record.task is not None)
-                and record.call.name not in self.tools
-                and self.standing(record).state is CallState.RUNS
-            }
-        )
-
-    def refuse_missing_tools(self, missing: list[str]) -> None:
+    def refuse_missing_tools(self, missing: Sequence[str]) -> None:
         """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks
-        (``missing``, from ``missing_tools``).
+        (``missing``, as planned).
 
         Carrying it on would close it as an unknown tool and use up its approval or answer. A call
         that still waits, or that closes without its tool (declined, lapsed), is no reason to refuse.
@@ -98,7 +83,7 @@ class CallCarrier:
             raise MissingToolsError(
                 f"Calls of chat {self.chat_id} wait on tools this chat was not given: {names}. "
                 "Load the chat with those tools (tools=[...]) to carry it on, or cancel it.",
-                missing,
+                list(missing),
             )
 
     # Carrying on
@@ -106,48 +91,48 @@ class CallCarrier:
     async def carry_all(self, current: bool, look: Look) -> None:
         """Carry every call on that can go on, until none can; ``current``: the chat holds all that is recorded.
 
-        A view of the chat that proved stale (a claim found the call changed, or was lost, or no
-        claim checked the chat after all) meets one rule: look at the journal again, then again
-        carry on what can go on.
+        Each round plans from the chat's view of its calls, then carries the plan out. A view that proved
+        stale (a claim found its call changed, or lost it; a look left to the claims found none to make)
+        meets one rule: look at the journal again, then plan again. A call another process runs (busy) is
+        that process's to carry on.
         """
-        look_now = False
+        may_skip = True  # the next look may be left to the claims that follow it (``Journal.refresh``'s at_claim)
         while True:
-            at_claim = not current and not look_now and self.claims_next()
+            at_claim = not current and may_skip and self.plan().claims
             if not current and await look(at_claim):
                 at_claim = False  # the journal looked, and the chat now holds what it found
-            look_now = False
-            missing = self.missing_tools()
-            if missing and at_claim:  # time moved on since the chat last looked: refuse only what a look confirms
-                current, look_now = False, True
-                continue
-            self.refuse_missing_tools(missing)
-            lost, claimed = await self.carry_calls()
-            if lost:
-                current = False
-                continue  # another process took a call over: look at what it recorded
-            if at_claim and not claimed:  # no claim checked the chat after all (time moved on): look now
-                current, look_now = False, True
-                continue
-            return
+            stale = await self._carry_out(self.plan(), at_claim)
+            if stale is None:
+                return
+            current, may_skip = False, stale is _Stale.CLAIM_LOST
 
-    async def carry_calls(self) -> tuple[bool, bool]:
-        """Carry every call on that can go on, a bounded number at once; whether a claim was lost, and whether
-        any claim was made."""
+    async def _carry_out(self, planned: Plan, at_claim: bool) -> _Stale | None:
+        """Carry ``planned`` out; how the view it was made from proved stale, ``None`` when it held."""
+        if planned.missing and at_claim:  # time moved on since the chat last looked: refuse only what a look confirms
+            return _Stale.UNCHECKED
+        self.refuse_missing_tools(planned.missing)
+        if await self.carry_steps(planned.steps):
+            return _Stale.CLAIM_LOST  # another process took a call over: look at what it recorded
+        if at_claim and not planned.steps:  # no claim checked the chat after all (time moved on): look now
+            return _Stale.UNCHECKED
+        return None
+
+    async def carry_steps(self, steps: Sequence[Step]) -> bool:
+        """Carry on the calls of ``steps``, a bounded number at once; whether a claim was lost (or found stale)."""
         limit = asyncio.Semaphore(self.max_concurrency)
         lost = False
 
-        async def carry(record: CallRecord) -> None:
+        async def carry(step: Step) -> None:
             nonlocal lost
             async with limit:
-                lost = not await self.carry(record) or lost
+                lost = not await self.carry(step.record) or lost
 
-        runnable = self.movable()
         # Not a TaskGroup: one carry failing (a database error) must not cancel the others mid-tool.
-        outcomes = await asyncio.gather(*(carry(record) for record in runnable), return_exceptions=True)
+        outcomes = await asyncio.gather(*(carry(step) for step in steps), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        return lost, bool(runnable)
+        return lost
 
     async def carry(self, record: CallRecord) -> bool:
         """Do what carries ``record`` on, under its claim; False when the claim was lost or the call was stale."""
@@ -381,6 +366,15 @@ class CallCarrier:
             await cancel(question)
         cancelled = error_result(record.call, f"The {record.call.name} call was cancelled.")
         await self.save(record, Outcome(result=cancelled))
+
+
+class _Stale(Enum):
+    """How the chat's view of its calls proved stale."""
+
+    CLAIM_LOST = "claim lost"
+    """A claim found its call changed, or lost it: the next look may again be left to the claims."""
+    UNCHECKED = "unchecked"
+    """A look was left to claims that did not check (none was made, or a tool lacks): look now."""
 
 
 def error_result(call: ToolCall, text: str, **extra: Any) -> Message:
