@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from tarry.chat import Chat, resolve_model
+from tarry.chat import Chat
 from tarry.messages import Model, ToolChoice
+from tarry.providers import resolve_model
 from tarry.tools import Tool, ToolSource
 
 ModelFactory = Callable[[], Model]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 
+from tarry.clock import utcnow
 from tarry.errors import QuestionExpiredError, ToolCallRunningError
 from tarry.messages import Message, ToolCall
 from tarry.questions import Decision, Question
@@ -155,3 +157,15 @@ def check_decision(question: Question, decision: Decision, *, running: bool, clo
         name = question.tool_call.name if question.tool_call else "its"
         raise ToolCallRunningError(f"Cannot decline question {question.id}: the {name} call is running right now")
     return True
+
+
+def mint(question: Question, call: ToolCall | None, chat_id: str) -> None:
+    """Give ``question`` a new id and its times, as asked now in chat ``chat_id`` by ``call`` (``None``: by the chat
+    itself)."""
+    now = utcnow()
+    question.id = str(uuid.uuid4())
+    question.asked_at = now
+    question.tool_call = call
+    question.chat_id = chat_id
+    if question.ttl is not None:
+        question.expires_at = now + timedelta(seconds=question.ttl)

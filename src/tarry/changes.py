@@ -92,3 +92,34 @@ def apply_call(record: CallRecord, change: CallChange, task: Task | None) -> Non
         record.task.questions = [question for question in questions if question.id in change.waiting_on]
     if change.result is not None:
         record.result = change.result
+
+
+def take_in(
+    changes: Changes, chat_id: str, messages: list[Message], records: dict[str, CallRecord], tools: Mapping[str, Tool]
+) -> None:
+    """Bring a chat's ``messages`` and call ``records`` in line with ``changes``, keeping the records and questions
+    callers already hold.
+
+    The changed tasks are rebuilt first, so a state that cannot be loaded
+    ([`CorruptStateError`][tarry.errors.CorruptStateError]) leaves both as they were.
+    """
+    tasks = {}
+    for change in changes.calls:
+        if change.state_changed:
+            held = records.get(change.call.id)
+            call = change.call if held is None else held.call
+            tasks[call.id] = rebuild_task(chat_id, call, change.state, tools.get(call.name))
+    messages[changes.start :] = changes.messages
+    for change in changes.calls:
+        record = records.get(change.call.id)
+        if record is None:
+            record = records[change.call.id] = CallRecord(change.call)
+        apply_call(record, change, tasks.get(change.call.id))
+
+
+def tail_start(messages: list[Message]) -> int:
+    """Where a chat's current turn starts: its last assistant message (0 before the model spoke)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "assistant":
+            return index
+    return 0

@@ -2,57 +2,31 @@
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import logging
 import uuid
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import timedelta
-from importlib.metadata import entry_points
-from typing import Any, TypeGuard, cast
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any
 
-from tarry.approvals import Approval
-from tarry.calls import CallRecord, CallState, Claim, Outcome, Standing, call_state
-from tarry.changes import Changes, apply_call, keep_held, rebuild_task
+from tarry.calls import CallRecord
+from tarry.carrying import CallCarrier
+from tarry.carrying import CallStep as CallStep
+from tarry.changes import Changes, keep_held, tail_start, take_in
 from tarry.clock import utcnow
-from tarry.errors import (
-    ClaimLostError,
-    InvalidArgumentsError,
-    MissingToolsError,
-    PendingToolCallsError,
-    TarryError,
-    ToolCallError,
-    UnknownQuestionError,
-)
+from tarry.decisions import Approvals, find_question, question_id, record_decision
+from tarry.errors import PendingToolCallsError, TarryError, UnknownQuestionError
 from tarry.journal import Journal, MemoryJournal
-from tarry.live import LiveCall, current_call
-from tarry.messages import (
-    Message,
-    MessageDone,
-    Model,
-    ModelRequest,
-    StreamEvent,
-    StreamingModel,
-    TextDelta,
-    ToolCall,
-    ToolCallEvent,
-    ToolChoice,
-    result_text,
-)
+from tarry.messages import Message, MessageDone, Model, StreamEvent, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
-from tarry.questions import AnswerNeeded, Decision, Question, check_note
+from tarry.providers import resolve_model as resolve_model
+from tarry.questions import Decision, Question, check_note
 from tarry.running import sync_twin
 from tarry.tasks import Task
-from tarry.text import unstorable
-from tarry.tools import Tool, ToolSource, call_maybe_async, settle, tool
-from tarry.tracing import mark, model_attributes, span
+from tarry.tools import Tool, ToolSource
+from tarry.toolsets import SelectedSource, check_tool_choice, load_or_ask, load_sources, split_tools
+from tarry.turn import CALL_KEY_LIMIT as CALL_KEY_LIMIT
+from tarry.turn import ModelTurn
 
 logger = logging.getLogger("tarry")
-CallStep = Callable[[], Awaitable[Outcome]]
-"""What carries a call on: runs its tool, or closes it with an error result."""
 
 
 class Chat:
@@ -82,21 +56,12 @@ class Chat:
         id: str | None = None,
         journal: Journal | None = None,
     ) -> None:
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
-        if instructions is not None and not isinstance(instructions, str):
-            raise TypeError(f"instructions must be str or None, got {type(instructions).__name__}")
+        _check_options(max_concurrency, instructions)
         self.id = id or str(uuid.uuid4())
         self.model = resolve_model(model)
-        if not isinstance(tools, list | tuple) and (isinstance(tools, Tool | ToolSource) or callable(tools)):
-            raise TypeError("tools must be a list of tools, not a single tool")
-        tools = list(tools)
-        self._sources: list[_SelectedSource] = [_SelectedSource(item) for item in tools if _is_source(item)]
-        self.tools = _tools_by_name([cast(Tool | Callable[..., Any], item) for item in tools if not _is_source(item)])
+        self._sources, self.tools = split_tools(tools)
         self.instructions = instructions
-        named = self._sources or tool_choice in ("auto", "none", "required", *self.tools)
-        if tool_choice is not None and not named:
-            raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or a tool's name; got {tool_choice!r}")
+        check_tool_choice(tool_choice, self._sources, self.tools)
         self.tool_choice = tool_choice
         self.settings = dict(settings or {})
         self.max_concurrency = max_concurrency
@@ -143,7 +108,7 @@ class Chat:
         # On PostgreSQL, the statement that records the approval of the last question a call
         # waits on also claims the call for this chat object, so the call runs without a claim
         # of its own: one write fewer per call freed (see _decide's frees).
-        approving = _Approvals.of("complete", approve, by, channel)
+        approving = Approvals.of("complete", approve, by, channel)
         try:
             await self._approve_first(approving)
             async for _ in self._run(stream=False, once=False):
@@ -179,7 +144,7 @@ class Chat:
         The transcript afterwards is the same as without streaming. ``approve``, ``by`` and
         ``channel`` approve questions first, as [`complete`][tarry.Chat.complete] does; not with ``text``.
         """
-        approving = _Approvals.of("stream", approve, by, channel)
+        approving = Approvals.of("stream", approve, by, channel)
         if text is not None and approving.questions:
             raise TypeError("stream() takes text or approve=, not both")
         try:
@@ -191,7 +156,7 @@ class Chat:
             if approving.questions:
                 await self._journal.release_unused()
 
-    async def _approve_first(self, approving: _Approvals) -> None:
+    async def _approve_first(self, approving: Approvals) -> None:
         """Approve ``approving``'s questions, each freeing its call's claim for this chat object where it can."""
         for item in approving.questions:
             target = await self._find(item)
@@ -277,33 +242,11 @@ class Chat:
             for question in self.chat_questions:
                 if question.is_open(utcnow()):
                     await self._decide(question, "cancel", None, None, None, "code")
-            if not await self._cancel_open_calls():
-                return
+            if not await self._carrier().cancel_open(self._cancel_question):
+                return  # else a call had changed meanwhile: look at it again
 
-    async def _cancel_open_calls(self) -> bool:
-        """Cancel what waits; True when a call had changed meanwhile and should be looked at again."""
-        stale = False
-        for record in [record for record in self.records.values() if record.open]:
-            async with self._hold(record) as claim:
-                stale = stale or claim is Claim.STALE
-                if not claim.held or not record.open:
-                    continue
-                if record.task is not None:
-                    try:
-                        await settle(record.task.cancel())
-                    except Exception:
-                        logger.exception("Cancelling the task of the %s call failed", record.call.name)
-                # A call already declined (or lapsed) keeps that result, so a decline note still reaches the model.
-                standing = self._standing(record, set())
-                if standing.state is CallState.CLOSES:
-                    await self._save(record, await _closing(record.call, standing.reason or "", standing.note)())
-                    continue
-                for question in record.pending_questions(utcnow()):
-                    await self._decide(question, "cancel", None, None, None, "code")
-                await self._save(
-                    record, Outcome(result=_error(record.call, f"The {record.call.name} call was cancelled."))
-                )
-        return stale
+    async def _cancel_question(self, question: Question) -> bool:
+        return await self._decide(question, "cancel", None, None, None, "code")
 
     ask_sync = sync_twin(ask)
     complete_sync = sync_twin(complete)
@@ -332,7 +275,7 @@ class Chat:
         """
         if not isinstance(server, ToolSource):
             raise TypeError(f"with_mcp() takes an MCP server (a tool source), got {server!r}")
-        self._sources.append(_SelectedSource(server, only, exclude, prefix))
+        self._sources.append(SelectedSource(server, only, exclude, prefix))
         return self
 
     async def load_tools(self) -> dict[str, Tool]:
@@ -341,58 +284,8 @@ class Chat:
         The chat does this itself before it first needs its tools; call it to rebuild the
         tasks of calls saved by another process, which needs the tools.
         """
-        for source in self._sources:
-            if source.loaded:
-                continue
-            for item in await source.tools():
-                if item.name in self.tools:
-                    raise ValueError(f"Two tools are named {item.name!r}; tool names must be unique in a chat")
-                self.tools[item.name] = item
-            source.loaded = True
+        await load_sources(self._sources, self.tools)
         return self.tools
-
-    async def _ask_live(self, record: CallRecord, question: Question, run: _Run) -> Question:
-        """Record ``question`` for the running call of ``record`` and wait for its decision.
-
-        When ``run`` runs again what a stopped process ran, while it asks the same questions in the same order,
-        each is the earlier run's: ``question`` takes it over (its id, its answer), so an answer a person gave
-        it is not asked for twice, and one still to come reaches this run.
-        """
-        earlier = run.repeats.pop(0) if run.repeats else None
-        if earlier is not None and _asks_the_same(earlier, question) and not earlier.expired(utcnow()):
-            # One object for the question, as for one asked anew; its dicts and lists its own.
-            vars(question).update({name: copy.copy(value) for name, value in vars(earlier).items()})
-            record.questions[record.questions.index(earlier)] = question
-        else:
-            # It asks something else: what the earlier run asked from here on is not this run's, and nothing waits
-            # for its answers.
-            unused = [earlier, *run.repeats] if earlier is not None else []
-            run.repeats.clear()
-            await self._close_unused(record, unused, _RAN_AGAIN)
-            question.extra["awaited"] = True
-            if run.last_asked is not None:
-                question.extra["after"] = run.last_asked
-            self._mint(question, record.call)
-            await self._journal.add_question(record.call.id, len(record.questions), question)
-            record.questions.append(question)
-        run.last_asked = question.id
-        if question.decision is None:
-            question.take_decision(await self._journal.wait_for_decision(question))
-        return question
-
-    async def _close_unused(self, record: CallRecord, questions: list[Question], note: str) -> None:
-        """Cancel, through the ``code`` channel, those of ``questions`` still open: asked by a run of the call's
-        tool that stopped, and not asked again by the run of it this process holds, they are answered by nobody.
-        A person's answer that comes first is kept (and unused). Raises [`ClaimLostError`][tarry.errors.ClaimLostError]
-        once this process no longer holds the call, cancelling nothing."""
-        now = utcnow()
-        unused = [question for question in questions if question.is_open(now)]
-        if not unused:
-            return
-        closed = {question.id: question for question in await self._journal.close_unused(record.call.id, unused, note)}
-        for question in unused:
-            if question.id in closed:
-                question.take_decision(closed[question.id])
 
     # What the chat shows
 
@@ -433,7 +326,7 @@ class Chat:
         ``at_claim``: the chat's next step claims calls, which may check instead; ``listing``: the look
         only lists what the chat waits on (see ``Journal.refresh``).
         """
-        start = _tail_start(self.messages)
+        start = tail_start(self.messages)
         asked = {name: True for name, given in (("at_claim", at_claim), ("listing", listing)) if given}
         looking = self._journal.refresh(start, **asked)
         async with looking as changes:
@@ -442,24 +335,10 @@ class Chat:
         return changes is not None
 
     def _apply(self, changes: Changes) -> None:
-        """Make the chat what ``changes`` holds, keeping the questions and records callers already hold.
-
-        The changed tasks are rebuilt first, so a state that cannot be loaded
-        ([`CorruptStateError`][tarry.errors.CorruptStateError]) leaves the chat as it was.
-        """
-        tasks = {}
-        for change in changes.calls:
-            if change.state_changed:
-                held = self.records.get(change.call.id)
-                call = change.call if held is None else held.call
-                tasks[call.id] = rebuild_task(self.id, call, change.state, self.tools.get(call.name))
-        self.messages[changes.start :] = changes.messages
+        """Make the chat what ``changes`` holds, keeping the questions and records callers already hold; a state
+        that cannot be loaded ([`CorruptStateError`][tarry.errors.CorruptStateError]) leaves the chat as it was."""
+        take_in(changes, self.id, self.messages, self.records, self.tools)
         self.chat_questions = keep_held(self.chat_questions, changes.chat_questions)
-        for change in changes.calls:
-            record = self.records.get(change.call.id)
-            if record is None:
-                record = self.records[change.call.id] = CallRecord(change.call)
-            apply_call(record, change, tasks.get(change.call.id))
 
     async def _decide(
         self,
@@ -474,43 +353,13 @@ class Chat:
     ) -> bool:
         """Record a decision through the journal, then take it onto ``question``; False when another came first.
 
-        ``frees``: the chat carries on next, so when this decision leaves a call that has not run yet
-        waiting on nothing else, the journal may claim the call with it (see ``Journal.decide``),
-        unless the chat must first load tools or wait on a question of its own.
+        ``frees``: the chat carries on next, so a decision that frees a call may claim it, unless the chat
+        must first load tools or wait on a question of its own (see ``record_decision``).
         """
         record = self.record_of(question)
-        running, closed = (record.running, not record.open) if record is not None else (False, False)
-        frees_call = (
-            frees
-            and record is not None
-            and record.task is None
-            and not running
-            and not closed
-            and record.pending_questions(utcnow()) == [question]
-            and all(source.loaded for source in self._sources)
-            and not self._waits_on_own_question()
-        )
-        asked = {"claim": True} if frees_call else {}
-        decided = await self._journal.decide(
-            question, decision, answer, note, by, channel, running=running, closed=closed, **asked
-        )
-        if decided is None:
-            return False
-        question.take_decision(decided)
-        return True
-
-    @asynccontextmanager
-    async def _hold(self, record: CallRecord) -> AsyncIterator[Claim]:
-        """Claim ``record``'s call through the journal for the block, marking the record as running meanwhile."""
-        async with self._journal.hold_call(record.call.id) as claim:
-            if not claim.held:
-                yield claim
-                return
-            record.running = True
-            try:
-                yield claim
-            finally:
-                record.running = False
+        carries_on = frees and all(source.loaded for source in self._sources) and not self._waits_on_own_question()
+        made = (decision, answer, note, by, channel)
+        return await record_decision(self._journal, question, record, *made, carries_on=carries_on)
 
     # The loop
 
@@ -543,39 +392,20 @@ class Chat:
 
     async def _run(self, *, stream: bool, once: bool, current: bool = False) -> AsyncIterator[StreamEvent]:
         """The loop; with ``current`` (the chat holds all that is recorded) its first look at the journal is skipped."""
-        resumed: set[str] = set()
         try:
-            if not all(source.loaded for source in self._sources):
-                if not current:
-                    await self._refresh()
-                    current = True
-                if not await self._load_tools_or_park():
-                    return
-            look_now = False
+            loading = not all(source.loaded for source in self._sources)
+            if loading and not current:
+                await self._refresh()
+                current = True
+            if loading and not await self._load_tools_or_park():
+                return
+            carrier = self._carrier()
             while True:
-                at_claim = not current and not look_now and self._claims_next(resumed)
-                if not current and await self._refresh(at_claim=at_claim):
-                    at_claim = False  # the journal looked, and the chat now holds what it found
-                look_now = False
-                missing = self._missing_tools(resumed)
-                if missing and at_claim:  # time moved on since the chat last looked: refuse only what a look confirms
-                    current, look_now = False, True
-                    continue
-                self._refuse_missing_tools(missing)
-                lost, claimed = await self._carry_calls(resumed)
-                if lost:
-                    current = False
-                    continue  # another process took a call over: look at what it recorded
-                if at_claim and not claimed:  # no claim checked the chat after all (time moved on): look now
-                    current, look_now = False, True
-                    continue
-                if self.waiting:
-                    waiting = sum(record.open for record in self.records.values())
-                    logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
-                if self.waiting or not self._needs_model():
+                await carrier.carry_all(current, lambda at_claim: self._refresh(at_claim=at_claim))
+                if not self._model_next():
                     return
-                reply, turn = None, _Turn()
-                async for event in self._model_turn(stream, turn):
+                reply, turn = None, self._model_turn()
+                async for event in turn.take(stream, self.instructions, self.tool_choice, self.settings):
                     if isinstance(event, MessageDone):
                         reply = event.message
                     yield event
@@ -584,6 +414,45 @@ class Chat:
                 current = turn.current
         finally:
             await self._journal.release_unused()
+
+    def _carrier(self) -> CallCarrier:
+        """What carries this chat's calls on, for one run of the loop."""
+        return CallCarrier(
+            self.id,
+            self._journal,
+            self.records,
+            self.messages,
+            self.tools,
+            max_concurrency=self.max_concurrency,
+            claims_turn=self.model is not None,
+        )
+
+    def _model_turn(self) -> ModelTurn:
+        """The model's next turn in this chat."""
+        if self.model is None:
+            raise TarryError("This chat has no model: pass model= to Chat (or to load_chat) to carry it on")
+        return ModelTurn(
+            self.id,
+            self.model,
+            self._journal,
+            self.messages,
+            self.records,
+            self.tools,
+            look=self._refresh,
+            ready=lambda: not self.waiting and self._needs_model(),
+        )
+
+    def _model_next(self) -> bool:
+        """Whether the model speaks next: no call waits (the chat parks, and says so, when one does) and the last
+        message is not the model's."""
+        if self.waiting:
+            waiting = sum(record.open for record in self.records.values())
+            logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
+            return False
+        return self._needs_model()
+
+    def _needs_model(self) -> bool:
+        return bool(self.messages) and self.messages[-1].role != "assistant"
 
     async def _load_tools_or_park(self) -> bool:
         """Load the tool sources' tools; ``False`` when the chat waits on a question of its own instead.
@@ -594,559 +463,30 @@ class Chat:
         """
         if self.stopped or self._waits_on_own_question():
             return False
-        try:
-            await self.load_tools()
-        except AnswerNeeded as needed:
-            question = needed.question
-            question.extra["messages"] = len(self.messages)
-            self._mint(question, None)
-            if not await self._journal.add_chat_question(len(self.chat_questions), question):
-                raise
+        asked, said = len(self.chat_questions), len(self.messages)
+        question = await load_or_ask(self._sources, self.tools, self._journal, self.id, asked=asked, said=said)
+        if question is not None:
             self.chat_questions.append(question)
-            ids = {"chat_id": self.id, "question_id": question.id}
-            logger.info("Chat %s parked: it waits on a %s question of its own", self.id, question.kind, extra=ids)
-            mark("pause chat", {**_span_ids(ids), "tarry.pause.reason": "question"})
-            return False
-        return True
+        return question is None
 
     def _waits_on_own_question(self) -> bool:
         now = utcnow()
         return any(question.is_open(now) for question in self.chat_questions)
 
-    def _claims_next(self, resumed: set[str]) -> bool:
-        """Whether, as this chat object holds it, its next step claims calls (some can go on, none lacks its tool)."""
-        return bool(self._movable(resumed)) and not self._missing_tools(resumed)
-
-    def _missing_tools(self, resumed: set[str]) -> list[str]:
-        """The tools this chat lacks that calls which paused (so their tools were known) would now run."""
-        return sorted(
-            {
-                record.call.name
-                for record in self.records.values()
-                if record.open
-                and (record.questions or record.task is not None)
-                and record.call.name not in self.tools
-                and self._standing(record, resumed).state is CallState.RUNS
-            }
-        )
-
-    def _refuse_missing_tools(self, missing: list[str]) -> None:
-        """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks
-        (``missing``, from ``_missing_tools``).
-
-        Carrying it on would close it as an unknown tool and use up its approval or answer. A call
-        that still waits, or that closes without its tool (declined, lapsed), is no reason to refuse.
-        """
-        if missing:
-            names = ", ".join(missing)
-            raise MissingToolsError(
-                f"Calls of chat {self.id} wait on tools this chat was not given: {names}. "
-                "Load the chat with those tools (tools=[...]) to carry it on, or cancel it.",
-                missing,
-            )
-
-    async def _carry_calls(self, resumed: set[str]) -> tuple[bool, bool]:
-        """Carry every call on that can go on, a bounded number at once; whether a claim was lost, and whether
-        any claim was made."""
-        limit = asyncio.Semaphore(self.max_concurrency)
-        lost = False
-
-        async def carry(record: CallRecord) -> None:
-            nonlocal lost
-            async with limit:
-                lost = not await self._carry(record, resumed) or lost
-
-        runnable = self._movable(resumed)
-        # Not a TaskGroup: one carry failing (a database error) must not cancel the others mid-tool.
-        outcomes = await asyncio.gather(*(carry(record) for record in runnable), return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        return lost, bool(runnable)
-
-    def _movable(self, resumed: set[str]) -> list[CallRecord]:
-        """The records of the calls that can go on now (run, or close), each under a claim."""
-        moving = (CallState.RUNS, CallState.CLOSES)
-        return [record for record in self.records.values() if self._standing(record, resumed).state in moving]
-
-    async def _carry(self, record: CallRecord, resumed: set[str]) -> bool:
-        """Do what carries ``record`` on, under its claim; False when the claim was lost or the call was stale."""
-        async with self._hold(record) as claim:
-            if claim is Claim.STALE:
-                return False
-            standing = self._standing(record, resumed)
-            again = _Run(_asked_by_the_last_run(record) if claim is Claim.RECLAIMED else [])
-            run = None if claim is Claim.BUSY else self._next_step(record, standing, again)
-            if run is None:
-                return True
-            runs_tool = standing.state is CallState.RUNS
-            tool = self.tools.get(record.call.name)
-            name, call_id, ids = record.call.name, record.call.id, {"chat_id": self.id, "call_id": record.call.id}
-            if claim is Claim.RECLAIMED:
-                logger.warning(
-                    "Reclaimed the %s call %s: the lease of the process running it ran out", name, call_id, extra=ids
-                )
-            else:
-                logger.debug("Claimed the %s call %s", name, call_id, extra=ids)
-            if runs_tool and claim is Claim.RECLAIMED and not (tool is not None and tool.idempotent):
-                message = (
-                    f"The {record.call.name} call was interrupted: the process running it stopped before it "
-                    "recorded a result, so whether the tool finished is not known."
-                )
-                logger.warning("Closed the %s call %s as interrupted", name, call_id, extra=ids)
-                outcome = Outcome(result=_error(record.call, message))
-            else:
-                if runs_tool:
-                    resumed.add(record.call.id)
-                checking = runs_tool and record.task is not None
-                attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, **_span_ids(ids)}
-                with span(f"execute_tool {name}", {**attributes, "gen_ai.tool.call.id": call_id}):
-                    try:
-                        if runs_tool and claim is Claim.RECLAIMED and not again.repeats:  # nothing will be reused
-                            earlier = [question for question in record.questions if question.extra.get("awaited")]
-                            await self._close_unused(record, earlier, _RAN_AGAIN)
-                        outcome = await run()
-                        if again.repeats:  # the run did not ask again all that the earlier run asked
-                            await self._close_unused(record, again.repeats, _RAN_AGAIN)
-                    except ClaimLostError:  # the tool asked a question after another process took its call over
-                        logger.warning(
-                            "Lost the claim on the %s call %s while it ran; another process carries it on",
-                            name,
-                            call_id,
-                            extra=ids,
-                        )
-                        return False
-                if outcome.task is not None:
-                    paused: dict[str, str | int] = {
-                        "tarry.pause.reason": "question" if outcome.task.questions else "task",
-                        "tarry.task.status": str(outcome.task.status),
-                        "tarry.questions": len(outcome.questions),
-                    }
-                    mark(f"pause {name}", {"gen_ai.tool.name": name, **_span_ids(ids), **paused})
-                if checking:
-                    state = "finished" if outcome.result is not None else "still waits"
-                    logger.info("Checked the task of the %s call %s: it %s", name, call_id, state, extra=ids)
-            # The result of the last open call makes the model next: claim its turn in the same write.
-            last = outcome.result is not None and not any(
-                other.open for other in self.records.values() if other is not record
-            )
-            try:
-                await self._save(record, outcome, claim_turn=last and self.model is not None)
-            except ClaimLostError:
-                logger.warning(
-                    "Lost the claim on the %s call %s; another process carries it on", name, call_id, extra=ids
-                )
-                return False
-            return True
-
-    def _standing(self, record: CallRecord, resumed: set[str]) -> Standing:
-        return call_state(record, utcnow(), checked=record.call.id in resumed)
-
-    def _next_step(self, record: CallRecord, standing: Standing, run: _Run) -> CallStep | None:
-        """What carries ``record`` on from where it stands (as ``run``), or ``None`` while it waits (or is closed)."""
-        if standing.state is CallState.CLOSES:
-            return _closing(record.call, standing.reason or "", standing.note)
-        if standing.state is not CallState.RUNS:
-            return None
-        task = record.task
-        if task is None:
-            return lambda: self._execute(record, run)
-        return lambda: self._resume(record, task, run)
-
-    async def _execute(self, record: CallRecord, run: _Run) -> Outcome:
-        call = record.call
-        tool = self.tools.get(call.name)
-        if tool is None:
-            available = ", ".join(self.tools) or "none"
-            return Outcome(result=_error(call, f"Unknown tool {call.name!r}. Available tools: {available}."))
-        try:
-            arguments = tool.validate(call.arguments)
-        except InvalidArgumentsError as error:
-            return Outcome(result=_error(call, str(error)))
-        return await self._invoke(record, run, tool.execute, arguments)
-
-    async def _resume(self, record: CallRecord, task: Task, run: _Run) -> Outcome:
-        own = [question for question in task.questions if question.source is None]
-        if own:
-            task.answer = own[0].answer
-        tool = self.tools.get(record.call.name)
-        if tool is None:
-            return Outcome(result=_error(record.call, f"The {record.call.name} tool is no longer available."))
-        try:
-            arguments = tool.validate(record.call.arguments)
-        except InvalidArgumentsError as error:  # the tool's parameters changed since the call was made
-            return Outcome(result=_error(record.call, str(error)))
-        return await self._invoke(record, run, tool.resume, arguments, task)
-
-    async def _invoke(
-        self,
-        record: CallRecord,
-        run: _Run,
-        method: Callable[..., Any],
-        arguments: dict[str, Any],
-        *args: Any,
-    ) -> Outcome:
-        call = record.call
-        live = current_call.set(LiveCall(call, self.id, lambda question: self._ask_live(record, question, run)))
-        try:
-            returned = await call_maybe_async(method, *args, **arguments)
-            if not isinstance(returned, Task):
-                return Outcome(result=Message("tool", result_text(returned), tool_call_id=call.id))
-        except ClaimLostError:  # another process holds the call now: it carries the call on, not this result
-            raise
-        except ToolCallError as error:  # the tool chose its error result: no traceback to log
-            logger.info("The %s call ended with an error: %s", call.name, error)
-            return Outcome(result=_error(call, str(error), **error.details))
-        except Exception as error:
-            logger.exception("The %s call raised", call.name)
-            return Outcome(result=_error(call, f"The {call.name} call raised {type(error).__name__}: {error}"))
-        finally:
-            current_call.reset(live)
-        return self._paused(record, returned)
-
-    def _paused(self, record: CallRecord, task: Task) -> Outcome:
-        call = record.call
-        task.tool_call = call
-        if task.completed():
-            value = task.status_message if task.status_message is not None else task.data
-            return Outcome(result=Message("tool", result_text(value), tool_call_id=call.id))
-        if task.failed() or task.cancelled():
-            what = "failed" if task.failed() else "was cancelled"
-            detail = f": {task.status_message}" if task.status_message else "."
-            return Outcome(result=_error(call, f"The {call.name} call {what}{detail}"))
-        fresh = tuple(question for question in task.questions if question not in record.questions)
-        for question in fresh:
-            self._mint(question, call)
-        return Outcome(task=task, questions=fresh)
-
-    def _mint(self, question: Question, call: ToolCall | None) -> None:
-        now = utcnow()
-        question.id = str(uuid.uuid4())
-        question.asked_at = now
-        question.tool_call = call
-        question.chat_id = self.id
-        if question.ttl is not None:
-            question.expires_at = now + timedelta(seconds=question.ttl)
-
-    async def _save(self, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
-        first = len(record.questions)
-        await self._journal.save_call(record.call.id, outcome, first_question=first, claim_turn=claim_turn)
-        # A refresh that ran meanwhile (a stored chat read by another coroutine) may already hold the change.
-        if outcome.result is not None:
-            if record.result is None:
-                self.messages.append(outcome.result)
-            record.result = outcome.result
-        else:
-            record.task = outcome.task
-            known = {question.id for question in record.questions}
-            record.questions.extend(question for question in outcome.questions if question.id not in known)
-
-    def _needs_model(self) -> bool:
-        return bool(self.messages) and self.messages[-1].role != "assistant"
-
-    async def _model_turn(self, stream: bool, turn: _Turn) -> AsyncIterator[StreamEvent]:
-        if self.model is None:
-            raise TarryError("This chat has no model: pass model= to Chat (or to load_chat) to carry it on")
-        async with self._journal.hold_turn() as held:
-            if not held:
-                return
-            await self._refresh()
-            if self.waiting or not self._needs_model():
-                return
-            request = ModelRequest(
-                messages=tuple(self.messages),
-                tools=tuple(tool.schema() for tool in self.tools.values()),
-                instructions=self.instructions,
-                tool_choice=self._effective_tool_choice(),
-                settings=dict(self.settings),
-            )
-            attributes = model_attributes(self.model.name, self.id, self.settings)
-            with span(f"chat {attributes['gen_ai.request.model']}", attributes, client=True, current=False) as traced:
-                if stream and isinstance(self.model, StreamingModel):
-                    reply = None
-                    async for event in self.model.stream(request):
-                        if isinstance(event, MessageDone):
-                            reply = event.message
-                        else:
-                            yield event
-                    if reply is None:
-                        raise TarryError(f"The model {self.model.name} ended its stream without a message")
-                else:
-                    reply = await self.model.complete(request)
-                    if stream:
-                        if reply.content:
-                            yield TextDelta(reply.content)
-                        for call in reply.tool_calls:
-                            yield ToolCallEvent(call)
-                if reply.usage is not None:
-                    usage = {"input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens}
-                    traced.set({f"gen_ai.usage.{key}": value for key, value in usage.items()})
-            records = self._records_for(reply)
-            try:
-                turn.current = await self._journal.append(reply, records)
-            except ClaimLostError:
-                logger.warning(
-                    "Lost the turn of chat %s while the model replied; another process took it over", self.id
-                )
-                await self._refresh()
-                return
-            self.messages.append(reply)
-            for record in records:
-                self.records[record.call.id] = record
-                if record.needs_approval:
-                    ids = {"chat_id": self.id, "call_id": record.call.id}
-                    waits_on = {"gen_ai.tool.name": record.call.name, "tarry.pause.reason": "approval"}
-                    mark(f"pause {record.call.name}", {**_span_ids(ids), **waits_on})
-            yield MessageDone(reply)
-
-    def _effective_tool_choice(self) -> ToolChoice | None:
-        """The chat's tool choice, or ``"auto"`` once a forcing choice made the model call a tool this turn."""
-        choice = self.tool_choice
-        if choice is None or choice in ("auto", "none"):
-            return choice
-        for message in reversed(self.messages):
-            if message.role == "user":
-                return choice
-            if message.tool_calls:
-                return "auto"
-        return choice
-
-    def _records_for(self, reply: Message) -> list[CallRecord]:
-        if reply.role != "assistant":
-            raise TarryError(f"The model replied with a {reply.role!r} message, not an assistant one")
-        records: list[CallRecord] = []
-        for call in reply.tool_calls:
-            if call.id in self.records or any(call.id == other.call.id for other in records):
-                raise TarryError(f"The model reused the tool call id {call.id!r}")
-            _check_call_keys(call)
-            policy = self._approval_of(call)
-            record = CallRecord(call, needs_approval=policy is not None)
-            if policy is not None:
-                tool = self.tools[call.name]
-                approval = Question(
-                    id="",
-                    kind="approval",
-                    message=f"Approve the {call.name} call?",
-                    ttl=tool.approval_ttl,
-                    policy=None if policy == Approval() else policy,
-                )
-                self._mint(approval, call)
-                record.questions.append(approval)
-            records.append(record)
-        return records
-
-    def _approval_of(self, call: ToolCall) -> Approval | None:
-        tool = self.tools.get(call.name)
-        if tool is None:
-            return None
-        try:
-            tool.validate(call.arguments)
-        except InvalidArgumentsError:
-            return None
-        try:
-            return tool.approval_policy(call)
-        except Exception:
-            logger.exception("The approval rule of %s raised; asking a person to approve the call", call.name)
-            return Approval()
-
     async def _find(self, question: Question | str) -> Question:
         """This chat's question with the id of ``question``, read again from the journal if it is new here."""
-        wanted = question.id if isinstance(question, Question) else question
-        if not isinstance(wanted, str):
-            raise UnknownQuestionError(f"A question is a Question or its id, got {question!r}")
-        for attempt in range(2):
-            for candidate in self.chat_questions:
-                if candidate.id == wanted:
-                    return candidate
-            for record in self.records.values():
-                for candidate in record.questions:
-                    if candidate.id == wanted:
-                        return candidate
-            if attempt == 0:
-                await self._refresh()  # another process may have asked it since we last looked
-        raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
+        wanted = question_id(question)
+        found = find_question(wanted, self.chat_questions, self.records.values())
+        if found is None:
+            await self._refresh()  # another process may have asked it since we last looked
+            found = find_question(wanted, self.chat_questions, self.records.values())
+        if found is None:
+            raise UnknownQuestionError(f"This chat never asked question {wanted!r}")
+        return found
 
 
-@dataclass(frozen=True)
-class _Approvals:
-    """The questions ``complete()`` or ``stream()`` approve before carrying the chat on, by whom, through what."""
-
-    questions: list[Question | str]
-    by: Principal | None
-    channel: Channel
-
-    @classmethod
-    def of(
-        cls, verb: str, approve: Iterable[Question | str], by: str | Principal | None, channel: Channel | None
-    ) -> _Approvals:
-        """Check a verb's ``approve``, ``by`` and ``channel`` (``"code"`` unless given)."""
-        if isinstance(approve, str | Question):
-            raise TypeError(f"{verb}(approve=...) takes a list of questions (or their ids), not one question")
-        questions = list(approve)
-        if not questions and (by is not None or channel is not None):
-            raise TypeError(f"{verb}() takes by= and channel= only with approve=: they say who approves")
-        return cls(questions, principal_of(by), check_channel("code" if channel is None else channel))
-
-
-class _Turn:
-    """What one model turn left behind for the loop: whether the chat still holds all that is recorded."""
-
-    def __init__(self) -> None:
-        self.current = False
-
-
-class _SelectedSource:
-    """A tool source with the chat's choice of its tools (``with_mcp``'s only/exclude/prefix)."""
-
-    def __init__(
-        self,
-        source: ToolSource,
-        only: Iterable[str] | None = None,
-        exclude: Iterable[str] | None = None,
-        prefix: str | None = None,
-    ) -> None:
-        self.source = source
-        self.only = None if only is None else set(only)
-        self.exclude = set(exclude or ())
-        self.prefix = prefix or ""
-        self.loaded = False
-
-    async def tools(self) -> list[Tool]:
-        chosen = []
-        for item in await self.source.list_tools():
-            if (self.only is not None and item.name not in self.only) or item.name in self.exclude:
-                continue
-            if self.prefix:
-                item = copy.copy(item)
-                item.name = self.prefix + item.name
-            chosen.append(item)
-        return chosen
-
-
-def _tail_start(messages: list[Message]) -> int:
-    """Where the chat's current turn starts: its last assistant message (0 before the model spoke)."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == "assistant":
-            return index
-    return 0
-
-
-def _span_ids(ids: dict[str, str]) -> dict[str, str]:
-    """A log record's ids as span attributes."""
-    return {f"tarry.{key}": value for key, value in ids.items()}
-
-
-_RAN_AGAIN = "The run of the tool that asked this stopped; the run that took the call over did not ask it again."
-"""The note of a question cancelled because no run of its call will read the answer."""
-
-
-@dataclass
-class _Run:
-    """One run of a call's tool: what the run it repeats asked and this one has not asked again yet, in order
-    (see ``Chat._ask_live``), and the id of the question this run asked last."""
-
-    repeats: list[Question]
-    last_asked: str | None = None
-
-
-def _asked_by_the_last_run(record: CallRecord) -> list[Question]:
-    """What the call's last run asked while it ran, in order, when it ran ``execute`` and no run recorded a pause
-    (each earlier run was then cut short, and the last one asked the last question); otherwise nothing.
-
-    Each question a run asks anew names the one the run asked before it (``extra["after"]``).
-    """
-    asked = {question.id: question for question in record.questions if question.extra.get("awaited")}
-    if record.task is not None or not asked:
-        return []
-    chain = [list(asked.values())[-1]]
-    while (before := asked.get(chain[-1].extra.get("after", ""))) is not None and before not in chain:
-        chain.append(before)
-    return chain[::-1]
-
-
-def _asks_the_same(earlier: Question, question: Question) -> bool:
-    """Whether ``question`` asks what ``earlier`` asked: the same kind, words, fields and asker. Never a page to
-    visit: what a visit completes is the request that named it (an MCP server's elicitation id)."""
-
-    def asked(one: Question) -> tuple[Any, ...]:
-        return one.kind, one.message, one.requested_schema if one.fields else None, one.source
-
-    return question.kind != "url" and asked(earlier) == asked(question)
-
-
-def _error(call: ToolCall, text: str, **extra: Any) -> Message:
-    return Message("tool", result_text({"error": text, **extra}), tool_call_id=call.id)
-
-
-def _closing(call: ToolCall, text: str, note: str | None = None) -> CallStep:
-    """The action that ends ``call`` with an error result, running no tool code."""
-    extra = {"note": note} if note else {}
-
-    async def close() -> Outcome:
-        return Outcome(result=_error(call, text, **extra))
-
-    return close
-
-
-def _tools_by_name(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
-    if isinstance(tools, Tool) or callable(tools):
-        raise TypeError("tools must be a list of tools, not a single tool")
-    by_name: dict[str, Tool] = {}
-    for item in tools:
-        made = item if isinstance(item, Tool) else tool(item) if callable(item) else None
-        if made is None:
-            raise TypeError(f"A tool must be a Tool or a function, got {item!r}")
-        if made.name in by_name:
-            raise ValueError(f"Two tools are named {made.name!r}; tool names must be unique in a chat")
-        by_name[made.name] = made
-    return by_name
-
-
-def _is_source(item: object) -> TypeGuard[ToolSource]:
-    """Whether ``item`` supplies tools; a [`Tool`][tarry.Tool] does only if it also lists tools, which is quicker to ask
-    than the protocol (about 10 µs a check)."""
-    return hasattr(item, "list_tools") if isinstance(item, Tool) else isinstance(item, ToolSource)
-
-
-_MODEL_TYPES: weakref.WeakSet[type] = weakref.WeakSet()
-"""Classes that define a model's members themselves, whose instances were found to be models: checking the
-protocol costs about 10 µs each time."""
-
-
-def resolve_model(model: Model | str | None) -> Model | None:
-    """``model`` itself, or the adapter a ``"provider:model"`` string names (from installed providers)."""
-    if model is None or not isinstance(model, str):
-        if model is not None and type(model) not in _MODEL_TYPES:
-            if not isinstance(model, Model):
-                raise TypeError(f"model must be a Model or a 'provider:model' string, got {model!r}")
-            if hasattr(type(model), "name") and hasattr(type(model), "complete"):  # not only some instances
-                _MODEL_TYPES.add(type(model))
-        return model
-    provider, sep, name = model.partition(":")
-    if not sep or not provider or not name:
-        raise ValueError(f"A model string looks like 'provider:model', got {model!r}")
-    found = entry_points(group="tarry.providers", name=provider)
-    if not found:
-        known = sorted(point.name for point in entry_points(group="tarry.providers"))
-        raise ValueError(f"Unknown model provider {provider!r}; known: {', '.join(known) or 'none'}")
-    factory = next(iter(found)).load()
-    made = factory(name)
-    if not isinstance(made, Model):
-        raise TypeError(f"The {provider} provider made {made!r}, not a Model")
-    return made
-
-
-CALL_KEY_LIMIT = 200
-"""The longest tool call id or tool name a chat keeps (no tool's name is longer: providers allow 64 characters)."""
-
-
-def _check_call_keys(call: ToolCall) -> None:
-    """Refuse a call whose id or tool name no store could keep as a key (too long, NUL, a lone surrogate): the
-    reply is not recorded, and asking the model again may bring a usable one."""
-    for what, text in (("id", call.id), ("tool name", call.name)):
-        problem = unstorable(text) or (f"{len(text)} characters" if len(text) > CALL_KEY_LIMIT else None)
-        if problem is not None:
-            raise TarryError(
-                f"The model sent a tool call whose {what} tarry cannot keep ({problem}; at most "
-                f"{CALL_KEY_LIMIT} characters, no NUL or lone surrogate): {text[:60]!r}; nothing was recorded"
-            )
+def _check_options(max_concurrency: int, instructions: str | None) -> None:
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
+    if instructions is not None and not isinstance(instructions, str):
+        raise TypeError(f"instructions must be str or None, got {type(instructions).__name__}")

@@ -109,6 +109,11 @@ def mark(name: str, attributes: Attributes) -> None:
             pass
 
 
+def span_ids(ids: Mapping[str, str]) -> dict[str, str]:
+    """A log record's ids (``chat_id``, ``call_id``, ...) as span attributes."""
+    return {f"tarry.{key}": value for key, value in ids.items()}
+
+
 def decision_attributes(question: Any) -> dict[str, str | None]:
     """The ids and the decision of a decided [`Question`][tarry.Question], as span attributes."""
     call = question.tool_call

@@ -1,0 +1,392 @@
+"""Carrying calls on: each call that can go on runs its tool (or resumes its task), or closes, under its claim."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from enum import Enum
+from typing import Any
+
+from tarry import planning
+from tarry.calls import CallRecord, CallState, Claim, Outcome, Standing, call_state, mint
+from tarry.clock import utcnow
+from tarry.errors import ClaimLostError, InvalidArgumentsError, MissingToolsError, ToolCallError
+from tarry.journal import Journal
+from tarry.live import LiveCall, current_call
+from tarry.messages import Message, ToolCall, result_text
+from tarry.planning import Plan, Step
+from tarry.questions import Question
+from tarry.replay import ToolRun
+from tarry.tasks import Task
+from tarry.tools import Tool, call_maybe_async, settle
+from tarry.tracing import mark, span, span_ids
+
+logger = logging.getLogger("tarry")
+CallStep = Callable[[], Awaitable[Outcome]]
+"""What carries a call on: runs its tool, or closes it with an error result."""
+Look = Callable[[bool], Awaitable[bool]]
+"""Takes in what other processes recorded (``True``: the next step claims calls, which may check instead);
+whether anything had changed."""
+
+
+class CallCarrier:
+    """Carries on the calls of one chat: its ``records``, its transcript (``messages``, which each result joins)
+    and its ``tools``, writing through its ``journal``; ``max_concurrency`` calls at once.
+
+    One carrier serves one run of the chat loop: it remembers which calls' tool code already ran
+    in it (``resumed``), so a task that still waits is not checked twice. ``claims_turn``: the chat
+    has a model, so the result of its last open call claims the model's turn in the same write.
+    """
+
+    def __init__(
+        self,
+        chat_id: str,
+        journal: Journal,
+        records: dict[str, CallRecord],
+        messages: list[Message],
+        tools: dict[str, Tool],
+        *,
+        max_concurrency: int,
+        claims_turn: bool,
+    ) -> None:
+        self.chat_id = chat_id
+        self.journal = journal
+        self.records = records
+        self.messages = messages
+        self.tools = tools
+        self.max_concurrency = max_concurrency
+        self.claims_turn = claims_turn
+        self.resumed: set[str] = set()
+        """The ids of the calls whose tool code ran in this carrier's run."""
+
+    # What can go on
+
+    def standing(self, record: CallRecord) -> Standing:
+        """Where ``record``'s call stands now, for this run."""
+        return call_state(record, utcnow(), checked=record.call.id in self.resumed)
+
+    def plan(self) -> Plan:
+        """The plan for the chat's calls as it holds them now, in this run."""
+        return planning.plan(self.records.values(), self.tools, utcnow(), ran=self.resumed)
+
+    def refuse_missing_tools(self, missing: Sequence[str]) -> None:
+        """Refuse to go on while a call that paused (so its tool was known) would now run a tool this chat lacks
+        (``missing``, as planned).
+
+        Carrying it on would close it as an unknown tool and use up its approval or answer. A call
+        that still waits, or that closes without its tool (declined, lapsed), is no reason to refuse.
+        """
+        if missing:
+            names = ", ".join(missing)
+            raise MissingToolsError(
+                f"Calls of chat {self.chat_id} wait on tools this chat was not given: {names}. "
+                "Load the chat with those tools (tools=[...]) to carry it on, or cancel it.",
+                list(missing),
+            )
+
+    # Carrying on
+
+    async def carry_all(self, current: bool, look: Look) -> None:
+        """Carry every call on that can go on, until none can; ``current``: the chat holds all that is recorded.
+
+        Each round plans from the chat's view of its calls, then carries the plan out. A view that proved
+        stale (a claim found its call changed, or lost it; a look left to the claims found none to make)
+        meets one rule: look at the journal again, then plan again. A call another process runs (busy) is
+        that process's to carry on.
+        """
+        may_skip = True  # the next look may be left to the claims that follow it (``Journal.refresh``'s at_claim)
+        while True:
+            at_claim = not current and may_skip and self.plan().claims
+            if not current and await look(at_claim):
+                at_claim = False  # the journal looked, and the chat now holds what it found
+            stale = await self._carry_out(self.plan(), at_claim)
+            if stale is None:
+                return
+            current, may_skip = False, stale is _Stale.CLAIM_LOST
+
+    async def _carry_out(self, planned: Plan, at_claim: bool) -> _Stale | None:
+        """Carry ``planned`` out; how the view it was made from proved stale, ``None`` when it held."""
+        if planned.missing and at_claim:  # time moved on since the chat last looked: refuse only what a look confirms
+            return _Stale.UNCHECKED
+        self.refuse_missing_tools(planned.missing)
+        if await self.carry_steps(planned.steps):
+            return _Stale.CLAIM_LOST  # another process took a call over: look at what it recorded
+        if at_claim and not planned.steps:  # no claim checked the chat after all (time moved on): look now
+            return _Stale.UNCHECKED
+        return None
+
+    async def carry_steps(self, steps: Sequence[Step]) -> bool:
+        """Carry on the calls of ``steps``, a bounded number at once; whether a claim was lost (or found stale)."""
+        limit = asyncio.Semaphore(self.max_concurrency)
+        lost = False
+
+        async def carry(step: Step) -> None:
+            nonlocal lost
+            async with limit:
+                lost = not await self.carry(step.record) or lost
+
+        # Not a TaskGroup: one carry failing (a database error) must not cancel the others mid-tool.
+        outcomes = await asyncio.gather(*(carry(step) for step in steps), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return lost
+
+    async def carry(self, record: CallRecord) -> bool:
+        """Do what carries ``record`` on, under its claim; False when the claim was lost or the call was stale."""
+        async with self.hold(record) as claim:
+            if claim is Claim.STALE:
+                return False
+            standing = self.standing(record)
+            run = ToolRun.of(self.journal, self.chat_id, record, reclaimed=claim is Claim.RECLAIMED)
+            step = None if claim is Claim.BUSY else self.next_step(record, standing, run)
+            if step is None:
+                return True
+            self._log_claim(record, claim)
+            outcome = await self._outcome(record, standing, claim, step, run)
+            return outcome is not None and await self._record(record, outcome)
+
+    async def _outcome(
+        self, record: CallRecord, standing: Standing, claim: Claim, step: CallStep, run: ToolRun
+    ) -> Outcome | None:
+        """What taking ``step`` came to; ``None`` when the claim was lost while the tool ran."""
+        runs_tool = standing.state is CallState.RUNS
+        reclaimed = claim is Claim.RECLAIMED
+        if runs_tool and reclaimed and not self._idempotent(record):
+            return self._interrupted(record)
+        if runs_tool:
+            self.resumed.add(record.call.id)
+        name, call_id, ids = record.call.name, record.call.id, self._ids(record)
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, **span_ids(ids)}
+        checking = runs_tool and record.task is not None
+        with span(f"execute_tool {name}", {**attributes, "gen_ai.tool.call.id": call_id}):
+            try:
+                if runs_tool and reclaimed:
+                    await run.start_over()
+                outcome = await step()
+                await run.finish()
+            except ClaimLostError:  # the tool asked a question after another process took its call over
+                logger.warning(
+                    "Lost the claim on the %s call %s while it ran; another process carries it on",
+                    name,
+                    call_id,
+                    extra=ids,
+                )
+                return None
+        self._trace_outcome(record, outcome, checking)
+        return outcome
+
+    def _idempotent(self, record: CallRecord) -> bool:
+        tool = self.tools.get(record.call.name)
+        return tool is not None and tool.idempotent
+
+    def _interrupted(self, record: CallRecord) -> Outcome:
+        """The result of a call whose tool may have run in a process that stopped before it recorded a result."""
+        message = (
+            f"The {record.call.name} call was interrupted: the process running it stopped before it "
+            "recorded a result, so whether the tool finished is not known."
+        )
+        name, call_id = record.call.name, record.call.id
+        logger.warning("Closed the %s call %s as interrupted", name, call_id, extra=self._ids(record))
+        return Outcome(result=error_result(record.call, message))
+
+    async def _record(self, record: CallRecord, outcome: Outcome) -> bool:
+        """Save ``outcome``; False when the claim was lost meanwhile."""
+        # The result of the last open call makes the model next: claim its turn in the same write.
+        last = outcome.result is not None and not any(
+            other.open for other in self.records.values() if other is not record
+        )
+        try:
+            await self.save(record, outcome, claim_turn=last and self.claims_turn)
+        except ClaimLostError:
+            name, call_id, ids = record.call.name, record.call.id, self._ids(record)
+            logger.warning("Lost the claim on the %s call %s; another process carries it on", name, call_id, extra=ids)
+            return False
+        return True
+
+    def _ids(self, record: CallRecord) -> dict[str, str]:
+        return {"chat_id": self.chat_id, "call_id": record.call.id}
+
+    def _log_claim(self, record: CallRecord, claim: Claim) -> None:
+        name, call_id, ids = record.call.name, record.call.id, self._ids(record)
+        if claim is Claim.RECLAIMED:
+            logger.warning(
+                "Reclaimed the %s call %s: the lease of the process running it ran out", name, call_id, extra=ids
+            )
+        else:
+            logger.debug("Claimed the %s call %s", name, call_id, extra=ids)
+
+    def _trace_outcome(self, record: CallRecord, outcome: Outcome, checking: bool) -> None:
+        """Mark a pause on the trace, and log what checking a paused task found."""
+        name, call_id, ids = record.call.name, record.call.id, self._ids(record)
+        if outcome.task is not None:
+            paused: dict[str, str | int] = {
+                "tarry.pause.reason": "question" if outcome.task.questions else "task",
+                "tarry.task.status": str(outcome.task.status),
+                "tarry.questions": len(outcome.questions),
+            }
+            mark(f"pause {name}", {"gen_ai.tool.name": name, **span_ids(ids), **paused})
+        if checking:
+            state = "finished" if outcome.result is not None else "still waits"
+            logger.info("Checked the task of the %s call %s: it %s", name, call_id, state, extra=ids)
+
+    @asynccontextmanager
+    async def hold(self, record: CallRecord) -> AsyncIterator[Claim]:
+        """Claim ``record``'s call through the journal for the block, marking the record as running meanwhile."""
+        async with self.journal.hold_call(record.call.id) as claim:
+            if not claim.held:
+                yield claim
+                return
+            record.running = True
+            try:
+                yield claim
+            finally:
+                record.running = False
+
+    async def save(self, record: CallRecord, outcome: Outcome, *, claim_turn: bool = False) -> None:
+        """Record ``outcome`` through the journal, then take it onto ``record`` (a result joins the transcript)."""
+        first = len(record.questions)
+        await self.journal.save_call(record.call.id, outcome, first_question=first, claim_turn=claim_turn)
+        # A refresh that ran meanwhile (a stored chat read by another coroutine) may already hold the change.
+        if outcome.result is not None:
+            if record.result is None:
+                self.messages.append(outcome.result)
+            record.result = outcome.result
+        else:
+            record.task = outcome.task
+            known = {question.id for question in record.questions}
+            record.questions.extend(question for question in outcome.questions if question.id not in known)
+
+    # The steps
+
+    def next_step(self, record: CallRecord, standing: Standing, run: ToolRun) -> CallStep | None:
+        """What carries ``record`` on from where it stands (as ``run``), or ``None`` while it waits (or is closed)."""
+        if standing.state is CallState.CLOSES:
+            return closing(record.call, standing.reason or "", standing.note)
+        if standing.state is not CallState.RUNS:
+            return None
+        task = record.task
+        if task is None:
+            return lambda: self._execute(record, run)
+        return lambda: self._resume(record, task, run)
+
+    async def _execute(self, record: CallRecord, run: ToolRun) -> Outcome:
+        call = record.call
+        tool = self.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(self.tools) or "none"
+            return Outcome(result=error_result(call, f"Unknown tool {call.name!r}. Available tools: {available}."))
+        try:
+            arguments = tool.validate(call.arguments)
+        except InvalidArgumentsError as error:
+            return Outcome(result=error_result(call, str(error)))
+        return await self._invoke(record, run, tool.execute, arguments)
+
+    async def _resume(self, record: CallRecord, task: Task, run: ToolRun) -> Outcome:
+        own = [question for question in task.questions if question.source is None]
+        if own:
+            task.answer = own[0].answer
+        tool = self.tools.get(record.call.name)
+        if tool is None:
+            return Outcome(result=error_result(record.call, f"The {record.call.name} tool is no longer available."))
+        try:
+            arguments = tool.validate(record.call.arguments)
+        except InvalidArgumentsError as error:  # the tool's parameters changed since the call was made
+            return Outcome(result=error_result(record.call, str(error)))
+        return await self._invoke(record, run, tool.resume, arguments, task)
+
+    async def _invoke(
+        self,
+        record: CallRecord,
+        run: ToolRun,
+        method: Callable[..., Any],
+        arguments: dict[str, Any],
+        *args: Any,
+    ) -> Outcome:
+        call = record.call
+        live = current_call.set(LiveCall(call, self.chat_id, run.ask))
+        try:
+            returned = await call_maybe_async(method, *args, **arguments)
+            if not isinstance(returned, Task):
+                return Outcome(result=Message("tool", result_text(returned), tool_call_id=call.id))
+        except ClaimLostError:  # another process holds the call now: it carries the call on, not this result
+            raise
+        except ToolCallError as error:  # the tool chose its error result: no traceback to log
+            logger.info("The %s call ended with an error: %s", call.name, error)
+            return Outcome(result=error_result(call, str(error), **error.details))
+        except Exception as error:
+            logger.exception("The %s call raised", call.name)
+            return Outcome(result=error_result(call, f"The {call.name} call raised {type(error).__name__}: {error}"))
+        finally:
+            current_call.reset(live)
+        return self._paused(record, returned)
+
+    def _paused(self, record: CallRecord, task: Task) -> Outcome:
+        call = record.call
+        task.tool_call = call
+        if task.completed():
+            value = task.status_message if task.status_message is not None else task.data
+            return Outcome(result=Message("tool", result_text(value), tool_call_id=call.id))
+        if task.failed() or task.cancelled():
+            what = "failed" if task.failed() else "was cancelled"
+            detail = f": {task.status_message}" if task.status_message else "."
+            return Outcome(result=error_result(call, f"The {call.name} call {what}{detail}"))
+        fresh = tuple(question for question in task.questions if question not in record.questions)
+        for question in fresh:
+            mint(question, call, self.chat_id)
+        return Outcome(task=task, questions=fresh)
+
+    # Cancelling
+
+    async def cancel_open(self, cancel: Callable[[Question], Awaitable[object]]) -> bool:
+        """Cancel every open call's task and close the call with a cancelled result, cancelling its open
+        questions through ``cancel``; True when a call had changed meanwhile and should be looked at again."""
+        stale = False
+        for record in [record for record in self.records.values() if record.open]:
+            async with self.hold(record) as claim:
+                stale = stale or claim is Claim.STALE
+                if claim.held and record.open:
+                    await self._cancel(record, cancel)
+        return stale
+
+    async def _cancel(self, record: CallRecord, cancel: Callable[[Question], Awaitable[object]]) -> None:
+        if record.task is not None:
+            try:
+                await settle(record.task.cancel())
+            except Exception:
+                logger.exception("Cancelling the task of the %s call failed", record.call.name)
+        # A call already declined (or lapsed) keeps that result, so a decline note still reaches the model.
+        standing = self.standing(record)
+        if standing.state is CallState.CLOSES:
+            await self.save(record, await closing(record.call, standing.reason or "", standing.note)())
+            return
+        for question in record.pending_questions(utcnow()):
+            await cancel(question)
+        cancelled = error_result(record.call, f"The {record.call.name} call was cancelled.")
+        await self.save(record, Outcome(result=cancelled))
+
+
+class _Stale(Enum):
+    """How the chat's view of its calls proved stale."""
+
+    CLAIM_LOST = "claim lost"
+    """A claim found its call changed, or lost it: the next look may again be left to the claims."""
+    UNCHECKED = "unchecked"
+    """A look was left to claims that did not check (none was made, or a tool lacks): look now."""
+
+
+def error_result(call: ToolCall, text: str, **extra: Any) -> Message:
+    """The tool result that ends ``call`` with an error the model reads."""
+    return Message("tool", result_text({"error": text, **extra}), tool_call_id=call.id)
+
+
+def closing(call: ToolCall, text: str, note: str | None = None) -> CallStep:
+    """The action that ends ``call`` with an error result, running no tool code."""
+    extra = {"note": note} if note else {}
+
+    async def close() -> Outcome:
+        return Outcome(result=error_result(call, text, **extra))
+
+    return close

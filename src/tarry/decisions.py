@@ -1,0 +1,92 @@
+"""Decisions on a chat's questions: the question a caller names, and recording a decision through the journal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tarry.calls import CallRecord
+from tarry.clock import utcnow
+from tarry.errors import UnknownQuestionError
+from tarry.journal import Journal
+from tarry.principals import Channel, Principal, check_channel, principal_of
+from tarry.questions import Decision, Question
+
+
+@dataclass(frozen=True)
+class Approvals:
+    """The questions ``complete()`` or ``stream()`` approve before carrying the chat on, by whom, through what."""
+
+    questions: list[Question | str]
+    by: Principal | None
+    channel: Channel
+
+    @classmethod
+    def of(
+        cls, verb: str, approve: Iterable[Question | str], by: str | Principal | None, channel: Channel | None
+    ) -> Approvals:
+        """Check a verb's ``approve``, ``by`` and ``channel`` (``"code"`` unless given)."""
+        if isinstance(approve, str | Question):
+            raise TypeError(f"{verb}(approve=...) takes a list of questions (or their ids), not one question")
+        questions = list(approve)
+        if not questions and (by is not None or channel is not None):
+            raise TypeError(f"{verb}() takes by= and channel= only with approve=: they say who approves")
+        return cls(questions, principal_of(by), check_channel("code" if channel is None else channel))
+
+
+def question_id(question: Question | str) -> str:
+    """The id of ``question``, a [`Question`][tarry.Question] or its id."""
+    wanted = question.id if isinstance(question, Question) else question
+    if not isinstance(wanted, str):
+        raise UnknownQuestionError(f"A question is a Question or its id, got {question!r}")
+    return wanted
+
+
+def find_question(wanted: str, chat_questions: Iterable[Question], records: Iterable[CallRecord]) -> Question | None:
+    """The question with id ``wanted`` among the chat's own questions, then its calls' questions."""
+    for candidate in chat_questions:
+        if candidate.id == wanted:
+            return candidate
+    for record in records:
+        for candidate in record.questions:
+            if candidate.id == wanted:
+                return candidate
+    return None
+
+
+async def record_decision(
+    journal: Journal,
+    question: Question,
+    record: CallRecord | None,
+    decision: Decision,
+    answer: dict[str, Any] | None,
+    note: str | None,
+    by: Principal | None,
+    channel: Channel,
+    *,
+    carries_on: bool = False,
+) -> bool:
+    """Record a decision on ``question`` (asked by the call of ``record``, ``None`` for the chat's own) through
+    ``journal``, then take it onto ``question``; False when another decision came first.
+
+    ``carries_on``: the chat carries the call on next, so when this decision frees it (see ``frees``),
+    the journal may claim the call with the decision (see ``Journal.decide``).
+    """
+    running, closed = (record.running, not record.open) if record is not None else (False, False)
+    asked = {"claim": True} if carries_on and record is not None and frees(record, question) else {}
+    decided = await journal.decide(
+        question, decision, answer, note, by, channel, running=running, closed=closed, **asked
+    )
+    if decided is None:
+        return False
+    question.take_decision(decided)
+    return True
+
+
+def frees(record: CallRecord, question: Question) -> bool:
+    """Whether a decision on ``question`` leaves the call of ``record``, which has not run yet, waiting on nothing
+    else."""
+    return (
+        record.task is None and not record.running and record.open and record.pending_questions(utcnow()) == [question]
+    )
