@@ -55,8 +55,8 @@ def _awaited_postgres(element: _Awaited, compiler: SQLCompiler, **kw: Any) -> st
 AWAITED = _Awaited()
 """The question was asked by its call while it runs, which waits on it (``Question.extra["awaited"]``)."""
 
-_CALL = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
-"""The question's call (none for a chat's own question)."""
+_CALL = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id).correlate_except(tool_calls)
+"""The question's call (none for a chat's own question), looked up of its own even in a query that joins it."""
 
 
 def _decided(decision: Decision) -> ColumnElement[bool]:
