@@ -1,10 +1,10 @@
 """May this decision be recorded? The ordered checks, each with what it says when it stops the decision.
 
 One table, [`RULES`][tarry.decision_rules.RULES], read first to last: the first rule that stops a
-decision says what came of it. An in-memory chat checks a decision with it
-([`check_decision`][tarry.calls.check_decision]), and so does the store under its row lock; the store's
-statements that decide without the lock hold each rule's SQL form, kept in the same order under the same
-name (``tarry.store.decision_sql``), and write only when none stops the decision.
+decision says what came of it. An in-memory chat checks a decision with it (``tarry.calls.check_decision``),
+and so does the store under its row lock; the store's statements that decide without the lock hold each
+rule's SQL form, kept in the same order under the same name (``tarry.store.decision_sql``), and write only
+when none stops the decision.
 """
 
 from __future__ import annotations
