@@ -34,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
-from tarry.approvals import MayDecide, Verdict, Vote, judge
+from tarry.approvals import MayDecide, Vote, judge
 from tarry.clock import moved, utcnow
 from tarry.decision_rules import Facts, first_stop
 from tarry.errors import InvalidAnswerError, NotAllowedError, TarryError, UnknownQuestionError
@@ -158,10 +158,11 @@ def decide_question(
     if rule is not None and rule.outcome == "lost":
         trail("lost", answer=answer, detail=_why_lost(question))
         return Settled()
-    refusal: TarryError | None = None if rule is None or rule.error is None else rule.error(facts)
-    outcome: AttemptOutcome = "refused" if rule is None or rule.outcome == "judged" else rule.outcome
-    verdict: Verdict = "decide"
-    if refusal is None:
+    refusal: TarryError | None = None
+    outcome: AttemptOutcome = "refused"
+    if rule is not None and rule.error is not None:  # expired, or declining a running call
+        refusal, outcome = rule.error(facts), "expired" if rule.outcome == "expired" else "running"
+    else:  # no rule stopped it, or only its approval policy is left to apply
         try:
             verdict = judge(question, decision, by, may_decide)
         except NotAllowedError as error:
