@@ -86,39 +86,51 @@ def refusal(
     if policy is None or decision == "cancel":
         return None
     what = f"the {question.tool_call.name} call" if question.tool_call is not None else "this question"
-    needs = "names who may" if policy.by else f"needs {policy.count} people"
-    if principal is None:
-        if policy.by is not None or policy.count > 1:
-            return f"Deciding {what} needs to know who decides (by=...): its policy {needs}"
-        return None
-    if not principal.verified:
-        if policy.by is not None or policy.count > 1:
-            return (
-                f"{principal.label} is a self-declared name that nobody checked, and {what} needs a verified "
-                f"identity: its policy {needs}"
-            )
-        return None
+    if principal is None or not principal.verified:
+        return _unverified(principal, policy, what)
     if policy.by is not None:
-        if may_decide is None:
-            return (
-                f"Only {policy.by!r} may decide {what}, and nothing checks who that is: give the store may_decide=..."
-            )
-        verdict = may_decide(principal, question)
-        if inspect.isawaitable(verdict):
-            if inspect.iscoroutine(verdict):
-                verdict.close()  # never awaited: a coroutine is no answer
-            raise TypeError(
-                f"may_decide returned {type(verdict).__name__}, an awaitable, for {what}: it must be a plain "
-                "function returning a bool"
-            )
-        if verdict is not True:
-            odd = "" if verdict is False else f"; may_decide returned {verdict!r}, and only True admits"
-            return f"{principal.label} may not decide {what} (it needs {policy.by!r}{odd})"
+        reason = _not_admitted(principal, question, policy.by, may_decide, what)
+        if reason is not None:
+            return reason
     if decision != "accept" or policy.count == 1:
         return None
     if any(vote.principal.id == principal.id for vote in question.votes):
         return f"{principal.label} already approved {what}; it needs {policy.count} different people"
     return None
+
+
+def _unverified(principal: Principal | None, policy: Approval, what: str) -> str | None:
+    """Why nobody known (``None``), or a self-declared ``principal``, may not decide under ``policy``, if they
+    may not: a policy that names ``by`` or counts more than one person needs a verified identity."""
+    if policy.by is None and policy.count == 1:
+        return None
+    needs = "names who may" if policy.by else f"needs {policy.count} people"
+    if principal is None:
+        return f"Deciding {what} needs to know who decides (by=...): its policy {needs}"
+    return (
+        f"{principal.label} is a self-declared name that nobody checked, and {what} needs a verified "
+        f"identity: its policy {needs}"
+    )
+
+
+def _not_admitted(
+    principal: Principal, question: Question, by: str, may_decide: MayDecide | None, what: str
+) -> str | None:
+    """Why ``may_decide`` does not admit ``principal`` to decide ``question`` as ``by``, or ``None`` when it does."""
+    if may_decide is None:
+        return f"Only {by!r} may decide {what}, and nothing checks who that is: give the store may_decide=..."
+    verdict = may_decide(principal, question)
+    if inspect.isawaitable(verdict):
+        if inspect.iscoroutine(verdict):
+            verdict.close()  # never awaited: a coroutine is no answer
+        raise TypeError(
+            f"may_decide returned {type(verdict).__name__}, an awaitable, for {what}: it must be a plain "
+            "function returning a bool"
+        )
+    if verdict is True:
+        return None
+    odd = "" if verdict is False else f"; may_decide returned {verdict!r}, and only True admits"
+    return f"{principal.label} may not decide {what} (it needs {by!r}{odd})"
 
 
 def refusals(

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from tarry.clock import utcnow
-from tarry.errors import QuestionExpiredError, ToolCallRunningError
+from tarry.decision_rules import Facts, first_stop
 from tarry.messages import Message, ToolCall
 from tarry.questions import Decision, Question
 from tarry.tasks import Task
@@ -140,23 +140,21 @@ def _question_standing(call: ToolCall, question: Question, now: datetime, waitin
 
 
 def check_decision(question: Question, decision: Decision, *, running: bool, closed: bool, now: datetime) -> bool:
-    """Whether a decision may be recorded on ``question`` now, in DESIGN's order of checks.
+    """Whether a decision may be recorded on ``question`` now, by [`RULES`][tarry.decision_rules.RULES] in order.
 
     Returns ``False`` when another decision came first, or when the question's call has
     already ended (an old question is never answered anew); raises
     [`QuestionExpiredError`][tarry.errors.QuestionExpiredError] when the question lapsed, and
     [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] for declining a question whose call runs right now.
+    ``True`` leaves the question's approval policy, if any, to [`judge`][tarry.approvals.judge].
     """
-    if question.decision is not None:
-        return False
-    if question.expired(now):
-        raise QuestionExpiredError(f"Question {question.id} expired at {question.expires_at:%Y-%m-%d %H:%M:%S} UTC")
-    if closed:
-        return False
-    if decision == "decline" and running and not question.extra.get("awaited"):
-        name = question.tool_call.name if question.tool_call else "its"
-        raise ToolCallRunningError(f"Cannot decline question {question.id}: the {name} call is running right now")
-    return True
+    facts = Facts(question, decision, running=running, closed=closed, now=now)
+    rule = first_stop(facts)
+    if rule is None or rule.outcome == "judged":
+        return True
+    if rule.error is not None:
+        raise rule.error(facts)
+    return False
 
 
 def mint(question: Question, call: ToolCall | None, chat_id: str) -> None:

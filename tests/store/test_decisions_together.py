@@ -365,11 +365,11 @@ def test_the_statements_of_an_approval_are_short_enough_for_psycopg_to_keep_them
     from tarry.store import deciding
 
     statements = {
-        "approvals together": deciding._DECIDE_UNREAD_TOGETHER["accept"],
-        "an approval by id": deciding._DECIDE_UNREAD["accept"],
-        "a decline by id": deciding._DECIDE_UNREAD["decline"],
-        "a chat's decision": deciding._DECIDE_IF_OPEN[False],
-        "a chat's approval that claims its call": deciding._DECIDE_AND_CLAIM,
+        "approvals together": deciding.fast_statement("accept", "together"),
+        "an approval by id": deciding.fast_statement("accept", "unread"),
+        "a decline by id": deciding.fast_statement("decline", "unread"),
+        "a chat's decision": deciding.fast_statement("accept", "known"),
+        "a chat's approval that claims its call": deciding.fast_statement("accept", "claim"),
     }
     for what, statement in statements.items():
         sql = str(statement.compile(dialect=tarry_s_driver.dialect()))  # type: ignore[attr-defined]

@@ -126,24 +126,24 @@ async def answer(store: Store, arguments: argparse.Namespace) -> int:
     """``tarry answer``: record an answer (an approval when the question is one and no value is given)."""
     by = decider(arguments, store)
     values = field_values(arguments.field)
-    if arguments.value is None:  # the fields as one dict, so a field may be named "by" or "channel"
-        recorded = await store.answer(arguments.question, values or None, by=by, channel="cli")
-    else:
-        recorded = await store.answer(arguments.question, arguments.value, by=by, channel="cli", **values)
-    return await _decided(store, arguments.question, recorded)
+    # The fields as one dict, so a field may be named "by" or "channel"; a value answers a one-field question.
+    given = values if arguments.value is None else arguments.value
+    decided = await store.decide(arguments.question, "accept", given, by=by, channel="cli")
+    return await _decided(store, arguments.question, decided)
 
 
 async def approve(store: Store, arguments: argparse.Namespace) -> int:
     """``tarry approve``: approve a question (accept it as it stands)."""
     by = decider(arguments, store)
-    return await _decided(store, arguments.question, await store.approve(arguments.question, by=by, channel="cli"))
+    decided = await store.decide(arguments.question, "accept", by=by, channel="cli")
+    return await _decided(store, arguments.question, decided)
 
 
 async def decline(store: Store, arguments: argparse.Namespace) -> int:
     """``tarry decline``: decline a question; the note reaches the model."""
     by = decider(arguments, store)
-    recorded = await store.decline(arguments.question, arguments.note, by=by, channel="cli")
-    return await _decided(store, arguments.question, recorded)
+    decided = await store.decide(arguments.question, "decline", note=arguments.note, by=by, channel="cli")
+    return await _decided(store, arguments.question, decided)
 
 
 async def history(store: Store, arguments: argparse.Namespace) -> int:
@@ -169,15 +169,18 @@ async def history(store: Store, arguments: argparse.Namespace) -> int:
     return Exit.OK
 
 
-async def _decided(store: Store, question_id: str, recorded: bool) -> int:
+async def _decided(store: Store, question_id: str, decided: Question | None) -> int:
+    """Say what the decision came to: ``decided``, the question as it left it, or (``None``) the decision that came
+    first, read then."""
+    if decided is not None:
+        call = describe_call(decided.tool_call)
+        if decided.decision is None and decided.policy is not None:
+            print(f"Recorded: approval {len(decided.votes)} of {decided.policy.count} ({call}); it waits for more.")
+        else:
+            print(f"Recorded: {_decision_text(decided)} ({call}).")
+        return Exit.OK
     question = await store.question(question_id)
     call = describe_call(question.tool_call)
-    if recorded and question.decision is None and question.policy is not None:
-        print(f"Recorded: approval {len(question.votes)} of {question.policy.count} ({call}); it waits for more.")
-        return Exit.OK
-    if recorded:
-        print(f"Recorded: {_decision_text(question)} ({call}).")
-        return Exit.OK
     when = f" at {question.decided_at:%Y-%m-%d %H:%M:%S} UTC" if question.decided_at else ""
     who = question.decided_by.label if question.decided_by is not None else "nobody known"
     how = f" via {question.channel}" if question.channel else ""

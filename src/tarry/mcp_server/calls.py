@@ -339,11 +339,8 @@ class ServedCalls:
 
     async def answer(self, question: Question, action: str, content: dict[str, Any] | None) -> bool:
         """Record the client's answer on ``question`` (channel ``mcp``): accept answers it, anything else declines."""
-        if action == "accept":
-            if question.kind == "approval":
-                return await self.store.approve(question.id, channel="mcp")
-            if question.kind == "url":
-                return await self.store.answer(question.id, channel="mcp")
-            return await self.store.answer(question.id, content or {}, channel="mcp")
+        if action == "accept":  # an approval as it stands, a URL question's visit (no values), a form's values
+            answer = None if question.kind == "approval" else {} if question.kind == "url" else (content or {})
+            return await self.store.decide(question.id, "accept", answer, channel="mcp") is not None
         note = "The MCP client declined." if action == "decline" else "The MCP client dismissed the question."
-        return await self.store.decline(question.id, note, channel="mcp")
+        return await self.store.decide(question.id, "decline", note=note, channel="mcp") is not None

@@ -8,11 +8,12 @@ the checks, the row lock and what a decision changes live in one place, like ``c
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import (
     CTE,
@@ -34,16 +35,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 
 from tarry.approvals import MayDecide, Vote, judge
-from tarry.calls import check_decision
 from tarry.clock import moved, utcnow
-from tarry.errors import (
-    InvalidAnswerError,
-    NotAllowedError,
-    QuestionExpiredError,
-    TarryError,
-    ToolCallRunningError,
-    UnknownQuestionError,
-)
+from tarry.decision_rules import Facts, first_stop
+from tarry.errors import InvalidAnswerError, NotAllowedError, TarryError, UnknownQuestionError
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
 from tarry.store.audit import (
@@ -58,6 +52,7 @@ from tarry.store.audit import (
     with_its_call,
 )
 from tarry.store.cursor import Sendable, fetch_all, fetch_one
+from tarry.store.decision_sql import passes
 from tarry.store.moment import NOW, UNTIL, lease_values
 from tarry.store.rows import Row, decider_values, question_and_call_from_row
 from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of, wake_where
@@ -138,15 +133,16 @@ def _checked_answer(attempt: Attempt, question: Question) -> dict[str, Any] | No
 def decide_question(
     connection: Connection, attempt: Attempt, may_decide: MayDecide | None, *, postgres: bool
 ) -> Settled:
-    """Record a decision under the row lock, in DESIGN's order of checks, and append the attempt to the trail.
+    """Record a decision under the row lock, checked by [`RULES`][tarry.decision_rules.RULES] in order, and append
+    the attempt to the trail.
 
     Unknown id ([`UnknownQuestionError`][tarry.errors.UnknownQuestionError], raised: nothing to record), then the answer
     (``answer_of`` validates it against the question as stored; raised, nothing written, unless the
-    question is decided already: then whatever the answer said, the attempt lost), then
-    decided already (lost), then expired ([`QuestionExpiredError`][tarry.errors.QuestionExpiredError]), then declining a
-    running call ([`ToolCallRunningError`][tarry.errors.ToolCallRunningError]), then the approval policy
-    ([`judge`][tarry.approvals.judge]: [`NotAllowedError`][tarry.errors.NotAllowedError], or one approval counted).
-    Every outcome after the answer's check is appended to the trail in this transaction, and the
+    question is decided already: then whatever the answer said, the attempt lost), then the rules:
+    decided already (lost), expired ([`QuestionExpiredError`][tarry.errors.QuestionExpiredError]), the call ended
+    (lost), declining a running call ([`ToolCallRunningError`][tarry.errors.ToolCallRunningError]), then the approval
+    policy ([`judge`][tarry.approvals.judge]: [`NotAllowedError`][tarry.errors.NotAllowedError], or one approval
+    counted). Every outcome after the answer's check is appended to the trail in this transaction, and the
     refusals are returned to raise after the commit. A recorded decision bumps the call's
     version (a process that read the call must read it again) and wakes the chat.
     """
@@ -157,30 +153,49 @@ def decide_question(
     trail = partial(
         record_attempt, connection, question, decision, at=now, by=by, channel=attempt.channel, note=attempt.note
     )
-    try:
-        if not check_decision(question, decision, running=running, closed=closed, now=now):
-            trail("lost", answer=answer, detail=_why_lost(question))
-            return Settled()
-        verdict = judge(question, decision, by, may_decide)
-    except (QuestionExpiredError, ToolCallRunningError, NotAllowedError) as refusal:
-        outcome: AttemptOutcome = (
-            "expired"
-            if isinstance(refusal, QuestionExpiredError)
-            else "running"
-            if isinstance(refusal, ToolCallRunningError)
-            else "refused"
-        )
+    facts = Facts(question, decision, running=running, closed=closed, now=now)
+    rule = first_stop(facts)
+    if rule is not None and rule.outcome == "lost":
+        trail("lost", answer=answer, detail=_why_lost(question))
+        return Settled()
+    refusal: TarryError | None = None
+    outcome: AttemptOutcome = "refused"
+    if rule is not None and rule.error is not None:  # expired, or declining a running call
+        refusal, outcome = rule.error(facts), "expired" if rule.outcome == "expired" else "running"
+    else:  # no rule stopped it, or only its approval policy is left to apply
+        try:
+            verdict = judge(question, decision, by, may_decide)
+        except NotAllowedError as error:
+            refusal = error
+    if refusal is not None:
         trail(outcome, answer=answer, detail=str(refusal))
         return Settled(refusal=refusal)
     if question.policy is not None and by is not None and decision == "accept":
         question.votes.append(Vote(by, now))
-    votes = [vote.to_dict() for vote in question.votes] or None
     if verdict == "count":
-        connection.execute(update(questions).where(questions.c.id == question.id).values(votes=votes))
+        connection.execute(update(questions).where(questions.c.id == question.id).values(votes=_votes(question)))
         assert question.policy is not None
         trail("counted", answer=answer, detail=f"{len(question.votes)} of {question.policy.count} approvals")
         return Settled(question)
-    values = _decision_values(question, row["tool_call_id"], attempt, answer, now, votes)
+    values = _decision_values(question, row["tool_call_id"], attempt, answer, now, _votes(question))
+    return _record(connection, question, attempt, answer, values, postgres=postgres)
+
+
+def _votes(question: Question) -> list[dict[str, Any]] | None:
+    """The question's votes as its row holds them (``None`` for none)."""
+    return [vote.to_dict() for vote in question.votes] or None
+
+
+def _record(
+    connection: Connection,
+    question: Question,
+    attempt: Attempt,
+    answer: dict[str, Any] | None,
+    values: dict[str, Any],
+    *,
+    postgres: bool,
+) -> Settled:
+    """Write a decision the locked path allowed: on the question, the call's version, the wake and the trail."""
     if postgres:  # one statement: the decision, the call's version, the wake and the trail's row
         done = connection.execute(_DECIDE_AT_ONCE, values).one()
         decided, call_version, chat_version = done.decided, done.call_version, done.chat_version
@@ -191,7 +206,7 @@ def decide_question(
         connection.execute(INSERT_EVENT, {key[6:]: value for key, value in values.items() if key[:6] == "event_"})
     if decided != 1:  # the row lock makes this unreachable; kept so a decision can never be written twice
         raise RuntimeError(f"Question {question.id} was decided while this process held its row lock")
-    return _settled(question, attempt, answer, now, call_version, chat_version)
+    return _settled(question, attempt, answer, values["now"], call_version, chat_version)
 
 
 def decide_if_open(
@@ -200,12 +215,12 @@ def decide_if_open(
     """PostgreSQL, the common case, without a transaction: read the question, then record the decision in one
     statement that writes only if the question is still open (each statement commits by itself).
 
-    The common case is a question without an approval policy, open, with time left, whose call has
-    not ended (and, to decline it, is not running). The statement checks all of that again as it
-    writes (the question's row on its newest version, should another decision hold its lock), so two
-    processes cannot both record one. With ``known`` (the question as a chat object holds it) there
-    is no read: the statement's checks are the ones that count. Returns ``None``, having written
-    nothing, for any other case or when the question changed in between: ``decide_question``
+    The common case is a decision no rule of [`RULES`][tarry.decision_rules.RULES] stops: a question without an
+    approval policy, open, with time left, whose call has not ended (and, to decline it, is not running). The
+    statement checks all of that again as it writes (the question's row on its newest version, should another
+    decision hold its lock), so two processes cannot both record one. With ``known`` (the question as a chat
+    object holds it) there is no read: the statement's checks are the ones that count. Returns ``None``, having
+    written nothing, for any other case or when the question changed in between: ``decide_question``
     then decides under the row lock and puts on the trail why the attempt came to nothing. Raises as
     ``decide_question`` does for an unknown id or an invalid answer, writing nothing.
 
@@ -219,20 +234,16 @@ def decide_if_open(
     else:
         question, running, closed = copy.copy(known), False, False
     answer = _checked_answer(attempt, question)
-    try:
-        if question.policy is not None or not check_decision(
-            question, attempt.decision, running=running, closed=closed, now=now
-        ):
-            return None
-    except (QuestionExpiredError, ToolCallRunningError):
+    if first_stop(Facts(question, attempt.decision, running=running, closed=closed, now=now)) is not None:
         return None
     values = _decision_values(question, None, attempt, answer, now, None)
-    refuses_running = attempt.decision == "decline" and not question.extra.get("awaited")
+    refuses_running = attempt.decision == "decline" and question.extra.get("awaited") is not True
     if claim is None or refuses_running:
-        done = fetch_one(connection, _DECIDE_IF_OPEN[refuses_running], values)
+        done = fetch_one(connection, fast_statement(attempt.decision, "known"), values)
     else:
         values |= {"read_version": claim.version, "held_version": claim.chat_version}
-        done = fetch_one(connection, _DECIDE_AND_CLAIM, values | {"owner": claim.owner, **lease_values(claim.lease)})
+        values |= {"owner": claim.owner, **lease_values(claim.lease)}
+        done = fetch_one(connection, fast_statement(attempt.decision, "claim"), values)
     if done is None or done["decided"] != 1:
         return None
     settled = _settled(question, attempt, answer, now, done["call_version"], done["chat_version"])
@@ -244,10 +255,10 @@ def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
     """PostgreSQL, an approval or a decline by id: the decision in one statement, the question unread.
 
     It decides only what needs no reading first: a question without fields (an approval records
-    an empty answer), without an approval policy, open, with time left, whose call has not ended
-    and, to decline it, is not running. The statement returns the question it decided, with its call,
-    to announce. Returns ``None``, having written nothing, otherwise (an unknown id too):
-    ``decide_question`` then reads the question under its row lock, and raises or puts on the
+    an empty answer) that no rule of [`RULES`][tarry.decision_rules.RULES] stops: without an approval policy,
+    open, with time left, whose call has not ended and, to decline it, is not running. The statement returns the
+    question it decided, with its call, to announce. Returns ``None``, having written nothing, otherwise (an
+    unknown id too): ``decide_question`` then reads the question under its row lock, and raises or puts on the
     trail why the attempt came to nothing.
     """
     now = utcnow()
@@ -255,7 +266,7 @@ def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
     by, channel, note = attempt.by, attempt.channel, attempt.note  # the answer is empty or none: nothing to redact
     event = attempt_columns(attempt.decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note)
     values = _recorded(attempt, answer, now, None, event)
-    row = fetch_one(connection, _DECIDE_UNREAD[attempt.decision], values)
+    row = fetch_one(connection, fast_statement(attempt.decision, "unread"), values)
     if row is None:
         return None
     question = question_and_call_from_row(row)
@@ -331,9 +342,9 @@ def _settled(
     return Settled(question, versions=(int(chat_version), None if call_version is None else int(call_version)))
 
 
-_DECIDE = (
+_UNCHECKED_DECIDE = (
     update(questions)
-    .where(questions.c.id == bindparam("decided_question"), UNDECIDED_BY_KEY)
+    .where(questions.c.id == bindparam("decided_question"))
     .values(
         {
             **{
@@ -344,6 +355,8 @@ _DECIDE = (
         }
     )
 )
+"""What a decision records on its question, whatever the question's state: each caller adds its checks."""
+_DECIDE = _UNCHECKED_DECIDE.where(UNDECIDED_BY_KEY)
 _BUMP_CALL = (
     update(tool_calls)
     .where(tool_calls.c.id == bindparam("call_row"))
@@ -372,38 +385,24 @@ def _decide_at_once() -> Executable:
 _DECIDE_AT_ONCE = _decide_at_once()
 
 
-_NOT_AWAITED = func.coalesce(questions.c.extra["awaited"].as_string(), constant("false")) != constant("true")
-"""The question was not asked by its call while it runs (``Question.extra["awaited"]``)."""
-
-
 _READABLE = (  # an approval whose row reads back (see question_from_row); the locked path finds the rest
     questions.c.kind == constant("approval"),
     questions.c.requested_schema.is_(None),
     questions.c.votes.is_(None),
     or_(questions.c.extra.is_(None), func.json_typeof(questions.c.extra) == constant("object")),
 )
-"""What ``decide_unread`` asks of a question besides being open: an approval whose row reads back (and whose
-call's arguments are a JSON object: see ``_decided_if_open``)."""
+"""What a decision of a question it has not read asks of the question besides passing the rules: an approval whose
+row reads back (and whose call's arguments are a JSON object: ``_ODD_ARGUMENTS``)."""
+_ODD_ARGUMENTS = func.json_typeof(tool_calls.c.arguments) != constant("object")
 
 
-def _decided_if_open(refuses_running: bool, *, decide: Update = _DECIDE, readable: bool = False) -> Update:
-    """``decide`` (``_DECIDE`` unless told) on a question still open, without an approval policy, with time
-    left, whose call has not ended (and, with ``refuses_running``, is not running); with ``readable``, also an
-    approval whose row and call read back (``_READABLE``)."""
-    call = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id)
-    ended = tool_calls.c.result_message_id.is_not(None)
-    # One look at the call for both (the statement stays short enough for psycopg to keep its parsed form).
-    odd = func.json_typeof(tool_calls.c.arguments) != constant("object")
-    blocked = [call.where(or_(ended, odd) if readable else ended)]
-    if refuses_running:  # unless the running call awaits this very question
-        running = call.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > NOW)
-        blocked.append(running.where(_NOT_AWAITED))
-    return decide.where(
-        questions.c.policy.is_(None),
-        or_(questions.c.expires_at.is_(None), questions.c.expires_at > NOW),
-        *(~exists(query) for query in blocked),
-        *(_READABLE if readable else ()),
-    )
+def _decided_if_open(decision: Decision, *, decide: Update = _UNCHECKED_DECIDE, readable: bool = False) -> Update:
+    """``decide`` (the decision's writes on the question) only where no rule stops ``decision``
+    ([`passes`][tarry.store.decision_sql.passes]); with ``readable``, also only on an approval whose row and call
+    read back (``_READABLE``)."""
+    if readable:
+        return decide.where(*passes(decision, odd_call=_ODD_ARGUMENTS), *_READABLE)
+    return decide.where(*passes(decision))
 
 
 def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
@@ -440,10 +439,30 @@ def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
     )
 
 
-def _decide_if_open(refuses_running: bool, *, claim: bool = False) -> Executable:
+FastShape = Literal["known", "claim", "unread", "together"]
+"""Which statement decides without the row lock: ``known`` (the question read before, or held by a chat),
+``claim`` (as ``known``, also claiming the call: ``ClaimAlong``), ``unread`` (the question not read: it returns
+the question) and ``together`` (several unread questions at once)."""
+
+
+@functools.lru_cache(maxsize=16)
+def fast_statement(decision: Decision, shape: FastShape) -> Executable:
+    """The one PostgreSQL statement that records ``decision`` where no rule stops it, in the ``shape`` asked for.
+
+    Its parts are data-modifying CTEs: the decision on the question, the call's version bump, the
+    chat's wake and the trail's row; every part but the decision writes only if the decision did.
+    """
+    if shape == "together":
+        return _decide_unread_together(decision)
+    if shape == "unread":
+        return _decide_unread(decision)
+    return _decide_if_open(decision, claim=shape == "claim")
+
+
+def _decide_if_open(decision: Decision, *, claim: bool) -> Executable:
     """``_DECIDE_AT_ONCE`` that decides only as ``_decided_if_open`` allows; every other part writes only if
     it did. With ``claim``, the call's bump claims it too (``_bumped_call``)."""
-    decided = _decided_if_open(refuses_running).returning(questions.c.id, questions.c.tool_call_id).cte("decided")
+    decided = _decided_if_open(decision).returning(questions.c.id, questions.c.tool_call_id).cte("decided")
     bumped = _bumped_call(decided, claim=claim)
     woken = WAKE_NOTIFY.where(exists(decided.select())).cte("woken")
     logged = insert_event_from(decided)
@@ -456,15 +475,11 @@ def _decide_if_open(refuses_running: bool, *, claim: bool = False) -> Executable
     ).add_cte(logged.cte("logged"))
 
 
-_DECIDE_IF_OPEN = {refuses_running: _decide_if_open(refuses_running) for refuses_running in (False, True)}
-_DECIDE_AND_CLAIM = _decide_if_open(False, claim=True)
-
-
-def _decide_unread(refuses_running: bool) -> Executable:
+def _decide_unread(decision: Decision) -> Executable:
     """The decision of ``decide_unread``: ``_decide_if_open`` on a question without fields, whose chat and
     call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
     question with its call's columns (as ``_QUESTION`` reads them) and the versions, or no row."""
-    decided = _decided_if_open(refuses_running, readable=True).returning(*questions.c).cte("decided")
+    decided = _decided_if_open(decision, readable=True).returning(*questions.c).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
     logged = insert_event_of_decided(decided)
@@ -478,9 +493,6 @@ def _decide_unread(refuses_running: bool) -> Executable:
         .select_from(with_its_call(decided))
         .add_cte(logged.cte("logged"))
     )
-
-
-_DECIDE_UNREAD: dict[Decision, Executable] = {"accept": _decide_unread(False), "decline": _decide_unread(True)}
 
 
 def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) -> list[Settled | Exception | None]:
@@ -510,7 +522,7 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
         "given_note": [attempt.note for attempt in attempts],
         **{f"given_{column}": [decider[column] for decider in deciders] for column in _DECIDERS},
     }
-    rows = {row["id"]: row for row in fetch_all(connection, _DECIDE_UNREAD_TOGETHER[decision], values)}
+    rows = {row["id"]: row for row in fetch_all(connection, fast_statement(decision, "together"), values)}
     settled: list[Settled | Exception | None] = []
     for attempt in attempts:
         row = rows.get(attempt.question_id)
@@ -530,7 +542,7 @@ _DECIDERS = ("decided_by", "decided_by_name", "channel")
 """The columns of a question that say who decided it, through what (``decider_values``)."""
 
 
-def _decide_unread_together(refuses_running: bool) -> Executable:
+def _decide_unread_together(decision: Decision) -> Executable:
     """The statement of ``decide_unread_together``: ``_decide_unread``'s, for each question the array
     ``given_question`` names, with the note and decider of the same place in ``given_note`` and ``given_<column>``;
     each decided question's call is bumped and its chat woken once, however many of its questions it decided."""
@@ -545,7 +557,7 @@ def _decide_unread_together(refuses_running: bool) -> Executable:
         update(questions)
         # By the id twice: as a list the planner looks up in the key's index, and to join each question to its
         # own values.
-        .where(questions.c.id == any_(listed), questions.c.id == given.c.question, UNDECIDED_BY_KEY)
+        .where(questions.c.id == any_(listed), questions.c.id == given.c.question)
         .values(
             decision=bindparam("new_decision", type_=questions.c.decision.type),
             answer=bindparam("new_answer", type_=questions.c.answer.type),
@@ -554,7 +566,7 @@ def _decide_unread_together(refuses_running: bool) -> Executable:
             **{column: given.c[column] for column in _DECIDERS},
         )
     )
-    decided = _decided_if_open(refuses_running, decide=decide, readable=True).returning(*questions.c).cte("decided")
+    decided = _decided_if_open(decision, decide=decide, readable=True).returning(*questions.c).cte("decided")
     bumped = (
         update(tool_calls)
         .where(tool_calls.c.id.in_(select(decided.c.tool_call_id)))
@@ -578,12 +590,6 @@ def _decide_unread_together(refuses_running: bool) -> Executable:
         )
         .add_cte(logged.cte("logged"))
     )
-
-
-_DECIDE_UNREAD_TOGETHER: dict[Decision, Executable] = {
-    "accept": _decide_unread_together(False),
-    "decline": _decide_unread_together(True),
-}
 
 
 def _why_lost(question: Question) -> str:

@@ -433,6 +433,50 @@ class Store:
             raise AmbiguousIdError(f"Several {of}s have an id starting with {prefix!r}: {', '.join(found)}{more}")
         return str(found[0])
 
+    async def decide(
+        self,
+        question_id: str,
+        decision: Literal["accept", "decline"],
+        answer: Any = None,
+        *,
+        note: str | None = None,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+    ) -> Question | None:
+        """Record ``decision`` on a question by id; returns the question as this decision left it, or ``None`` when
+        another decision came first (or the question's call ended meanwhile).
+
+        ``"accept"`` takes ``answer``: the values, as a mapping of field names to values (or the value of a
+        one-field question), checked as [`Question.check_answer`][tarry.Question.check_answer] does; without it,
+        the question is accepted as it stands (an approval, or a form's defaults). ``"decline"`` takes ``note``,
+        which reaches the model. ``by`` says who decides, ``channel`` through what; both go to the question and
+        the audit trail. The returned question is decided, or, under an [`Approval`][tarry.approvals.Approval]
+        policy that needs several people, still undecided with this approval counted among its ``votes``.
+
+        Raises [`UnknownQuestionError`][tarry.errors.UnknownQuestionError],
+        [`InvalidAnswerError`][tarry.errors.InvalidAnswerError],
+        [`QuestionExpiredError`][tarry.errors.QuestionExpiredError],
+        [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] (declining a call that runs) and
+        [`NotAllowedError`][tarry.errors.NotAllowedError] (its approval policy refuses ``by``), as
+        [`answer`][tarry.store.Store.answer], [`approve`][tarry.store.Store.approve] and
+        [`decline`][tarry.store.Store.decline] do; ``ValueError`` for another decision, an answer to a decline or
+        a note on an acceptance.
+        """
+        if decision == "decline":
+            if answer is not None:
+                raise ValueError("A decline takes no answer; say why in its note")
+            check_note(note)
+            answer_of: AnswerOf = _no_answer
+        elif decision == "accept":
+            if note is not None:
+                raise ValueError("A note goes with a decline only")
+            answer_of = _approval if answer is None else partial(_answered, answer)
+        else:
+            raise ValueError(f"A question is decided by id with 'accept' or 'decline', got {decision!r}")
+        # Without values to check, the decision needs no read of the question first (decide_unread).
+        settled = await self._decide(question_id, decision, answer_of, note, by, channel, unread=answer is None)
+        return settled.question
+
     async def answer(
         self,
         question_id: str,
@@ -446,13 +490,11 @@ class Store:
         """Answer a question by id; ``True`` when this call recorded the decision, ``False`` when another came first.
 
         Same arguments, validation and errors as [`tarry.Chat.answer`][tarry.Chat.answer]: ``by`` says who
-        decides, ``channel`` through what; both go to the question and the audit trail.
+        decides, ``channel`` through what; both go to the question and the audit trail. See
+        [`decide`][tarry.store.Store.decide], which returns the question.
         """
-
-        def answer_of(question: Question) -> dict[str, Any]:
-            return question.check_answer(value, values)
-
-        return (await self._decide(question_id, "accept", answer_of, None, by, channel)).question is not None
+        given = values if value is None else {**value, **values} if isinstance(value, Mapping) else value
+        return await self.decide(question_id, "accept", given, by=by, channel=channel) is not None
 
     async def approve(self, question_id: str, *, by: str | Principal | None = None, channel: Channel = "code") -> bool:
         """Approve a question by id; see [`answer`][tarry.store.Store.answer].
@@ -460,8 +502,7 @@ class Store:
         With an [`Approval`][tarry.approvals.Approval] policy that needs several people, ``True``
         means this approval was counted; the question stays listed until enough people approved.
         """
-        settled = await self._decide(question_id, "accept", _approval, None, by, channel, unread=True)
-        return settled.question is not None
+        return await self.decide(question_id, "accept", by=by, channel=channel) is not None
 
     async def decline(
         self,
@@ -475,9 +516,7 @@ class Store:
 
         Raises [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] while the question's call runs.
         """
-        check_note(note)
-        settled = await self._decide(question_id, "decline", _no_answer, note, by, channel, unread=True)
-        return settled.question is not None
+        return await self.decide(question_id, "decline", note=note, by=by, channel=channel) is not None
 
     async def history(
         self,
@@ -610,6 +649,7 @@ class Store:
     pending_questions_sync = sync_twin(pending_questions)
     pending_tasks_sync = sync_twin(pending_tasks)
     question_sync = sync_twin(question)
+    decide_sync = sync_twin(decide)
     answer_sync = sync_twin(answer)
     approve_sync = sync_twin(approve)
     decline_sync = sync_twin(decline)
@@ -657,6 +697,10 @@ _QUESTION_WITH_CALL = select(questions, tool_calls.c.call_id, tool_calls.c.name,
 
 def _approval(question: Question) -> dict[str, Any]:
     return question.check_answer()
+
+
+def _answered(answer: Any, question: Question) -> dict[str, Any]:
+    return question.check_answer(answer)
 
 
 def _no_answer(question: Question) -> None:

@@ -19,7 +19,7 @@ from tarry.errors import (
     ToolCallRunningError,
     UnknownQuestionError,
 )
-from tarry.principals import Channel
+from tarry.principals import Channel, Principal
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.web.access import Access
@@ -90,7 +90,12 @@ class Decider:
         note: str | None = None,
         channel: Channel = "web",
     ) -> Result:
-        """Answer, approve or decline as whoever ``Access.principal`` says; raises ``NotLoggedIn``/``Forbidden``."""
+        """Answer, approve or decline as whoever ``Access.principal`` says; raises ``NotLoggedIn``/``Forbidden``.
+
+        One read of the question (to check who may see it), then the decision through
+        [`Store.decide`][tarry.store.Store.decide], whose question the result holds; the question is read
+        again only when another decision came first, to show it.
+        """
         try:
             question = await self.store.question(question_id)
         except UnknownQuestionError:
@@ -101,39 +106,44 @@ class Decider:
             return Result("invalid", question, {"identity": problem})
         by = await self.access.principal(request)
         try:
-            if action == "decline":
-                recorded = await self.store.decline(question.id, note, by=by, channel=channel)
-            else:
-                if question.kind == "url" and not safe_url(question.url):
-                    raise InvalidAnswerError({"url": "only http and https links can be accepted"})
-                if action == "approve":
-                    recorded = await self.store.approve(question.id, by=by, channel=channel)
-                else:
-                    recorded = await self.store.answer(question.id, dict(values or {}), by=by, channel=channel)
-        except NotAllowedError as error:
-            return Result("refused", question, {"policy": str(error)})
-        except InvalidAnswerError as error:
-            return Result("invalid", question, error.errors)
-        except QuestionExpiredError:
-            return Result("expired", question)
-        except ToolCallRunningError:
-            return Result("running", question)
+            decided = await self._record(question, action, values, note, by, channel)
+        except (NotAllowedError, InvalidAnswerError, QuestionExpiredError, ToolCallRunningError) as error:
+            return _refused(question, error)
         except UnknownQuestionError:
             return Result("unknown")
+        return await self._outcome(request, question, action, decided)
+
+    async def _record(
+        self,
+        question: Question,
+        action: Action,
+        values: Mapping[str, Any] | None,
+        note: str | None,
+        by: Principal | None,
+        channel: Channel,
+    ) -> Question | None:
+        """Record the decision ``action`` makes; the question as it left it, ``None`` when another came first."""
+        if action == "decline":
+            return await self.store.decide(question.id, "decline", note=note, by=by, channel=channel)
+        if question.kind == "url" and not safe_url(question.url):
+            raise InvalidAnswerError({"url": "only http and https links can be accepted"})
+        answer = None if action == "approve" else dict(values or {})
+        return await self.store.decide(question.id, "accept", answer, by=by, channel=channel)
+
+    async def _outcome(self, request: Request, question: Question, action: Action, decided: Question | None) -> Result:
+        """What came of a decision that was not refused: recorded (``decided``), counted, or taken by another."""
         who = self.access.who(request)
-        if not recorded:
+        if decided is None:
             mine = who is not None and self._deciders.get(question.id) == who
             return Result("yours" if mine else "taken", await self.store.question(question.id))
         if who is not None:
             self._deciders[question.id] = who
             while len(self._deciders) > REMEMBERED:
                 self._deciders.popitem(last=False)
-        decided = await self.store.question(question.id)
         if decided.decision is None:  # one approval of several counted: nothing is decided yet
             return Result("counted", decided)
         await self._after(decided)
-        outcome: DecisionOutcome = {"answer": "answered", "approve": "approved", "decline": "declined"}[action]  # type: ignore[assignment]
-        return Result(outcome, decided)
+        return Result(_RECORDED[action], decided)
 
     async def _after(self, question: Question) -> None:
         # The store already ran its decision hooks (the worker's wake-up, the Celery enqueue).
@@ -145,3 +155,16 @@ class Decider:
                 await outcome
         except Exception:
             logger.exception("on_answer failed for question %s", question.id)
+
+
+_RECORDED: dict[Action, DecisionOutcome] = {"answer": "answered", "approve": "approved", "decline": "declined"}
+"""The outcome of each action that recorded its decision."""
+
+
+def _refused(question: Question, error: Exception) -> Result:
+    """The result of a decision the store refused with ``error``."""
+    if isinstance(error, NotAllowedError):
+        return Result("refused", question, {"policy": str(error)})
+    if isinstance(error, InvalidAnswerError):
+        return Result("invalid", question, error.errors)
+    return Result("expired" if isinstance(error, QuestionExpiredError) else "running", question)

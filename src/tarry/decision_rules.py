@@ -1,0 +1,98 @@
+"""May this decision be recorded? The ordered checks, each with what it says when it stops the decision.
+
+One table, [`RULES`][tarry.decision_rules.RULES], read first to last: the first rule that stops a
+decision says what came of it. An in-memory chat checks a decision with it (``tarry.calls.check_decision``),
+and so does the store under its row lock; the store's statements that decide without the lock hold each
+rule's SQL form, kept in the same order under the same name (``tarry.store.decision_sql``), and write only
+when none stops the decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from tarry.errors import QuestionExpiredError, TarryError, ToolCallRunningError
+from tarry.questions import Decision, Question
+
+__all__ = ["RULES", "Facts", "Rule", "RuleOutcome", "first_stop"]
+
+RuleOutcome = Literal["lost", "expired", "running", "judged"]
+"""What a rule that stops a decision makes of it, as the audit trail names it: ``lost`` (another decision came
+first, or the call ended: nothing is recorded), ``expired`` and ``running`` (refused, with an error), ``judged``
+(the question's approval policy decides: [`judge`][tarry.approvals.judge])."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a decision is checked against: the question as stored, the decision, its call's state, and the time."""
+
+    question: Question
+    decision: Decision
+    running: bool
+    """The question's call runs right now (someone holds its claim, and the claim has not run out)."""
+    closed: bool
+    """The question's call has ended (it has its result)."""
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One check of a decision: ``stops`` tells whether it stops the decision, ``outcome`` what that makes of it,
+    and ``error`` (for a refusal) the error raised."""
+
+    name: str
+    outcome: RuleOutcome
+    stops: Callable[[Facts], bool]
+    error: Callable[[Facts], TarryError] | None = None
+
+
+def _decided(facts: Facts) -> bool:
+    return facts.question.decision is not None
+
+
+def _expired(facts: Facts) -> bool:
+    expires_at = facts.question.expires_at
+    return expires_at is not None and facts.now >= expires_at
+
+
+def _expired_error(facts: Facts) -> TarryError:
+    question = facts.question
+    return QuestionExpiredError(f"Question {question.id} expired at {question.expires_at:%Y-%m-%d %H:%M:%S} UTC")
+
+
+def _ended(facts: Facts) -> bool:
+    return facts.closed
+
+
+def _declines_running(facts: Facts) -> bool:
+    # A question the running call itself asked and waits on may be declined: the call reads the decline.
+    return facts.decision == "decline" and facts.running and facts.question.extra.get("awaited") is not True
+
+
+def _running_error(facts: Facts) -> TarryError:
+    question = facts.question
+    name = question.tool_call.name if question.tool_call else "its"
+    return ToolCallRunningError(f"Cannot decline question {question.id}: the {name} call is running right now")
+
+
+def _has_policy(facts: Facts) -> bool:
+    return facts.question.policy is not None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("decided", "lost", _decided),
+    Rule("expired", "expired", _expired, _expired_error),
+    Rule("ended", "lost", _ended),
+    Rule("running", "running", _declines_running, _running_error),
+    Rule("policy", "judged", _has_policy),
+)
+"""The checks of a decision, in DESIGN's order: decided already, expired, its call ended, declining a call that
+runs, and last the question's approval policy, which only [`judge`][tarry.approvals.judge] can apply."""
+
+
+def first_stop(facts: Facts) -> Rule | None:
+    """The first of [`RULES`][tarry.decision_rules.RULES] that stops the decision, or ``None`` when none does."""
+    return next((rule for rule in RULES if rule.stops(facts)), None)
