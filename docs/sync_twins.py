@@ -13,6 +13,8 @@ from typing import Any
 
 import griffe
 
+from tarry.running import twin_docstring
+
 TWIN = re.compile(r"sync_twin\((\w+)\)")
 
 
@@ -34,8 +36,7 @@ class SyncTwins(griffe.Extension):
                 parameters=method.parameters,
                 returns=method.returns,
                 docstring=griffe.Docstring(
-                    f"Blocking form of [`{method.name}`][{method.path}]: the same arguments, run to the end on "
-                    "this thread's event loop. Not for use inside a running event loop.",
+                    twin_docstring(method.name, method.path),
                     parser=method.docstring.parser if method.docstring else None,
                 ),
             )

@@ -20,7 +20,7 @@ from tarry.questions import Decision, Question
 __all__ = ["RULES", "Facts", "Rule", "RuleOutcome", "first_stop"]
 
 RuleOutcome = Literal["lost", "expired", "running", "judged"]
-"""What a rule that stops a decision makes of it, as the audit trail names it: ``lost`` (another decision came
+"""What a rule that stops a decision makes of it: ``lost`` (another decision came
 first, or the call ended: nothing is recorded), ``expired`` and ``running`` (refused, with an error), ``judged``
 (the question's approval policy decides: [`judge`][tarry.approvals.judge])."""
 
@@ -89,7 +89,7 @@ RULES: tuple[Rule, ...] = (
     Rule("running", "running", _declines_running, _running_error),
     Rule("policy", "judged", _has_policy),
 )
-"""The checks of a decision, in DESIGN's order: decided already, expired, its call ended, declining a call that
+"""The checks of a decision, in this order: decided already, expired, its call ended, declining a call that
 runs, and last the question's approval policy, which only [`judge`][tarry.approvals.judge] can apply."""
 
 

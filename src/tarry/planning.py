@@ -15,7 +15,8 @@ class Step:
 
     record: CallRecord
     standing: Standing
-    """Where the call stood when planned: ``RUNS`` or ``CLOSES``."""
+    """Where the call stood when planned: ``RUNS`` or ``CLOSES``. The carrier looks again under the call's
+    claim, since another process may have moved the call on since."""
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,14 @@ def run_sync(coroutine: Coroutine[Any, Any, R], *, verb: str = "the async verb")
     return _thread_loop.loop.run(coroutine)
 
 
+def twin_docstring(name: str, path: str) -> str:
+    """The docstring of the blocking twin of the async method ``name`` (``path``: where the reference has it)."""
+    return (
+        f"Blocking form of [`{name}`][{path}]: the same arguments, run to the end on this thread's event loop. "
+        "Not for use inside a running event loop."
+    )
+
+
 def sync_twin(
     method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[S, P], R]:
@@ -77,10 +85,7 @@ def sync_twin(
         return run_sync(method(self, *args, **kwargs), verb=verb)
 
     # The site reads the source, where a twin is a bare assignment: docs/sync_twins.py documents it there.
-    twin.__doc__ = (
-        f"Blocking form of [`{method.__name__}`][{method.__module__}.{method.__qualname__}]: the same arguments,"
-        " run to the end on this thread's event loop. Not for use inside a running event loop."
-    )
+    twin.__doc__ = twin_docstring(method.__name__, f"{method.__module__}.{method.__qualname__}")
     twin.__name__ = f"{method.__name__}_sync"
     twin.__qualname__ = twin.__qualname__.removesuffix(method.__name__) + twin.__name__
     return twin

@@ -15,7 +15,7 @@ from tarry.agents import Agent
 from tarry.cli.arguments import positive_int
 from tarry.hosts import loopback, wildcard
 from tarry.specs import SpecError, load_spec
-from tarry.tools import Tool, tool
+from tarry.tools import Tool
 
 TOKEN_VARIABLE = "TARRY_MCP_TOKEN"
 
@@ -145,7 +145,7 @@ def run(arguments: argparse.Namespace) -> int:
     """Serve until interrupted (HTTP) or until the client leaves (stdio)."""
     import asyncio
 
-    from tarry.mcp_server import serve, serve_stdio
+    from tarry.mcp_server import serve, serve_stdio, served_tools
     from tarry.mcp_server.tokens import BearerTokens
     from tarry.store import Store
 
@@ -156,11 +156,11 @@ def run(arguments: argparse.Namespace) -> int:
         "task_required": arguments.task_required,
         "ask_before_task": arguments.ask_before_task,
     }
-    names = {
-        (item if isinstance(item, Tool) else tool(item)).name
-        for item in tools
-        if isinstance(item, Tool) or callable(item)
-    }
+    try:
+        names = set(served_tools(tools))
+    except (TypeError, ValueError) as error:
+        print(f"tarry mcp serve: --tools {arguments.tools}: {error}", file=sys.stderr)
+        return 2
     for option in ("task_required", "ask_before_task"):
         unknown = [name for name in options[option] if name not in names]
         if unknown:

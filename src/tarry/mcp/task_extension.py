@@ -32,6 +32,7 @@ from mcp.client.session import ClientSession
 from pydantic import ConfigDict, Field, TypeAdapter
 
 __all__ = [
+    "DONE",
     "EXTENSION",
     "DetailedTask",
     "SessionOptions",
@@ -47,6 +48,8 @@ __all__ = [
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 """The extension's identifier, the key of ``extensions`` in the client's capabilities."""
+DONE = ("completed", "failed", "cancelled")
+"""The statuses a task ends in: poll ``get_task`` until its status is one of these."""
 
 _RESPONSE: TypeAdapter[types.InputResponse] = TypeAdapter(types.InputResponse)
 

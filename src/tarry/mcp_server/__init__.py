@@ -5,7 +5,7 @@ and ``tarry mcp serve --tools module:name`` runs either. See ``docs/mcp-server.m
 """
 
 from tarry.mcp_server.app import build_server, serve, serve_stdio
-from tarry.mcp_server.calls import ServedCalls, served_agent
+from tarry.mcp_server.calls import ServedCalls, served_agent, served_tools
 from tarry.mcp_server.request_state import RequestStateSigner
 from tarry.mcp_server.served_tasks import ServedTask, ServedTasks
 from tarry.mcp_server.stream_events import StreamEvent, StreamEvents
@@ -21,4 +21,5 @@ __all__ = [
     "serve",
     "serve_stdio",
     "served_agent",
+    "served_tools",
 ]

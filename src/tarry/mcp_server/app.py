@@ -31,7 +31,7 @@ from starlette.applications import Starlette
 from tarry.agents import Agent
 from tarry.chat import Chat
 from tarry.errors import InvalidAnswerError, InvalidArgumentsError, TarryError
-from tarry.mcp_server.calls import INTERNAL_ERROR, Approvals, CallState, ServedCalls, failure_error
+from tarry.mcp_server.calls import INTERNAL_ERROR, Approvals, CallState, ServedCalls, failure_error, served_tools
 from tarry.mcp_server.listening import TaskListener
 from tarry.mcp_server.request_state import RequestStateSigner
 from tarry.mcp_server.resuming import SessionScopes, StorableIds, StoreEventStore
@@ -297,6 +297,7 @@ class McpFrontEnd:
     # tools/list and tools/call
 
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        """``tools/list``: every served tool, with its task support for 2025-11-25 clients."""
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         entries = [
             _tool_entry(tool, tasks=not modern, required=tool.name in self.task_required)
@@ -320,6 +321,8 @@ class McpFrontEnd:
     async def call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        """``tools/call``: a new call (its result, its input requests, or a task), or a 2026-07-28 call's next
+        round carrying answers to its input requests under its signed ``requestState``."""
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         offered: Mapping[str, Any] = {}
         try:
@@ -592,6 +595,11 @@ def build_server(
     tools raises ``ValueError``."""
     tools = tools_or_agent.tools if isinstance(tools_or_agent, Agent) else list(tools_or_agent)
     only_tasks, ask_first = _tool_names(task_required, "task_required"), _tool_names(ask_before_task, "ask_before_task")
+    served = served_tools(tools)
+    unknown = sorted((only_tasks | ask_first) - set(served))
+    if unknown:
+        known = ", ".join(sorted(served)) or "none"
+        raise ValueError(f"No tool served is named {', '.join(map(repr, unknown))}; the tools are: {known}")
     calls = ServedCalls(
         store,
         tools,
@@ -602,10 +610,6 @@ def build_server(
         poll_interval_ms=poll_interval_ms,
         carry_on=carry_on,
     )
-    unknown = sorted((only_tasks | ask_first) - set(calls.tools))
-    if unknown:
-        known = ", ".join(sorted(calls.tools)) or "none"
-        raise ValueError(f"No tool served is named {', '.join(map(repr, unknown))}; the tools are: {known}")
     front = McpFrontEnd(
         calls,
         RequestStateSigner(request_state_key),

@@ -92,6 +92,22 @@ def served_agent(tools: Iterable[Tool], *, name: str = "tarry") -> Agent:
     return Agent(f"mcp:{name}", model=CallModel(), tools=list(tools))
 
 
+def served_tools(tools: Iterable[object]) -> dict[str, Tool]:
+    """The tools a server serves, by name: tarry tools as they are, functions made tools (``@tool``).
+
+    Raises ``TypeError`` for anything else, and ``ValueError`` when two have one name.
+    """
+    served: dict[str, Tool] = {}
+    for item in tools:
+        made = item if isinstance(item, Tool) else tool(item) if callable(item) else None
+        if made is None:
+            raise TypeError(f"An MCP server serves tarry tools or functions, got {item!r}")
+        if made.name in served:
+            raise ValueError(f"Two tools are named {made.name!r}")
+        served[made.name] = made
+    return served
+
+
 class ServedCalls:
     """The tools an MCP server serves, and the store their calls and tasks live in.
 
@@ -120,14 +136,7 @@ class ServedCalls:
         if approvals not in ("client", "inbox"):
             raise ValueError(f"approvals must be 'client' or 'inbox', got {approvals!r}")
         self.store = store
-        self.tools: dict[str, Tool] = {}
-        for item in tools:
-            made = item if isinstance(item, Tool) else tool(item) if callable(item) else None
-            if made is None:
-                raise TypeError(f"An MCP server serves tarry tools or functions, got {item!r}")
-            if made.name in self.tools:
-                raise ValueError(f"Two tools are named {made.name!r}")
-            self.tools[made.name] = made
+        self.tools = served_tools(tools)
         self.agent = served_agent(self.tools.values(), name=name)
         self.approvals = approvals
         self.ttl_ms = ttl_ms

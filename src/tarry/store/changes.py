@@ -1,8 +1,8 @@
 """Being told, in any process, that the store changed: whichever process changed it.
 
-One [`Wakeups`][tarry.store.wakeups.Wakeups] per process feeds every waiter of that process (the MCP server's
-listening streams, the web inbox's live pages), so many waiters cost one ``LISTEN`` connection or one
-watching thread, not one look at the database each.
+One [`Wakeups`][tarry.store.wakeups.Wakeups] per ``StoreChanges`` feeds every waiter that shares it (an MCP
+server's listening streams, all the open pages of one inbox), so many waiters cost one ``LISTEN`` connection or
+one watching thread, not one look at the database each.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from tarry.store.wakeups import Wakeups
 class StoreChanges:
     """Tells this process's waiters that the store changed, whichever process changed it.
 
-    One ``Wakeups`` per process (started by the first waiter) feeds
-    every waiter: each round is an ``asyncio.Event``, set and replaced on every wake.
+    Its one ``Wakeups`` (started by the first waiter) feeds
+    every waiter that shares it: each round is an ``asyncio.Event``, set and replaced on every wake.
     """
 
     def __init__(self, store: Store) -> None:

@@ -720,7 +720,7 @@ def _question_id(question_id: object) -> str:
 def _recorded_model(name: str | None) -> Model | str | None:
     if name is None:
         return None
-    from tarry.chat import resolve_model
+    from tarry.providers import resolve_model
 
     try:
         return resolve_model(name)

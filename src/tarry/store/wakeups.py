@@ -56,7 +56,10 @@ class Wakeups:
                 version = connection.execute("PRAGMA data_version").fetchone()[0]
                 if version != last:
                     last = version
-                    loop.call_soon_threadsafe(self.event.set)
+                    try:
+                        loop.call_soon_threadsafe(self.event.set)
+                    except RuntimeError:  # the loop closed since it was looked at
+                        return
         except Exception:
             logger.exception("Watching the SQLite file failed; whoever waits for wakes polls instead")
         finally:
