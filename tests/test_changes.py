@@ -149,7 +149,7 @@ async def test_a_question_asked_while_the_call_runs_is_answered_from_outside_and
         while not (pending := await chat.pending_questions()):
             await asyncio.sleep(0)  # lets the tool run up to its question
     [question] = pending
-    assert question is asked[0] and question.extra == {"awaited": True}
+    assert question is asked[0] and question.awaited and question.extra == {}
     assert question.tool_call is not None and chat.records[question.tool_call.id].running
     assert await chat.decline(question, "not now")
     assert not await chat.decline(question, "again")

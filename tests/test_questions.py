@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import string
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,9 @@ from hypothesis import strategies as st
 
 from tarry import Field, Question
 from tarry.errors import InvalidAnswerError, TarryError
+from tarry.messages import ToolCall
+from tarry.policies import Approval, Vote
+from tarry.principals import Principal
 
 
 def form(*fields: Field, **named: Field) -> Question:
@@ -188,6 +192,23 @@ def test_bad_questions_are_refused() -> None:
         Question(id="x", kind="url", message="?")
     with pytest.raises(ValueError, match="no fields"):
         Question(id="x", kind="approval", message="?", fields=(Field(name="a"),))
+
+
+def test_a_question_taking_over_an_earlier_one_becomes_it_with_dicts_and_lists_of_its_own() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    earlier = Question(
+        "q-2", "form", "Account?", fields=(Field(name="account"),), url="https://bank/help",
+        tool_call=ToolCall("call-1", "lookup", {"name": "Ada"}), expires_at=now + timedelta(hours=1), asked_at=now,
+        chat_id="chat-1", decision="accept", answer={"account": "42"}, note="ok", decided_at=now, source="bank",
+        key="k", extra={"mode": "form"}, ttl=3600.0, policy=Approval(count=2), votes=[Vote(Principal("ann"), now)],
+        decided_by=Principal("bob", "Bob"), channel="web", awaited=True, after="q-1", messages_said=3,
+    )  # fmt: skip
+    question = Question("", "form", "Account?", fields=(Field(name="account"),))
+    question.take_over(earlier)
+    for item in dataclasses.fields(Question):
+        assert getattr(question, item.name) == getattr(earlier, item.name), item.name
+    assert question.answer is not earlier.answer and question.extra is not earlier.extra
+    assert question.votes is not earlier.votes
 
 
 def test_field_labels_and_choice_titles() -> None:

@@ -299,11 +299,7 @@ class Chat:
         """True when a person declined (or someone cancelled) the chat's own question, a login, and the user
         has asked nothing since: the chat goes on once the user asks again."""
         last = self.chat_questions[-1] if self.chat_questions else None
-        return (
-            last is not None
-            and last.decision in ("decline", "cancel")
-            and last.extra.get("messages") == len(self.messages)
-        )
+        return last is not None and last.decision in ("decline", "cancel") and last.messages_said == len(self.messages)
 
     @property
     def last_reply(self) -> Message | None:

@@ -69,7 +69,7 @@ def _ended(facts: Facts) -> bool:
 
 def _declines_running(facts: Facts) -> bool:
     # A question the running call itself asked and waits on may be declined: the call reads the decline.
-    return facts.decision == "decline" and facts.running and facts.question.extra.get("awaited") is not True
+    return facts.decision == "decline" and facts.running and not facts.question.awaited
 
 
 def _running_error(facts: Facts) -> TarryError:

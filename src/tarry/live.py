@@ -32,7 +32,7 @@ class LiveCall:
         On return ``question.decision`` is ``"accept"`` (with ``question.answer``),
         ``"decline"`` (with ``question.note``) or ``"cancel"``; it is ``None`` when the
         question's time to live ran out first (``question.expired(now)`` is then true).
-        The question is marked ``extra["awaited"] = True``, so a person may decline it
+        The question is marked [`awaited`][tarry.Question.awaited], so a person may decline it
         while the call runs. When a process took the call over and runs its idempotent tool again,
         a question the same as the one the earlier run asked at that point returns that question,
         with the answer a person gave it (or waits for it): a person answers once.

@@ -74,6 +74,14 @@ class Question:
     """Who made the decision, when they said (``by=``); ``None`` for a decision made without an identity."""
     channel: Channel | None = None
     """Through what the decision came: ``api``, ``web``, ``cli``, ``code`` or ``mcp``."""
+    awaited: bool = False
+    """Asked by its call's running tool code, which waits on it: a person may decline it while the call runs."""
+    after: str | None = None
+    """The id of the question the same run of its call's tool asked before this one (``None`` for the run's first, and
+    for a question no running tool code asked)."""
+    messages_said: int | None = None
+    """For a question of the chat itself (a login): how many messages the chat held when it asked. Once a person
+    declines or cancels it, the chat stays stopped until the user says something after them."""
 
     def __post_init__(self) -> None:
         if self.kind not in QUESTION_KINDS:
@@ -158,6 +166,19 @@ class Question:
             other.decided_at,
         )
         self.votes, self.decided_by, self.channel = list(other.votes), other.decided_by, other.channel
+
+    def take_over(self, earlier: Question) -> None:
+        """Become ``earlier``, the question a stopped run of the same call's tool asked as this one: its id, what it
+        asks, when, and what was decided, so the object the asking tool holds is the recorded question. Its dicts and
+        lists are this question's own copies."""
+        self.id, self.chat_id, self.tool_call = earlier.id, earlier.chat_id, earlier.tool_call
+        self.kind, self.message, self.fields, self.url = earlier.kind, earlier.message, earlier.fields, earlier.url
+        self.source, self.key, self.policy = earlier.source, earlier.key, earlier.policy
+        self.asked_at, self.expires_at, self.ttl = earlier.asked_at, earlier.expires_at, earlier.ttl
+        self.awaited, self.after, self.messages_said = earlier.awaited, earlier.after, earlier.messages_said
+        self.extra = dict(earlier.extra)
+        self.take_decision(earlier)
+        self.answer = None if earlier.answer is None else dict(earlier.answer)
 
     def redact(self, answer: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """``answer`` with each secret field's value replaced by ``SECRET``, for the trail and for logs."""

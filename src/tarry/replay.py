@@ -3,7 +3,6 @@ and each question the stopped run asked, asked again in the same order, is that 
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from tarry.calls import CallRecord, mint
@@ -45,8 +44,8 @@ class ToolRun:
         record = self.record
         earlier = self.repeats.pop(0) if self.repeats else None
         if earlier is not None and _asks_the_same(earlier, question) and not earlier.expired(utcnow()):
-            # One object for the question, as for one asked anew; its dicts and lists its own.
-            vars(question).update({name: copy.copy(value) for name, value in vars(earlier).items()})
+            # One object for the question, as for one asked anew: the one the tool holds.
+            question.take_over(earlier)
             record.questions[record.questions.index(earlier)] = question
         else:
             # It asks something else: what the earlier run asked from here on is not this run's, and nothing waits
@@ -54,9 +53,7 @@ class ToolRun:
             unused = [earlier, *self.repeats] if earlier is not None else []
             self.repeats.clear()
             await self.close_unused(unused)
-            question.extra["awaited"] = True
-            if self.last_asked is not None:
-                question.extra["after"] = self.last_asked
+            question.awaited, question.after = True, self.last_asked
             mint(question, record.call, self.chat_id)
             await self.journal.add_question(record.call.id, len(record.questions), question)
             record.questions.append(question)
@@ -68,7 +65,7 @@ class ToolRun:
     async def start_over(self) -> None:
         """Before a reclaimed run: when it repeats nothing, cancel every question the stopped runs asked."""
         if not self.repeats:
-            await self.close_unused([question for question in self.record.questions if question.extra.get("awaited")])
+            await self.close_unused([question for question in self.record.questions if question.awaited])
 
     async def finish(self) -> None:
         """After the run: cancel what the run it repeats asked and this one did not ask again."""
@@ -98,13 +95,13 @@ def asked_by_the_last_run(record: CallRecord) -> list[Question]:
     """What the call's last run asked while it ran, in order, when it ran ``execute`` and no run recorded a pause
     (each earlier run was then cut short, and the last one asked the last question); otherwise nothing.
 
-    Each question a run asks anew names the one the run asked before it (``extra["after"]``).
+    Each question a run asks anew names the one the run asked before it ([`after`][tarry.Question.after]).
     """
-    asked = {question.id: question for question in record.questions if question.extra.get("awaited")}
+    asked = {question.id: question for question in record.questions if question.awaited}
     if record.task is not None or not asked:
         return []
     chain = [list(asked.values())[-1]]
-    while (before := asked.get(chain[-1].extra.get("after", ""))) is not None and before not in chain:
+    while (before := asked.get(chain[-1].after or "")) is not None and before not in chain:
         chain.append(before)
     return chain[::-1]
 

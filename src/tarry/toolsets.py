@@ -97,7 +97,7 @@ async def load_or_ask(
         await load_sources(sources, tools)
     except AnswerNeeded as needed:
         question = needed.question
-        question.extra["messages"] = said
+        question.messages_said = said
         mint(question, None, chat_id)
         if not await journal.add_chat_question(asked, question):
             raise

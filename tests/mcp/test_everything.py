@@ -45,7 +45,7 @@ async def test_legacy_task_with_a_question_during_input_required(everything: dic
         assert task.poll_interval == 1.0
         carrying = asyncio.create_task(carry_until_done(chat))
         question = (await wait_for_questions(chat, within=60))[0]
-        assert question.extra.get("awaited") is True
+        assert question.awaited is True
         choice = question.fields[0]
         value = next(iter(choice.choices)) if choice.choices else "snake"
         assert await chat.answer(question, **{choice.name or "value": value})

@@ -115,7 +115,7 @@ async def test_pushed_question_is_answered_by_another_process_while_the_connecti
         async with Store(url) as store:
             for _ in range(2):
                 question = await _next_question(store, chat_id, holder)
-                assert question.extra.get("awaited") is True
+                assert question.awaited is True
                 assert question.source == "booking"
                 if question.fields[0].name == "size":
                     assert await store.answer(question.id, 2)

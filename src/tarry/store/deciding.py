@@ -237,7 +237,7 @@ def decide_if_open(
     if first_stop(Facts(question, attempt.decision, running=running, closed=closed, now=now)) is not None:
         return None
     values = _decision_values(question, None, attempt, answer, now, None)
-    refuses_running = attempt.decision == "decline" and question.extra.get("awaited") is not True
+    refuses_running = attempt.decision == "decline" and not question.awaited
     if claim is None or refuses_running:
         done = fetch_one(connection, fast_statement(attempt.decision, "known"), values)
     else:

@@ -32,7 +32,8 @@ class SqlRule:
 
 
 class _Awaited(ColumnElement[bool]):
-    """The question's ``extra`` holds ``"awaited": true`` (JSON's true, nothing else); never NULL."""
+    """The question's ``extra`` holds ``"awaited": true`` (JSON's true, nothing else), where the store keeps
+    [`Question.awaited`][tarry.Question.awaited]; never NULL."""
 
     type = Boolean()
     inherit_cache = True
@@ -53,7 +54,8 @@ def _awaited_postgres(element: _Awaited, compiler: SQLCompiler, **kw: Any) -> st
 
 
 AWAITED = _Awaited()
-"""The question was asked by its call while it runs, which waits on it (``Question.extra["awaited"]``)."""
+"""The question was asked by its call while it runs, which waits on it
+([`Question.awaited`][tarry.Question.awaited])."""
 
 _CALL = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_id).correlate_except(tool_calls)
 """The question's call (none for a chat's own question), looked up of its own even in a query that joins it."""

@@ -129,7 +129,7 @@ def question_values(question: Question) -> dict[str, Any]:
         "url": question.url,
         "source": question.source,
         "key": question.key,
-        "extra": question.extra or None,
+        "extra": _extra_value(question),
         "asked_at": question.asked_at,
         "expires_at": question.expires_at,
         "decision": question.decision,
@@ -140,6 +140,35 @@ def question_values(question: Question) -> dict[str, Any]:
         "votes": [vote.to_dict() for vote in question.votes] or None,
         **decider_values(question.decided_by, question.channel),
     }
+
+
+def _extra_value(question: Question) -> dict[str, Any] | None:
+    """What the ``extra`` column holds: the question's protocol state, and its flags under the keys they always had
+    there (``awaited``, ``after``, ``messages``) so rows written before the flags had fields read back the same."""
+    flags = {"awaited": question.awaited or None, "after": question.after, "messages": question.messages_said}
+    return {**question.extra, **{key: value for key, value in flags.items() if value is not None}} or None
+
+
+def _extra_fields(stored: object) -> tuple[dict[str, Any], bool, str | None, int | None]:
+    """The fields of a question that its ``extra`` column holds: ``extra``, ``awaited``, ``after`` and
+    ``messages_said``. Each flag is read when its value is of its type; the rest (protocol state, and a flag's value of
+    another type, which no question reads) is kept verbatim in ``extra``."""
+    if stored is not None and not isinstance(stored, Mapping):
+        raise TypeError(f"its extra is a JSON {_json_type(stored)}, not an object")
+    extra = dict(stored or {})
+    awaited = _take(extra, "awaited", lambda value: value is True)
+    after = _take(extra, "after", lambda value: isinstance(value, str))
+    said = _take(extra, "messages", lambda value: type(value) is int)
+    return extra, awaited is True, after, said
+
+
+def _take(extra: dict[str, Any], key: str, fits: Callable[[Any], bool]) -> Any:
+    """``extra[key]``, taken out of ``extra``, when it ``fits``; otherwise ``None``, leaving ``extra`` as it was."""
+    value = extra.get(key)
+    if value is None or not fits(value):
+        return None
+    del extra[key]
+    return value
 
 
 def decider_values(by: Principal | None, channel: Channel | None) -> dict[str, Any]:
@@ -166,6 +195,7 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
         if schema is not None and not isinstance(schema, Mapping):
             raise TypeError(f"its requested_schema is a JSON {_json_type(schema)}, not an object")
         fields = fields_from_schema(schema) if schema else ()
+        extra, awaited, after, said = _extra_fields(row["extra"])
         return Question(
             id=row["id"],
             kind=row["kind"],
@@ -182,11 +212,14 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
             decided_at=row["decided_at"],
             source=row["source"],
             key=row["key"],
-            extra=dict(row["extra"] or {}),
+            extra=extra,
             policy=None if row["policy"] is None else Approval.from_dict(row["policy"]),
             votes=[Vote.from_dict(vote) for vote in row["votes"] or ()],
             decided_by=None if row["decided_by"] is None else Principal(row["decided_by"], row["decided_by_name"]),
             channel=row["channel"],
+            awaited=awaited,
+            after=after,
+            messages_said=said,
         )
     except _UNREADABLE as error:
         asker = "" if call is None else f" of the {call.name} call {call.id}"
