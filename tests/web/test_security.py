@@ -332,3 +332,13 @@ def test_a_csrf_token_is_bound_to_the_person_identify_names(database_url: str, m
         done = client.post(action, data={"csrf_token": token}, headers={"x-user": "ada"}, follow_redirects=False)
         assert done.status_code == 303 and question(database_url, asked.id).decision == "accept"
         client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def test_the_inbox_answers_the_names_it_is_reached_by() -> None:
+    from tarry.web.serve import inbox_hosts
+
+    assert inbox_hosts("127.0.0.1") == ["127.0.0.1", "localhost", "[::1]"]
+    assert inbox_hosts("192.0.2.7", ["Inbox.Example.org"])[-2:] == ["192.0.2.7", "inbox.example.org"]
+    assert inbox_hosts("2001:db8::7")[-1] == "[2001:db8::7]"
+    assert inbox_hosts("0.0.0.0") == ["*"]  # every interface, no name given: it cannot know its names
+    assert inbox_hosts("::", ["inbox.example.org"]) == ["inbox.example.org"]

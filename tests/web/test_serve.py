@@ -50,3 +50,45 @@ def test_tarry_serve_prints_a_login_link_and_requires_its_token(tmp_path: Path) 
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def started(arguments: list[str]) -> tuple[subprocess.Popen[str], str]:
+    """``tarry serve`` with ``arguments``, once it printed its login link; the process and the link."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tarry.cli", "serve", *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "tarry serve printed no login link"
+        line = process.stdout.readline()
+        assert line, f"tarry serve ended early (status {process.poll()})"
+        if "/login?token=" in line:
+            return process, line.split()[-1]
+
+
+def test_a_request_naming_another_host_is_refused(tmp_path: Path) -> None:
+    """DNS rebinding: a page of another site whose name now points at this machine sends that name as Host."""
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    setup(url)
+    process, link = started(["--url", url, "--port", "0", "--allowed-host", "Inbox.Example.org"])
+    try:
+        base = link.split("/login")[0]
+        port = base.rsplit(":", 1)[1]
+        token = link.split("token=")[1]
+        bearer = {"Authorization": f"Bearer {token}"}
+        for host, status in [
+            (f"127.0.0.1:{port}", 200),
+            (f"localhost:{port}", 200),
+            ("inbox.example.org", 200),
+            (f"rebound.example.net:{port}", 400),
+            ("127.0.0.1.rebound.example.net", 400),
+        ]:
+            answer = httpx.get(f"{base}/api/questions", headers={**bearer, "Host": host})
+            assert answer.status_code == status, host
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

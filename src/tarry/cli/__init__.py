@@ -110,7 +110,10 @@ def _serve(arguments: argparse.Namespace) -> int:
         print(f"tarry: {error}", file=sys.stderr)
         return 2
     with contextlib.suppress(KeyboardInterrupt):  # serve() sets the schema up, or refuses, before the login link
-        _store_run(serve(arguments.url, host=arguments.host, port=arguments.port, say=say, **identity))
+        hosts = arguments.allowed_host
+        _store_run(
+            serve(arguments.url, host=arguments.host, port=arguments.port, say=say, allowed_hosts=hosts, **identity)
+        )
     return 0
 
 
@@ -218,6 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--may-decide", metavar="MODULE:NAME",
         help="your app's may_decide(principal, question), for approvals whose policy names who may "
         "(default: the TARRY_MAY_DECIDE variable)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--allowed-host", action="append", default=[], metavar="NAME",
+        help="a name the inbox is reached by, besides 127.0.0.1, localhost and --host (a proxy's public name; "
+        "repeatable): a request naming any other Host is refused",
     )  # fmt: skip
     serve.set_defaults(handler=_serve)
     _add_chat(commands)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import uvicorn
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from tarry.approvals import MayDecide
-from tarry.hosts import loopback
+from tarry.hosts import loopback, wildcard
 from tarry.store import Store
 from tarry.web.app import create_app
 from tarry.web.identity import ProxyIdentity, Users, remember_peer
@@ -25,6 +26,22 @@ def exposure_warning(host: str) -> str | None:
         f"Warning: serving plain HTTP on {host}, reachable from the network: the login token and every "
         "answer travel unencrypted. Serve it behind an HTTPS reverse proxy, or on 127.0.0.1."
     )
+
+
+def inbox_hosts(host: str, extra: Iterable[str] = ()) -> list[str]:
+    """The ``Host`` headers the inbox answers, bound on ``host``: loopback's names, ``host`` itself, and ``extra``.
+
+    A page on another site that a rebound DNS name points at this machine sends its own name in
+    ``Host``, so it is refused (DNS rebinding). Bound on every interface with no ``extra`` given, the
+    inbox cannot know its names and answers any (``["*"]``).
+    """
+    names = [name.lower() for name in extra]
+    if wildcard(host):
+        return names or ["*"]
+    own = ["127.0.0.1", "localhost", "[::1]"]
+    if not loopback(host):
+        own.append(f"[{host.strip('[]')}]" if ":" in host else host)
+    return own + names
 
 
 def login_url(host: str, port: int, token: str, root: str = "") -> str:
@@ -43,12 +60,15 @@ async def serve(
     users: Users | None = None,
     proxy: ProxyIdentity | None = None,
     may_decide: MayDecide | None = None,
+    allowed_hosts: Iterable[str] = (),
 ) -> None:
     """Serve the inbox of the database at ``url`` until interrupted, printing the login link once.
 
     ``port=0`` picks a free port; the printed link names the one bound. ``users``, ``proxy``:
     who people are (see [`create_app`][tarry.web.create_app]); with either, there is no shared login
     link. ``may_decide``: the deployment's check for approvals whose policy names ``by``.
+    ``allowed_hosts``: names besides the bound address's that a request's ``Host`` may give (a proxy's
+    public name, say); any other is refused with 400 ([`inbox_hosts`][tarry.web.serve.inbox_hosts]).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -76,7 +96,7 @@ async def serve(
         # own address, not the one it forwards (which a client may write into X-Forwarded-For).
         trusted = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
         forwarded: Any = ProxyHeadersMiddleware(cast(Any, app), trusted_hosts=trusted)  # uvicorn's own ASGI types
-        served = remember_peer(forwarded)
+        served = TrustedHostMiddleware(remember_peer(forwarded), allowed_hosts=inbox_hosts(host, allowed_hosts))
         config = uvicorn.Config(
             served, log_level="warning", lifespan="off", timeout_graceful_shutdown=3, proxy_headers=False
         )
