@@ -161,3 +161,15 @@ class NotAllowedError(TarryError):
 
     Nothing is decided; the refused attempt is recorded in the audit trail. The web API answers 403.
     """
+
+
+class NotDecidableError(TarryError):
+    """A question that approving a chat's whole turn at once cannot decide: a form to fill in or a link to open, or
+    an approval whose policy needs more people, which this approval would only count.
+
+    Nothing is recorded for any question of the turn; ``question_id`` names the question that stopped it.
+    """
+
+    def __init__(self, message: str, question_id: str) -> None:
+        super().__init__(message)
+        self.question_id = question_id
