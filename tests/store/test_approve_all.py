@@ -83,7 +83,7 @@ async def test_an_approval_this_vote_would_only_count_stops_the_whole_turn(finan
     with pytest.raises(NotDecidableError) as stopped:
         await finance.approve_all(chat_id, by="ann")
 
-    assert stopped.value.question_id == payout.id
+    assert stopped.value.question_id == payout.id and stopped.value.reason is None
     assert payout.id in str(stopped.value) and "(payout)" in str(stopped.value)
     assert "1 of 2" in str(stopped.value)
     await nothing_recorded(finance, chat_id, waiting)
@@ -91,8 +91,9 @@ async def test_an_approval_this_vote_would_only_count_stops_the_whole_turn(finan
 
 async def test_a_person_the_policy_refuses_stops_the_whole_turn(finance: Store) -> None:
     chat_id, waiting = await turn_of(finance, [transfer("Bob"), PAYOUT, transfer("Eve")])
-    with pytest.raises(NotAllowedError, match=f"question {waiting[1].id} \\(payout\\)"):
+    with pytest.raises(NotDecidableError, match=f"question {waiting[1].id} \\(payout\\)") as stopped:
         await finance.approve_all(chat_id, by="carol")
+    assert isinstance(stopped.value.reason, NotAllowedError) and stopped.value.question_id == waiting[1].id
     await nothing_recorded(finance, chat_id, waiting)
 
 
@@ -105,8 +106,9 @@ async def test_an_expired_question_stops_the_whole_turn(store: Store) -> None:
             update(questions).where(questions.c.id == lapsed.id).values(expires_at=past)
         )
     )
-    with pytest.raises(QuestionExpiredError, match=f"question {lapsed.id} \\(transfer_money\\)"):
+    with pytest.raises(NotDecidableError, match=f"question {lapsed.id} \\(transfer_money\\)") as stopped:
         await store.approve_all(chat_id, by="ann")
+    assert isinstance(stopped.value.reason, QuestionExpiredError) and stopped.value.question_id == lapsed.id
     await nothing_recorded(store, chat_id, waiting)
 
 

@@ -527,11 +527,12 @@ class Store:
         The whole turn at once: each question is decided as [`approve`][tarry.store.Store.approve] decides one,
         by the same rules and approval policy, each with its own row on the audit trail, and the decision
         hooks run for each once all are recorded. If one of them cannot be decided, none is, nothing goes on
-        the trail, and the error names that question (its id and its call's tool):
-        [`QuestionExpiredError`][tarry.errors.QuestionExpiredError] or
-        [`NotAllowedError`][tarry.errors.NotAllowedError] (its policy refuses ``by``), as a single approval raises;
-        [`NotDecidableError`][tarry.errors.NotDecidableError] for a form to fill in or a link to open, and for an
-        approval whose policy needs more people, which this approval would only count (approve it on its own).
+        the trail, and [`NotDecidableError`][tarry.errors.NotDecidableError] names that question (its
+        ``question_id``, and its call's tool in the message). Its ``reason`` is the refusal approving that
+        question alone would get ([`QuestionExpiredError`][tarry.errors.QuestionExpiredError], or
+        [`NotAllowedError`][tarry.errors.NotAllowedError] when its policy refuses ``by``), or ``None`` for a form to
+        fill in or a link to open, and for an approval whose policy needs more people, which this approval would
+        only count (approve it on its own to count it).
 
         Returns the decided questions in id order; an empty list when no call of the chat waits on a question.
         A chat's own questions (a login before any call) are left alone. Raises

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, select
 
 from tarry.approvals import MayDecide
-from tarry.errors import ChatNotFoundError, NotDecidableError, TarryError
+from tarry.errors import ChatNotFoundError, NotDecidableError
 from tarry.principals import Channel, Principal
 from tarry.questions import Question
 from tarry.store.deciding import Attempt, Settled, decide_question
@@ -26,11 +26,10 @@ def approve_turn(
     """Approve every undecided question of the chat's open calls in this transaction, or raise and record nothing.
 
     The questions are locked in id order, then each is decided as ``decide_question`` decides one alone (the
-    same rules, the same approval policy, its own row on the trail). The first that cannot be decided raises, which
-    rolls the whole transaction back (the trail's rows of the others too): the refusal a single decision gets
-    ([`QuestionExpiredError`][tarry.errors.QuestionExpiredError],
-    [`NotAllowedError`][tarry.errors.NotAllowedError]), or [`NotDecidableError`][tarry.errors.NotDecidableError]
-    for a form or a link, and for an approval this one would only count; each names the question and its tool.
+    same rules, the same approval policy, its own row on the trail). The first that cannot be decided raises
+    [`NotDecidableError`][tarry.errors.NotDecidableError] naming it and its tool, which rolls the whole
+    transaction back (the trail's rows of the others too): with the refusal a single decision gets as its
+    ``reason``, or none for a form, a link, or an approval this one would only count.
     A chat's own questions (a login before any call) are no call's and are left alone. Returns what each
     decision came to, in id order; an empty list when nothing waits. Raises
     [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown chat.
@@ -57,7 +56,8 @@ def approve_turn(
 def _decided(chat_id: str, question_id: str, tool: str, outcome: Settled) -> Settled:
     """``outcome`` when it decided its question; else the error that says why, naming the question."""
     if outcome.refusal is not None:
-        raise _named(outcome.refusal, _stopped(chat_id, question_id, tool, str(outcome.refusal)))
+        why = _stopped(chat_id, question_id, tool, str(outcome.refusal))
+        raise NotDecidableError(why, question_id, outcome.refusal) from outcome.refusal
     question = outcome.question
     if question is None:  # the row lock makes this unreachable: decided or ended while locked
         raise NotDecidableError(_stopped(chat_id, question_id, tool, "another decision came first"), question_id)
@@ -73,13 +73,3 @@ def _decided(chat_id: str, question_id: str, tool: str, outcome: Settled) -> Set
 
 def _stopped(chat_id: str, question_id: str, tool: str, why: str) -> str:
     return f"Nothing approved in chat {chat_id}: question {question_id} ({tool}) cannot be approved: {why}"
-
-
-def _named(refusal: TarryError, message: str) -> TarryError:
-    """A refusal of the same kind as ``refusal`` whose message names the question that stopped the turn."""
-    try:
-        named = type(refusal)(message)
-    except TypeError:  # a refusal built otherwise: raised as it is
-        return refusal
-    named.__cause__ = refusal
-    return named
