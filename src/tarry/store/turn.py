@@ -59,8 +59,9 @@ def _decided(chat_id: str, question_id: str, tool: str, outcome: Settled) -> Set
         why = _stopped(chat_id, question_id, tool, str(outcome.refusal))
         raise NotDecidableError(why, question_id, outcome.refusal) from outcome.refusal
     question = outcome.question
-    if question is None:  # the row lock makes this unreachable: decided or ended while locked
-        raise NotDecidableError(_stopped(chat_id, question_id, tool, "another decision came first"), question_id)
+    if question is None:  # decided, or its call ended, by another process between the listing and this attempt
+        why = "it was decided, or its call ended, meanwhile"
+        raise NotDecidableError(_stopped(chat_id, question_id, tool, why), question_id)
     if question.decision is None:
         assert question.policy is not None
         why = (
