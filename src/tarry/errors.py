@@ -161,3 +161,18 @@ class NotAllowedError(TarryError):
 
     Nothing is decided; the refused attempt is recorded in the audit trail. The web API answers 403.
     """
+
+
+class NotDecidableError(TarryError):
+    """A question that stopped approving a chat's whole turn at once; nothing is recorded for any question of the turn.
+
+    ``question_id`` names the question, ``reason`` is the refusal approving it alone would get
+    ([`QuestionExpiredError`][tarry.errors.QuestionExpiredError], [`NotAllowedError`][tarry.errors.NotAllowedError]),
+    or ``None`` for what only the whole turn cannot do: a form to fill in, a link to open, or an approval whose
+    policy needs more people, which this approval would only count.
+    """
+
+    def __init__(self, message: str, question_id: str, reason: TarryError | None = None) -> None:
+        super().__init__(message)
+        self.question_id = question_id
+        self.reason = reason

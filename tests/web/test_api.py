@@ -210,6 +210,7 @@ def test_the_openapi_schema_documents_problems_and_no_422(inbox: Inbox) -> None:
     assert "422" not in answer["responses"]
     assert PROBLEM in answer["responses"]["410"]["content"]
     assert set(schema["paths"]) == {
+        "/api/chats/{chat_id}/approve-all",
         "/api/history",
         "/api/questions",
         "/api/questions/{question_id}",

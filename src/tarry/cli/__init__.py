@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from tarry.cli.arguments import identity_text, importable_working_directory, positive_int
@@ -331,8 +332,18 @@ def _add_inbox(commands: Any) -> None:
     answer.add_argument("question", metavar="QUESTION_ID")
     answer.add_argument("value", metavar="VALUE", nargs="?")
     answer.add_argument("--field", action="append", default=[], metavar="NAME=VALUE", help="a field's value")
-    approve = add("approve", "approve a question (a tool call waiting for approval)")
-    approve.add_argument("question", metavar="QUESTION_ID")
+    approve = add(
+        "approve",
+        "approve a question (a tool call waiting for approval), or with --chat ID --all a chat's whole turn",
+        "Approve a question by id. With --chat CHAT_ID --all, approve every question the chat's waiting calls "
+        "wait on, all in one transaction: if one of them cannot be approved, none is, and the error names it.",
+    )
+    approve.add_argument("question", metavar="QUESTION_ID", nargs="?")
+    approve.add_argument("--chat", metavar="CHAT_ID", help="with --all: the chat whose waiting calls to approve")
+    approve.add_argument(
+        "--all", action="store_true", dest="whole_turn", help="approve all of the chat's waiting calls, or none"
+    )
+    approve.set_defaults(check=partial(_check_approve, approve))
     decline = add("decline", "decline a question; the note reaches the model")
     decline.add_argument("question", metavar="QUESTION_ID")
     decline.add_argument("--note", help="why, for the model")
@@ -371,10 +382,25 @@ def _add_inbox(commands: Any) -> None:
     cancel.add_argument("chat_id", metavar="CHAT_ID")
 
 
+def _check_approve(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:
+    """``tarry approve`` takes a question's id, or ``--chat ID --all``; anything else exits 2 saying so."""
+    if arguments.whole_turn and arguments.question is not None:
+        parser.error("give a QUESTION_ID or --chat CHAT_ID --all, not both")
+    if arguments.whole_turn and not arguments.chat:
+        parser.error("--all needs --chat CHAT_ID: the chat whose waiting calls to approve")
+    if not arguments.whole_turn and arguments.chat:
+        parser.error("--chat goes with --all (to approve one question, give its QUESTION_ID)")
+    if not arguments.whole_turn and arguments.question is None:
+        parser.error("give the QUESTION_ID to approve, or --chat CHAT_ID --all")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tarry`` with ``argv`` (default: the command line); returns the exit status."""
     parser = build_parser()
     arguments = parser.parse_args(argv)
+    check: Callable[[argparse.Namespace], None] | None = getattr(arguments, "check", None)
+    if check is not None:
+        check(arguments)
     handler: Command | None = getattr(arguments, "handler", None)
     if handler is None:
         parser.print_help()

@@ -11,6 +11,7 @@ from tarry.errors import (
     CorruptStateError,
     InvalidAnswerError,
     NotAllowedError,
+    NotDecidableError,
     QuestionExpiredError,
     StoreError,
     StoreSchemaError,
@@ -65,10 +66,13 @@ def exit_status(error: BaseException) -> Exit:
     """The exit status for an error a command raised.
 
     Errors are matched by class (the first matching entry of the table wins), so subclasses
-    of the listed errors get their parent's status. Every [`StoreError`][tarry.errors.StoreError]
-    (unreachable, wrong schema, full, read-only, damaged) and any SQLAlchemy error mean the
-    database is unusable.
+    of the listed errors get their parent's status; a whole turn stopped by one question
+    ([`NotDecidableError`][tarry.errors.NotDecidableError]) gets its reason's status, else 1.
+    Every [`StoreError`][tarry.errors.StoreError] (unreachable, wrong schema, full, read-only,
+    damaged) and any SQLAlchemy error mean the database is unusable.
     """
+    if isinstance(error, NotDecidableError) and error.reason is not None:  # a turn stopped by one question
+        return exit_status(error.reason)
     for kind, status in _BY_ERROR:
         if isinstance(error, kind):
             return status

@@ -133,8 +133,16 @@ async def answer(store: Store, arguments: argparse.Namespace) -> int:
 
 
 async def approve(store: Store, arguments: argparse.Namespace) -> int:
-    """``tarry approve``: approve a question (accept it as it stands)."""
+    """``tarry approve``: approve a question (accept it as it stands), or with ``--chat ID --all`` the chat's whole
+    turn: every question its waiting calls wait on, all or none."""
     by = decider(arguments, store)
+    if arguments.whole_turn:
+        approved = await store.approve_all(arguments.chat, by=by, channel="cli")
+        if not approved:
+            print(f"Nothing to approve: no call of chat {arguments.chat} waits on a question.")
+        for question in approved:
+            print(f"Recorded: approved ({describe_call(question.tool_call)}), question {question.id}.")
+        return Exit.OK
     decided = await store.decide(arguments.question, "accept", by=by, channel="cli")
     return await _decided(store, arguments.question, decided)
 

@@ -47,6 +47,7 @@ from tarry.store.rows import message_from_row, question_and_call_from_row, read_
 from tarry.store.schedule import wake
 from tarry.store.tables import LARGEST_ID, chats, questions, tool_calls
 from tarry.store.together import DecisionsTogether
+from tarry.store.turn import approve_turn
 from tarry.store.waiting import WaitingTask, waiting_tasks
 from tarry.tasks import Task
 from tarry.text import unstorable
@@ -518,6 +519,38 @@ class Store:
         """
         return await self.decide(question_id, "decline", note=note, by=by, channel=channel) is not None
 
+    async def approve_all(
+        self, chat_id: str, *, by: str | Principal | None = None, channel: Channel = "code"
+    ) -> list[Question]:
+        """Approve every question the chat's waiting calls wait on, all in one transaction or none of them.
+
+        The whole turn at once: each question is decided as [`approve`][tarry.store.Store.approve] decides one,
+        by the same rules and approval policy, each with its own row on the audit trail, and the decision
+        hooks run for each once all are recorded. If one of them cannot be decided, none is, nothing goes on
+        the trail, and [`NotDecidableError`][tarry.errors.NotDecidableError] names that question (its
+        ``question_id``, and its call's tool in the message). Its ``reason`` is the refusal approving that
+        question alone would get ([`QuestionExpiredError`][tarry.errors.QuestionExpiredError], or
+        [`NotAllowedError`][tarry.errors.NotAllowedError] when its policy refuses ``by``), or ``None`` for a form to
+        fill in or a link to open, and for an approval whose policy needs more people, which this approval would
+        only count (approve it on its own to count it).
+
+        Returns the decided questions in id order; an empty list when no call of the chat waits on a question.
+        A chat's own questions (a login before any call) are left alone. Raises
+        [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown chat.
+        """
+        if not isinstance(chat_id, str) or unstorable(chat_id):  # no chat has such an id
+            raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
+        work = partial(approve_turn, chat_id=chat_id, by=principal_of(by), channel=check_channel(channel))
+        decided = await self.db.run_write(
+            partial(work, may_decide=self.may_decide), may_block=self.may_decide is not None
+        )
+        approved: list[Question] = []
+        for settled in decided:
+            await self._announce(settled, "accept")
+            assert settled.question is not None  # approve_turn returns decided questions only
+            approved.append(settled.question)
+        return approved
+
     async def history(
         self,
         chat_id: str | None = None,
@@ -653,6 +686,7 @@ class Store:
     answer_sync = sync_twin(answer)
     approve_sync = sync_twin(approve)
     decline_sync = sync_twin(decline)
+    approve_all_sync = sync_twin(approve_all)
     history_sync = sync_twin(history)
     messages_sync = sync_twin(messages)
     chat_version_sync = sync_twin(chat_version)

@@ -7,12 +7,13 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
+from tarry.errors import NotAllowedError, QuestionExpiredError
 from tarry.store.tables import LARGEST_ID
 from tarry.web.access import Forbidden, NotLoggedIn
 from tarry.web.decisions import Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
-from tarry.web.schemas import DecisionEventOut, DecisionOut, DeclineIn, QuestionOut, TaskOut
+from tarry.web.schemas import DecisionEventOut, DecisionOut, DeclineIn, QuestionOut, TaskOut, TurnOut
 from tarry.web.views import PAGE_SIZE
 
 PROBLEM_DETAILS = {
@@ -154,6 +155,36 @@ def api_router(decider: Decider) -> APIRouter:
     )
     async def decline(request: Request, question_id: str, body: DeclineIn | None = None) -> DecisionOut:
         return await decided(request, question_id, "decline", None, body.note if body is not None else None)
+
+    @writes.post(
+        "/chats/{chat_id}/approve-all",
+        response_model=TurnOut,
+        summary="Approve every question a chat's waiting calls wait on, all or none",
+        description=(
+            "One transaction: if one question cannot be approved, none is, nothing goes on the audit trail, and "
+            "the problem's `question_id` names it (403 its policy refuses you, 410 it expired, 409 a form, a "
+            "link, or an approval your vote would only count). No question waiting: `questions` is empty."
+        ),
+    )
+    async def approve_all(request: Request, chat_id: str) -> TurnOut:
+        try:
+            result = await decider.approve_all(request, chat_id, "api")
+        except NotLoggedIn:
+            raise Problem(401, "Log in first.") from None
+        except Forbidden as error:
+            raise Problem(403, error.reason) from None
+        if result.outcome == "unknown":
+            raise Problem(404, "No chat has this id.", chat_id=chat_id)
+        if result.outcome == "invalid":
+            raise Problem(400, result.errors["identity"], errors=result.errors, chat_id=chat_id)
+        stopped = result.stopped
+        if stopped is not None:
+            reason = stopped.reason
+            status = (
+                403 if isinstance(reason, NotAllowedError) else 410 if isinstance(reason, QuestionExpiredError) else 409
+            )
+            raise Problem(status, str(stopped), chat_id=chat_id, question_id=stopped.question_id)
+        return TurnOut(questions=[QuestionOut.of(question) for question in result.approved])
 
     @router.get("/tasks", response_model=list[TaskOut], summary="Paused tasks: work that finishes later")
     async def list_tasks(request: Request, chat_id: str | None = CHAT) -> list[TaskOut]:

@@ -13,8 +13,10 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 
 from tarry.errors import (
+    ChatNotFoundError,
     InvalidAnswerError,
     NotAllowedError,
+    NotDecidableError,
     QuestionExpiredError,
     ToolCallRunningError,
     UnknownQuestionError,
@@ -22,7 +24,7 @@ from tarry.errors import (
 from tarry.principals import Channel, Principal
 from tarry.questions import Question
 from tarry.store import Store
-from tarry.web.access import Access
+from tarry.web.access import Access, ChatRef
 
 logger = logging.getLogger("tarry.web")
 OnAnswer = Callable[[Question], Awaitable[None] | None]
@@ -59,6 +61,24 @@ class Result:
     def recorded(self) -> bool:
         """True when this attempt recorded the decision."""
         return self.outcome in ("answered", "approved", "counted", "declined")
+
+
+TurnOutcome = Literal["approved", "nothing", "stopped", "unknown", "invalid"]
+"""What came of approving a chat's whole turn: ``approved`` (every question), ``nothing`` (none waited),
+``stopped`` (one question could not be approved, so none was), ``unknown`` (no such chat), ``invalid`` (an
+identity the store cannot record)."""
+
+
+@dataclass
+class TurnResult:
+    """What came of approving a chat's whole turn at once."""
+
+    outcome: TurnOutcome
+    approved: list[Question] = field(default_factory=list)
+    """The questions approved, in id order."""
+    stopped: NotDecidableError | None = None
+    """For ``stopped``: the error that names the question that stopped the turn, and why."""
+    errors: dict[str, str] = field(default_factory=dict)
 
 
 def safe_url(url: str | None) -> bool:
@@ -113,6 +133,39 @@ class Decider:
             return Result("unknown")
         return await self._outcome(request, question, action, decided)
 
+    async def approve_all(self, request: Request, chat_id: str, channel: Channel = "web") -> TurnResult:
+        """Approve the chat's whole turn ([`Store.approve_all`][tarry.store.Store.approve_all]) as whoever
+        ``Access.principal`` says; raises ``NotLoggedIn``/``Forbidden``.
+
+        The person must be allowed the chat and each question it waits on (``authorize``, item by item) before
+        anything is recorded; ``on_answer`` runs for each approved question.
+        """
+        await self.access.require(request, ChatRef(chat_id))
+        for question in await self.store.pending_questions(chat_id):
+            await self.access.require(request, question)
+        problem = await self.access.identity_problem(request)
+        if problem is not None:
+            return TurnResult("invalid", errors={"identity": problem})
+        by = await self.access.principal(request)
+        try:
+            approved = await self.store.approve_all(chat_id, by=by, channel=channel)
+        except ChatNotFoundError:
+            return TurnResult("unknown")
+        except NotDecidableError as error:
+            return TurnResult("stopped", stopped=error)
+        who = self.access.who(request)
+        for question in approved:
+            if who is not None:
+                self._remember(question.id, who)
+            await self._after(question)
+        return TurnResult("approved" if approved else "nothing", approved)
+
+    def _remember(self, question_id: str, who: str) -> None:
+        """Remember who decided ``question_id`` through this app, to tell them later it was them."""
+        self._deciders[question_id] = who
+        while len(self._deciders) > REMEMBERED:
+            self._deciders.popitem(last=False)
+
     async def _record(
         self,
         question: Question,
@@ -137,9 +190,7 @@ class Decider:
             mine = who is not None and self._deciders.get(question.id) == who
             return Result("yours" if mine else "taken", await self.store.question(question.id))
         if who is not None:
-            self._deciders[question.id] = who
-            while len(self._deciders) > REMEMBERED:
-                self._deciders.popitem(last=False)
+            self._remember(question.id, who)
         if decided.decision is None:  # one approval of several counted: nothing is decided yet
             return Result("counted", decided)
         await self._after(decided)

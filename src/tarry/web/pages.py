@@ -20,7 +20,7 @@ from starlette.templating import Jinja2Templates
 
 from tarry.approvals import refusals
 from tarry.clock import utcnow
-from tarry.errors import ChatNotFoundError
+from tarry.errors import ChatNotFoundError, NotAllowedError, QuestionExpiredError
 from tarry.principals import Principal
 from tarry.questions import Question
 from tarry.store.paging import QuestionPage
@@ -44,6 +44,24 @@ NOTICES = {
     "expired": ("warn", "This question expired before your answer arrived. Nothing was recorded."),
     "running": ("warn", "The call is running right now; it can no longer be declined."),
     "unknown": ("warn", "There is no such question."),
+    "all-approved": (
+        "ok",
+        "Approved every call this conversation waited on, all at once. The chat carries on when a "
+        "process runs it (a worker, or the app).",
+    ),
+    "all-nothing": ("warn", "Nothing in this conversation waits for approval any more. Nothing was changed."),
+    "all-expired": ("warn", "Nothing was approved: this question expired, so none of the conversation's calls was."),
+    "all-refused": (
+        "warn",
+        "Nothing was approved: you may not approve this question, so none of the conversation's calls was.",
+    ),
+    "all-stopped": (
+        "warn",
+        "Nothing was approved: this question needs a decision of its own (an answer, a link, or "
+        "more people's approval), so none of the conversation's calls was approved.",
+    ),
+    "all-unknown": ("warn", "There is no such conversation."),
+    "all-invalid": ("warn", "Your identity cannot be recorded, so nothing was approved."),
 }
 """What the page says after a decision, by outcome: a tone and a sentence."""
 
@@ -176,6 +194,7 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
             "cards": cards,
             "tasks": tasks,
             "chat": chat,
+            "approve_all": _approvable_together(cards, chat) if page.next_cursor is None else 0,
             "chats": chats,
             "query": _query(chat=chat, cursor=cursor),
             "more": _query(chat=chat, cursor=page.next_cursor) if page.next_cursor else None,
@@ -311,9 +330,39 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
     async def decline(request: Request, question_id: str) -> Response:
         return await posted(request, question_id, "decline")
 
+    @posts.post("/chats/{chat_id}/approve-all")
+    async def approve_all(request: Request, chat_id: str) -> Response:
+        try:
+            result = await decider.approve_all(request, chat_id)
+        except (NotLoggedIn, Forbidden):
+            raise Refused(403, "forbidden") from None
+        query = {"chat": chat_id, "outcome": f"all-{result.outcome}"}
+        if result.stopped is not None:
+            reason = result.stopped.reason
+            refused = "refused" if isinstance(reason, NotAllowedError) else "stopped"
+            query["outcome"] = "all-expired" if isinstance(reason, QuestionExpiredError) else f"all-{refused}"
+            query["question"] = result.stopped.question_id
+        return RedirectResponse(f"{root_of(request)}/?{urlencode(query)}", status_code=303)
+
     router.include_router(seen)
     router.include_router(posts)
     return router
+
+
+def _approvable_together(cards: Sequence[views.QuestionView], chat: str | None) -> int:
+    """How many of ``chat``'s cards "Approve all in this conversation" would approve: every one of its calls'
+    questions, when there are more than one and each is an approval the person may approve whose policy this
+    approval completes (else 0, and the page offers no such form)."""
+    if chat is None:
+        return 0
+    of_calls = [card for card in cards if card.question.chat_id == chat and card.question.tool_call is not None]
+    together = all(
+        card.question.kind == "approval"
+        and card.cannot_approve is None
+        and (card.question.policy is None or len(card.question.votes) + 1 >= card.question.policy.count)
+        for card in of_calls
+    )
+    return len(of_calls) if together and len(of_calls) > 1 else 0
 
 
 def _query(**values: str | None) -> str:

@@ -123,6 +123,14 @@ class DecisionOut(BaseModel):
     question: QuestionOut
 
 
+class TurnOut(BaseModel):
+    """A chat's whole turn this request approved: every question its waiting calls waited on (none when none
+    waited)."""
+
+    recorded: Literal[True] = True
+    questions: list[QuestionOut]
+
+
 class DeclineIn(BaseModel):
     """An optional note for the model about why the call was declined."""
 
