@@ -88,8 +88,8 @@ class CallCarrier:
 
     # Carrying on
 
-    async def carry_all(self, current: bool, look: Look) -> None:
-        """Carry every call on that can go on, until none can; ``current``: the chat holds all that is recorded.
+    async def carry_all(self, look: Look) -> None:
+        """Carry every call on that can go on, until none can.
 
         Each round plans from the chat's view of its calls, then carries the plan out. A view that proved
         stale (a claim found its call changed, or lost it; a look left to the claims found none to make)
@@ -98,13 +98,13 @@ class CallCarrier:
         """
         may_skip = True  # the next look may be left to the claims that follow it (``Journal.refresh``'s at_claim)
         while True:
-            at_claim = not current and may_skip and self.plan().claims
-            if not current and await look(at_claim):
+            at_claim = may_skip and self.plan().claims
+            if await look(at_claim):
                 at_claim = False  # the journal looked, and the chat now holds what it found
             stale = await self._carry_out(self.plan(), at_claim)
             if stale is None:
                 return
-            current, may_skip = False, stale is _Stale.CLAIM_LOST
+            may_skip = stale is _Stale.CLAIM_LOST
 
     async def _carry_out(self, planned: Plan, at_claim: bool) -> _Stale | None:
         """Carry ``planned`` out; how the view it was made from proved stale, ``None`` when it held."""

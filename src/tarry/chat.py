@@ -80,9 +80,10 @@ class Chat:
 
         Raises [`PendingToolCallsError`][tarry.errors.PendingToolCallsError], recording nothing, while calls wait.
         """
-        current = await self._add_user_message(text, "ask")
-        async for _ in self._run(stream=False, once=False, current=current):
-            pass
+        async with self._journal.session():
+            await self._add_user_message(text, "ask")
+            async for _ in self._run(stream=False, once=False):
+                pass
         return self.last_reply
 
     async def complete(
@@ -105,16 +106,11 @@ class Chat:
         decision (the question shows which it was). The errors of [`approve`][tarry.Chat.approve]
         are raised before the chat carries on; approvals recorded before the error stay recorded.
         """
-        # On PostgreSQL, the statement that records the approval of the last question a call
-        # waits on also claims the call for this chat object, so the call runs without a claim
-        # of its own: one write fewer per call freed (see _decide's frees).
         approving = Approvals.of("complete", approve, by, channel)
-        try:
+        async with self._journal.session():
             await self._approve_first(approving)
             async for _ in self._run(stream=False, once=False):
                 pass
-        finally:
-            await self._journal.release_unused()
         return self.last_reply
 
     async def step(self) -> Message | None:
@@ -123,9 +119,10 @@ class Chat:
         Returns the model's new message, or ``None`` when the chat waits or had nothing to ask.
         """
         reply = None
-        async for event in self._run(stream=False, once=True):
-            if isinstance(event, MessageDone):
-                reply = event.message
+        async with self._journal.session():
+            async for event in self._run(stream=False, once=True):
+                if isinstance(event, MessageDone):
+                    reply = event.message
         return reply
 
     async def stream(
@@ -147,17 +144,15 @@ class Chat:
         approving = Approvals.of("stream", approve, by, channel)
         if text is not None and approving.questions:
             raise TypeError("stream() takes text or approve=, not both")
-        try:
+        async with self._journal.session():
             await self._approve_first(approving)
-            current = await self._add_user_message(text, "stream") if text is not None else False
-            async for event in self._run(stream=True, once=False, current=current):
+            if text is not None:
+                await self._add_user_message(text, "stream")
+            async for event in self._run(stream=True, once=False):
                 yield event
-        finally:
-            if approving.questions:
-                await self._journal.release_unused()
 
     async def _approve_first(self, approving: Approvals) -> None:
-        """Approve ``approving``'s questions, each freeing its call's claim for this chat object where it can."""
+        """Approve ``approving``'s questions; a decision that frees a call may start it for this run (the session's)."""
         for item in approving.questions:
             target = await self._find(item)
             await self._decide(
@@ -363,8 +358,8 @@ class Chat:
 
     # The loop
 
-    async def _add_user_message(self, text: str, verb: str) -> bool:
-        """Save the user's message, claiming the turn for the reply; True when the chat holds all that is recorded.
+    async def _add_user_message(self, text: str, verb: str) -> None:
+        """Save the user's message, claiming the turn for the reply.
 
         The journal refuses the message while calls wait in the database; the chat reads them
         then, to name them.
@@ -374,13 +369,12 @@ class Chat:
         message = Message("user", text)
         try:
             self._refuse_while_calls_wait()
-            current = await self._journal.append(message, claim_turn=self.model is not None)
+            await self._journal.append(message, claim_turn=self.model is not None)
         except PendingToolCallsError:
             await self._refresh()
             self._refuse_while_calls_wait()
             raise
         self.messages.append(message)
-        return current
 
     def _refuse_while_calls_wait(self) -> None:
         waiting = [record.call.name for record in self.records.values() if record.open]
@@ -390,30 +384,24 @@ class Chat:
                 "or cancel them, and complete() the chat, before asking again"
             )
 
-    async def _run(self, *, stream: bool, once: bool, current: bool = False) -> AsyncIterator[StreamEvent]:
-        """The loop; with ``current`` (the chat holds all that is recorded) its first look at the journal is skipped."""
-        try:
-            loading = not all(source.loaded for source in self._sources)
-            if loading and not current:
-                await self._refresh()
-                current = True
-            if loading and not await self._load_tools_or_park():
+    async def _run(self, *, stream: bool, once: bool) -> AsyncIterator[StreamEvent]:
+        """The loop, within the caller's journal session."""
+        if not all(source.loaded for source in self._sources):
+            await self._refresh()
+            if not await self._load_tools_or_park():
                 return
-            carrier = self._carrier()
-            while True:
-                await carrier.carry_all(current, lambda at_claim: self._refresh(at_claim=at_claim))
-                if not self._model_next():
-                    return
-                reply, turn = None, self._model_turn()
-                async for event in turn.take(stream, self.instructions, self.tool_choice, self.settings):
-                    if isinstance(event, MessageDone):
-                        reply = event.message
-                    yield event
-                if once or reply is None or not reply.tool_calls:
-                    return
-                current = turn.current
-        finally:
-            await self._journal.release_unused()
+        carrier = self._carrier()
+        while True:
+            await carrier.carry_all(lambda at_claim: self._refresh(at_claim=at_claim))
+            if not self._model_next():
+                return
+            reply = None
+            async for event in self._model_turn().take(stream, self.instructions, self.tool_choice, self.settings):
+                if isinstance(event, MessageDone):
+                    reply = event.message
+                yield event
+            if once or reply is None or not reply.tool_calls:
+                return
 
     def _carrier(self) -> CallCarrier:
         """What carries this chat's calls on, for one run of the loop."""

@@ -38,8 +38,7 @@ class ModelTurn:
     and the calls it makes in ``messages`` and ``records`` through ``journal``.
 
     ``look`` takes in what other processes recorded, and ``ready`` says whether the chat, as it
-    then stands, needs the model (no call waits, the last message is not the model's). After
-    the turn, ``current`` says whether the chat holds all that is recorded.
+    then stands, needs the model (no call waits, the last message is not the model's).
     """
 
     def __init__(
@@ -62,7 +61,6 @@ class ModelTurn:
         self.tools = tools
         self.look = look
         self.ready = ready
-        self.current = False
 
     async def take(
         self,
@@ -128,7 +126,7 @@ class ModelTurn:
         """Record ``reply`` and its calls' records; False when another process took the turn over meanwhile."""
         records = records_for(reply, self.records, self.tools, self.chat_id)
         try:
-            self.current = await self.journal.append(reply, records)
+            await self.journal.append(reply, records)
         except ClaimLostError:
             logger.warning(
                 "Lost the turn of chat %s while the model replied; another process took it over", self.chat_id

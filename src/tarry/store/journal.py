@@ -140,8 +140,12 @@ class StoreJournal:
         self._loaded = loaded
         """Rows read when the chat was loaded, handed over by the first ``refresh`` without a statement."""
         self._holding_turn = False
-        self._verified = False
-        """A claim just confirmed the chat's version, so the next refresh need not ask again."""
+        self._sessions = 0
+        """How many sessions are open (they nest): what the journal took ahead is given back when the last ends."""
+        self._current = False
+        """Within a session: the chat holds everything recorded (this journal's own write was the latest, it has
+        just read the rows, or a turn claim found the version unchanged) and nothing else happened since, so a
+        refresh need not ask. Every other step of the journal ends it."""
         self._fresh: tuple[int, float] | None = None
         """The version [`Store.load_chat`][tarry.store.Store.load_chat] read, and until when (``time.monotonic()``) a
         listing look may take the load's rows as current: only the first look after the load, and only while the chat
@@ -169,11 +173,26 @@ class StoreJournal:
         If one did, the version held is known to be behind: the next ``refresh`` reads the rows
         without asking for the version first, and does not leave the check to a claim.
         """
+        self._current = False
         if self._seen == version - 1:
             self._seen = version
             return True
         self._seen = None
         return False
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[None]:
+        """One run of the chat: when the outermost session ends, give back the turn a write claimed and no
+        ``hold_turn`` used, and the calls decisions claimed and no ``hold_call`` used, and forget that the chat
+        was current."""
+        self._sessions += 1
+        try:
+            yield
+        finally:
+            self._sessions -= 1
+            if not self._sessions:
+                self._current = False
+                await self._release_unused()
 
     @asynccontextmanager
     async def refresh(
@@ -195,8 +214,7 @@ class StoreJournal:
         loaded, self._loaded = self._loaded, None
         if loaded is not None:
             version, tail = loaded
-        elif self._verified:
-            self._verified = False
+        elif self._current:  # nothing else happened since the journal knew the chat held everything
             yield None
             return
         elif listing and fresh is not None and fresh[0] == self._seen and time.monotonic() < fresh[1]:
@@ -214,7 +232,7 @@ class StoreJournal:
         yield tail.changes(self._calls)
         for row in tail.calls:
             self._calls.setdefault(row["call_id"], CallRow(row["id"], row["name"])).version = row["version"]
-        self._seen = version
+        self._seen, self._current = version, self._sessions > 0
         if loaded is not None:
             self._fresh = (version, time.monotonic() + FRESH_FOR)
 
@@ -241,74 +259,68 @@ class StoreJournal:
             raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
         return int(row["version"]), tail
 
-    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> bool:
+    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> None:
         """Save a user or assistant message and the records of the calls it makes.
 
         Ends the turn claim in the same transaction when the message is the reply it was held for;
         raises [`ClaimLostError`][tarry.errors.ClaimLostError], recording nothing, when another process holds the turn
         by then. With ``claim_turn`` (a user message) it claims the turn for the model's reply instead.
-        Returns whether no other process wrote to the chat since the chat object last looked.
+        When no other process wrote to the chat since the chat object last looked, the session's next
+        ``refresh`` asks nothing.
         """
+        self._current = False
         if self._unsaved is not None:
-            return await self._create_with(self._unsaved, message, claim_turn=claim_turn)
-        changes: dict[str, Any] = {}
-        if message.role == "user":  # a new question of the user ends an earlier cancellation
-            changes["cancel_requested_at"] = None
+            version = await self._create_with(self._unsaved, message, claim_turn=claim_turn)
+        else:
+            alone = await self._append_user_alone(message, claim_turn=claim_turn)
+            version = alone if alone is not None else await self._append(message, records, claim_turn=claim_turn)
+        self._current = self._wrote(version) and self._sessions > 0
+
+    async def _append_user_alone(self, message: Message, *, claim_turn: bool) -> int | None:
+        """PostgreSQL, at a known version: save a user message in one statement (no ``BEGIN``, no ``COMMIT``);
+        the chat's new version, or ``None`` when it was not saved so (the chat changed since: the caller writes
+        it in a transaction, which also tells why)."""
+        if message.role != "user" or self._seen is None or self.db.is_sqlite:
+            return None
+        lease = self._lease if claim_turn else None
+        save = partial(
+            save_user_message, chat_id=self.chat_id, seen=self._seen, message=message, owner=self.store.owner
+        )
+        saved = await self._claim(
+            partial(save, claim_turn=lease), lambda saved: saved is not None and saved[1], chats, self.chat_id
+        )
+        if saved is None:
+            return None
+        if saved[1]:
+            self._claimed_early = saved[0]
+        return saved[0]
+
+    async def _append(self, message: Message, records: Sequence[CallRecord], *, claim_turn: bool) -> int:
+        """Save the message and its calls' records (one statement for a reply on PostgreSQL); the chat's version."""
         held = self._holding_turn and message.role == "assistant"
-        if held:
-            changes.update(claimed_by=None, claimed_until=None)
-        owner, lease, chat_id = self.store.owner, self._lease, self.chat_id
-        if message.role == "user" and self._seen is not None and not self.db.is_sqlite:
-            save = partial(save_user_message, chat_id=chat_id, seen=self._seen, message=message, owner=owner)
-            saved = await self._claim(
-                partial(save, claim_turn=lease if claim_turn else None),
-                lambda saved: saved is not None and saved[1],
-                chats,
-                chat_id,
-            )
-            if saved is not None:  # no BEGIN, no COMMIT, one round trip
-                if saved[1]:
-                    self._claimed_early = saved[0]
-                return self._wrote(saved[0])
-
-        def write(connection: Connection) -> tuple[int, list[int], bool]:
-            claimed = False
-            if claim_turn:
-                version, position, claimed = bump_chat_claiming(
-                    connection, chat_id, owner, lease, new_messages=1, **changes
-                )
-            else:
-                holder = owner if held else None
-                version, position = bump_chat(connection, chat_id, new_messages=1, holder=holder, **changes)
-            if message.role == "user" and fetch_value(connection, _OPEN_CALL, {"chat_id": chat_id}) is not None:
-                # Another process's reply with calls came in after this one looked: record nothing.
-                raise PendingToolCallsError("Tool calls of this chat still wait; answer them before asking again")
-            connection.execute(
-                _INSERT_MESSAGE,
-                {"chat_id": chat_id, "position": position, "created_at": utcnow(), **message_values(message)},
-            )
-            return version, [insert_call(connection, chat_id, position, record) for record in records], claimed
-
         one_statement = (
             held
             and not self.db.is_sqlite
             and not any(question.expires_at for record in records for question in record.questions)
         )
         if one_statement:  # no BEGIN, no COMMIT, one round trip
-            reply = partial(save_reply, chat_id=chat_id, holder=owner, message=message, records=records)
+            reply = partial(save_reply, chat_id=self.chat_id, holder=self.store.owner, message=message, records=records)
             (version, row_ids), claimed = await self.db.run_direct(reply, write=True), False
         else:
-            version, row_ids, claimed = await self.db.run_write(write)
+            claim = (self.store.owner, self._lease) if claim_turn else None
+            holder = self.store.owner if held else None
+            write = partial(append_rows, chat_id=self.chat_id, message=message, records=records)
+            version, row_ids, claimed = await self.db.run_write(partial(write, claim=claim, holder=holder))
         for record, row_id in zip(records, row_ids, strict=True):
             self._calls[record.call.id] = CallRow(row_id, record.call.name, 0)
         if held:
             self._holding_turn = False
         if claimed:
             self._claimed_early = version
-        return self._wrote(version)
+        return version
 
-    async def _create_with(self, row: dict[str, Any], message: Message, *, claim_turn: bool) -> bool:
-        """Write the new chat's ``row`` with its first message, in one statement on PostgreSQL.
+    async def _create_with(self, row: dict[str, Any], message: Message, *, claim_turn: bool) -> int:
+        """Write the new chat's ``row`` with its first message, in one statement on PostgreSQL; its version.
 
         With ``claim_turn`` the row holds the turn for the model's reply: nobody else knows the chat yet.
         """
@@ -329,7 +341,7 @@ class StoreJournal:
         self._unsaved = None
         if claim_turn:
             self._claimed_early = 1
-        return self._wrote(1)
+        return 1
 
     @asynccontextmanager
     async def hold_call(self, call_id: str) -> AsyncIterator[Claim]:
@@ -342,6 +354,7 @@ class StoreJournal:
         took (``decide`` with ``claim``) is used as it is, without a statement of its own.
         """
         row = self._calls[call_id]
+        self._current = False
         renewal = await self._take_early_claim(row)
         if renewal is not None:  # the decision that freed the call claimed it
             claim = Claim.GRANTED
@@ -393,8 +406,7 @@ class StoreJournal:
         if version is None:
             yield False
             return
-        if version == self._seen:
-            self._verified = True
+        self._current = version == self._seen
         self._holding_turn = True
         renewal = asyncio.create_task(self._renew(chats, chat_id))
         try:
@@ -403,12 +415,11 @@ class StoreJournal:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
-            self._verified = False
             if self._holding_turn:
                 self._holding_turn = False
                 await self._release(chats, chat_id)
 
-    async def release_unused(self) -> None:
+    async def _release_unused(self) -> None:
         """Give back every call a decision claimed that no ``hold_call`` used, and a turn claimed by a write
         and never held (the chat did not ask the model after all).
 
@@ -569,20 +580,21 @@ class StoreJournal:
         *,
         running: bool,
         closed: bool,
-        claim: bool = False,
+        carry_on: bool = False,
     ) -> Question | None:
         """Record the decision under the question's row lock (which checks the call as stored, not ``running``).
 
         When the chat held everything recorded before, it still does: the decision changed only
         the question and the versions, so the next ``refresh`` need not read the rows again.
-        With ``claim`` (the decision frees the call, and the chat carries it on next) PostgreSQL's
-        statement claims the call too when it stands as the chat holds it, so ``hold_call``
-        need not; ``release_unused`` gives it back if the chat does not carry it on after all.
+        With ``carry_on`` in a session (the decision frees the call, and the chat carries it on next)
+        PostgreSQL's statement claims the call too when it stands as the chat holds it, so ``hold_call``
+        need not; the session gives it back if the chat does not carry it on after all.
         """
-        self._fresh = None  # whatever comes of it, a decision that lost or was refused shows another writer
+        self._fresh, self._current = None, False  # a decision that lost or was refused shows another writer
         row = None if question.tool_call is None else self._calls.get(question.tool_call.id)
         along, kept = None, None
-        if claim and row is not None and not row.claimed and self._seen is not None and not self.db.is_sqlite:
+        carries = carry_on and self._sessions > 0
+        if carries and row is not None and not row.claimed and self._seen is not None and not self.db.is_sqlite:
             along = ClaimAlong(row.id, row.version, self._seen, self.store.owner, utcnow() + self._lease, self._lease)
             kept = partial(self._keep_claim, row, along.until)
         settled = await self.store._decide(
@@ -638,6 +650,7 @@ class StoreJournal:
             return [decide_question(connection, attempt, None, postgres=postgres) for attempt in attempts]
 
         self._fresh = self._seen = None  # the decisions bumped the chat: read it again
+        self._current = False
         closed = []
         for settled in await self.db.run_write(write):
             if settled.question is not None and settled.refusal is None:
@@ -744,6 +757,38 @@ class StoreJournal:
     async def _release(self, table: Table, key: Any) -> None:
         values = {"key": key, "owner": self.store.owner}
         await self.db.run_direct(partial(run, statement=_RELEASE[table.name], values=values), write=True)
+
+
+def append_rows(
+    connection: Connection,
+    *,
+    chat_id: str,
+    message: Message,
+    records: Sequence[CallRecord],
+    claim: tuple[str, timedelta] | None,
+    holder: str | None,
+) -> tuple[int, list[int], bool]:
+    """Save ``message`` and its calls' records in the caller's transaction; the chat's new version, the calls'
+    row ids, and whether the turn was claimed.
+
+    ``claim`` (an owner and a lease): also claim the turn when it is free. ``holder``: only while ``holder``
+    holds the turn, which this message (its reply) ends. A user message ends an earlier cancellation, and is
+    refused ([`PendingToolCallsError`][tarry.errors.PendingToolCallsError]) while a call is open.
+    """
+    changes: dict[str, Any] = {"cancel_requested_at": None} if message.role == "user" else {}
+    if holder is not None:
+        changes.update(claimed_by=None, claimed_until=None)
+    claimed = False
+    if claim is not None:
+        version, position, claimed = bump_chat_claiming(connection, chat_id, *claim, new_messages=1, **changes)
+    else:
+        version, position = bump_chat(connection, chat_id, new_messages=1, holder=holder, **changes)
+    if message.role == "user" and fetch_value(connection, _OPEN_CALL, {"chat_id": chat_id}) is not None:
+        # Another process's reply with calls came in after this one looked: record nothing.
+        raise PendingToolCallsError("Tool calls of this chat still wait; answer them before asking again")
+    values = {"chat_id": chat_id, "position": position, "created_at": utcnow(), **message_values(message)}
+    connection.execute(_INSERT_MESSAGE, values)
+    return version, [insert_call(connection, chat_id, position, record) for record in records], claimed
 
 
 def bump_chat(
