@@ -314,20 +314,15 @@ class Chat:
 
     # What the journal records and reads back
 
-    async def _refresh(self, *, at_claim: bool = False, listing: bool = False) -> bool:
-        """Take in what other processes recorded since this chat object last looked (its current turn on);
-        whether anything had changed.
+    async def _refresh(self, *, listing: bool = False) -> None:
+        """Take in what other processes recorded since this chat object last looked (its current turn on).
 
-        ``at_claim``: the chat's next step claims calls, which may check instead; ``listing``: the look
-        only lists what the chat waits on (see ``Journal.refresh``).
+        ``listing``: the look only lists what the chat waits on (see ``Journal.refresh``).
         """
-        start = tail_start(self.messages)
-        asked = {name: True for name, given in (("at_claim", at_claim), ("listing", listing)) if given}
-        looking = self._journal.refresh(start, **asked)
+        looking = self._journal.refresh(tail_start(self.messages), **({"listing": True} if listing else {}))
         async with looking as changes:
             if changes is not None:
                 self._apply(changes)
-        return changes is not None
 
     def _apply(self, changes: Changes) -> None:
         """Make the chat what ``changes`` holds, keeping the questions and records callers already hold; a state
@@ -392,7 +387,7 @@ class Chat:
                 return
         carrier = self._carrier()
         while True:
-            await carrier.carry_all(lambda at_claim: self._refresh(at_claim=at_claim))
+            await carrier.carry_all(self._refresh)
             if not self._model_next():
                 return
             reply = None

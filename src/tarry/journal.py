@@ -42,19 +42,15 @@ class Journal(Protocol):
         """
         ...
 
-    def refresh(
-        self, start: int, *, at_claim: bool = False, listing: bool = False
-    ) -> AbstractAsyncContextManager[Changes | None]:
+    def refresh(self, start: int, *, listing: bool = False) -> AbstractAsyncContextManager[Changes | None]:
         """Yield what other processes recorded since the chat last looked, from message ``start`` on.
 
         Yields ``None`` when nothing changed: also, within a session, without a look when the journal
         knows the chat holds everything (its own last write was the latest, or it has just read or
         confirmed the chat's version). The chat takes the changes in within the block;
-        the journal counts them as held only when the block ends without an error. ``at_claim``:
-        the chat's next step claims calls (``hold_call``), so the journal may skip the look
-        and have those claims check instead that nothing changed (they are ``STALE`` if it did).
+        the journal counts them as held only when the block ends without an error.
         ``listing``: the look only lists what the chat waits on, so a journal that has just read
-        every row may answer from them. The chat passes each keyword only when it is true.
+        every row may answer from them. The chat passes the keyword only when it is true.
         """
         ...
 
@@ -68,7 +64,12 @@ class Journal(Protocol):
         ...
 
     def hold_call(self, call_id: str) -> AbstractAsyncContextManager[Claim]:
-        """Claim the call for as long as the block runs (renewing the lease), then release it."""
+        """Claim the call for as long as the block runs (renewing the lease), then release it.
+
+        The chat may carry its calls on as it sees them, without looking first: a claim on a view that
+        proved stale (the call, or the chat, changed since the chat last looked) is ``STALE``, and the
+        chat looks again, then plans again.
+        """
         ...
 
     def hold_turn(self) -> AbstractAsyncContextManager[bool]:
@@ -161,9 +162,7 @@ class MemoryJournal:
         """Held around a model request of the one chat this journal serves."""
 
     @asynccontextmanager
-    async def refresh(
-        self, start: int, *, at_claim: bool = False, listing: bool = False
-    ) -> AsyncIterator[Changes | None]:
+    async def refresh(self, start: int, *, listing: bool = False) -> AsyncIterator[Changes | None]:
         """Nothing to read: this process made every change."""
         yield None
 

@@ -143,15 +143,15 @@ class StoreJournal:
         self._sessions = 0
         """How many sessions are open (they nest): what the journal took ahead is given back when the last ends."""
         self._current = False
-        """Within a session: the chat holds everything recorded (this journal's own write was the latest, it has
-        just read the rows, or a turn claim found the version unchanged) and nothing else happened since, so a
-        refresh need not ask. Every other step of the journal ends it."""
+        """Within a session: the chat holds everything recorded (this journal's own message was the latest write,
+        it has just read the rows, or a claim found the version unchanged), so a refresh need not ask and claims
+        need not check the chat's version. A step that shows another writer, or may, ends it."""
         self._fresh: tuple[int, float] | None = None
         """The version [`Store.load_chat`][tarry.store.Store.load_chat] read, and until when (``time.monotonic()``) a
         listing look may take the load's rows as current: only the first look after the load, and only while the chat
         holds them."""
-        self._check_at_claim: int | None = None
-        """The chat version a refresh took as current without asking: the next call claims check it."""
+        self._check_at: int | None = None
+        """The chat version a claim found stale: the claims that follow it, until the chat looks, check it too."""
         self._claimed_early: int | None = None
         """The version a write wrote when it claimed the turn for the next ``hold_turn``."""
         self._calls: dict[str, CallRow] = {}
@@ -173,7 +173,6 @@ class StoreJournal:
         If one did, the version held is known to be behind: the next ``refresh`` reads the rows
         without asking for the version first, and does not leave the check to a claim.
         """
-        self._current = False
         if self._seen == version - 1:
             self._seen = version
             return True
@@ -195,21 +194,17 @@ class StoreJournal:
                 await self._release_unused()
 
     @asynccontextmanager
-    async def refresh(
-        self, start: int, *, at_claim: bool = False, listing: bool = False
-    ) -> AsyncIterator[Changes | None]:
+    async def refresh(self, start: int, *, listing: bool = False) -> AsyncIterator[Changes | None]:
         """Re-read the current turn (the messages from ``start``, the last assistant message, on, and its calls).
 
-        One cheap query when nothing changed since the chat last looked. The versions read count
-        as held once the chat took the changes in (the block ended without an error). With
-        ``at_claim`` (the chat's next step claims calls) PostgreSQL asks nothing now: the claims that
-        follow hold only while the chat is still at the version it holds, and are stale otherwise.
-        A ``listing`` look right after [`Store.load_chat`][tarry.store.Store.load_chat] (the first look, within
+        One cheap query when nothing changed since the chat last looked, and none at all while the
+        journal knows, within a session, that the chat holds everything (see ``append``). The versions
+        read count as held once the chat took the changes in (the block ended without an error). A
+        ``listing`` look right after [`Store.load_chat`][tarry.store.Store.load_chat] (the first look, within
         ``FRESH_FOR`` seconds, before any other step) asks nothing either: the load has just read the rows. Every
         other look reads: the one that looks for a question the chat does not know, say.
         """
         tail: Tail | None
-        self._check_at_claim = None
         fresh, self._fresh = self._fresh, None
         loaded, self._loaded = self._loaded, None
         if loaded is not None:
@@ -220,19 +215,12 @@ class StoreJournal:
         elif listing and fresh is not None and fresh[0] == self._seen and time.monotonic() < fresh[1]:
             yield None  # the load just read the rows: listing what it found needs no second statement
             return
-        elif at_claim and self._seen is not None and not self.db.is_sqlite:
-            self._check_at_claim = self._seen  # one statement fewer: the claim asks instead
-            yield None
-            return
         else:
             version, tail = await self._read(start)
-        if tail is None:
-            yield None
-            return
-        yield tail.changes(self._calls)
-        for row in tail.calls:
+        yield None if tail is None else tail.changes(self._calls)
+        for row in () if tail is None else tail.calls:
             self._calls.setdefault(row["call_id"], CallRow(row["id"], row["name"])).version = row["version"]
-        self._seen, self._current = version, self._sessions > 0
+        self._seen, self._check_at, self._current = version, None, self._sessions > 0
         if loaded is not None:
             self._fresh = (version, time.monotonic() + FRESH_FOR)
 
@@ -349,33 +337,18 @@ class StoreJournal:
 
         The claim holds only if the row is still at the version this process read, so nobody
         acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
-        After a refresh that left the check to the claims (``at_claim``), it also holds only while
-        the chat is at the version this object holds. A claim that the decision freeing the call
-        took (``decide`` with ``claim``) is used as it is, without a statement of its own.
+        Unless the journal knows the chat holds everything recorded (it has just looked, or its own
+        write was the latest), the claim also holds only while the chat is at the version the chat
+        object holds: a chat that carries its calls on as it sees them learns here that it saw an old
+        view. When the journal knows that view is behind, the claim is ``STALE`` without a statement.
+        A claim that the decision freeing the call took (``decide`` with ``carry_on``) is used as it
+        is, without a statement of its own.
         """
         row = self._calls[call_id]
-        self._current = False
-        renewal = await self._take_early_claim(row)
-        if renewal is not None:  # the decision that freed the call claimed it
-            claim = Claim.GRANTED
-        else:
-            row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
-            chat = None if self._check_at_claim is None else (self.chat_id, self._check_at_claim)
-            claim = await self._claim(
-                lambda c: claim_call(c, row_id, version, owner, lease, chat),
-                lambda claim: claim.held,
-                tool_calls,
-                row_id,
-            )
-            if chat is not None and claim is not Claim.STALE:  # the chat was at that version then
-                self._check_at_claim = None
-            if not claim.held:
-                if claim is Claim.STALE:
-                    self._seen = None
-                yield claim
-                return
-            row.claimed = True
-            renewal = asyncio.create_task(self._renew(tool_calls, row_id))
+        claim, renewal = await self._take_claim(row)
+        if renewal is None:
+            yield claim
+            return
         try:
             yield claim
         except BaseException:
@@ -390,6 +363,29 @@ class StoreJournal:
             claimed, row.claimed = row.claimed, False
             if claimed:
                 await self._release(tool_calls, row.id)
+
+    async def _take_claim(self, row: CallRow) -> tuple[Claim, asyncio.Task[None] | None]:
+        """Claim ``row``'s call as ``hold_call`` says; the claim, and the renewal of one held (``None`` otherwise)."""
+        current = self._current
+        check = None if current else self._check_at if self._check_at is not None else self._seen
+        if check is None and not current:
+            return Claim.STALE, None  # the chat's view is known to be behind: it looks first
+        renewal = await self._take_early_claim(row)
+        if renewal is not None:  # the decision that freed the call claimed it
+            return Claim.GRANTED, renewal
+        row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
+        chat = None if check is None else (self.chat_id, check)
+        claim = await self._claim(
+            lambda c: claim_call(c, row_id, version, owner, lease, chat), lambda claim: claim.held, tool_calls, row_id
+        )
+        if claim is Claim.STALE:
+            self._seen, self._check_at, self._current = None, check, False
+        elif chat is not None:  # the chat was at that version then
+            self._current, self._check_at = True, None
+        if not claim.held:
+            return claim, None
+        row.claimed = True
+        return claim, asyncio.create_task(self._renew(tool_calls, row_id))
 
     @asynccontextmanager
     async def hold_turn(self) -> AsyncIterator[bool]:
@@ -516,14 +512,20 @@ class StoreJournal:
                 schedule_check(connection, chat_id, outcome.task)
             return chat_version, version, claimed
 
-        if outcome.result is not None and not self.db.is_sqlite:  # no BEGIN, no COMMIT, one round trip
-            turn_lease = lease if claim_turn else None
-            save = partial(save_result, chat_id=chat_id, row_id=row_id, owner=owner, result=outcome.result, what=what)
-            chat_version, version, claimed = await self._write_holding_claim(
-                partial(save, claim_turn=turn_lease), what, alone=True
-            )
-        else:
-            chat_version, version, claimed = await self._write_holding_claim(write, what)
+        try:
+            if outcome.result is not None and not self.db.is_sqlite:  # no BEGIN, no COMMIT, one round trip
+                turn_lease = lease if claim_turn else None
+                save = partial(
+                    save_result, chat_id=chat_id, row_id=row_id, owner=owner, result=outcome.result, what=what
+                )
+                chat_version, version, claimed = await self._write_holding_claim(
+                    partial(save, claim_turn=turn_lease), what, alone=True
+                )
+            else:
+                chat_version, version, claimed = await self._write_holding_claim(write, what)
+        except BaseException:
+            self._current = False  # the call was taken over, or the database is away: the chat looks again
+            raise
         row.claimed, row.version = False, version
         if claimed:
             self._claimed_early = chat_version
@@ -621,6 +623,7 @@ class StoreJournal:
         """
         row = self._calls[call_id]
         row_id, owner, chat_id = row.id, self.store.owner, self.chat_id
+        self._current = False
 
         def write(connection: Connection) -> int:
             # The call's row first, then the chat's: the order every other write takes them in.
@@ -660,7 +663,7 @@ class StoreJournal:
 
     async def add_chat_question(self, number: int, question: Question) -> bool:
         """Save a question of the chat itself (a login), parking the chat on it, in one transaction."""
-        chat_id = self.chat_id
+        chat_id, self._current = self.chat_id, False
 
         def write(connection: Connection) -> int:
             version, _ = bump_chat(connection, chat_id)
