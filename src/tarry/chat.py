@@ -161,14 +161,14 @@ class Chat:
 
     async def pending_questions(self) -> list[Question]:
         """The questions the chat waits on: its own first (a login), then its calls', in the order of the calls."""
-        await self._refresh(listing=True)
+        await self._refresh()
         now = utcnow()
         own = [question for question in self.chat_questions if question.is_open(now)]
         return own + [question for record in self.records.values() for question in record.pending_questions(now)]
 
     async def pending_tasks(self) -> list[Task]:
         """The paused tasks that wait on no question: work that finishes later."""
-        await self._refresh(listing=True)
+        await self._refresh()
         return [
             record.task
             for record in self.records.values()
@@ -198,17 +198,19 @@ class Chat:
         [`QuestionExpiredError`][tarry.errors.QuestionExpiredError] or
         [`NotAllowedError`][tarry.errors.NotAllowedError].
         """
-        target = await self._find(question)
-        accepted = target.check_answer(value, values)
-        return await self._decide(target, "accept", accepted, None, principal_of(by), check_channel(channel))
+        async with self._journal.session():
+            target = await self._find(question)
+            accepted = target.check_answer(value, values)
+            return await self._decide(target, "accept", accepted, None, principal_of(by), check_channel(channel))
 
     async def approve(
         self, question: Question | str, *, by: str | Principal | None = None, channel: Channel = "code"
     ) -> bool:
         """Approve ``question``; same arguments, return value and errors as [`answer`][tarry.Chat.answer]."""
-        target = await self._find(question)
-        principal, through = principal_of(by), check_channel(channel)
-        return await self._decide(target, "accept", target.check_answer(), None, principal, through)
+        async with self._journal.session():
+            target = await self._find(question)
+            principal, through = principal_of(by), check_channel(channel)
+            return await self._decide(target, "accept", target.check_answer(), None, principal, through)
 
     async def decline(
         self,
@@ -224,7 +226,8 @@ class Chat:
         """
         check_note(note)
         principal, through = principal_of(by), check_channel(channel)
-        return await self._decide(await self._find(question), "decline", None, note, principal, through)
+        async with self._journal.session():
+            return await self._decide(await self._find(question), "decline", None, note, principal, through)
 
     async def cancel(self) -> None:
         """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result.
@@ -232,13 +235,14 @@ class Chat:
         A question of the chat itself (a login) is cancelled too: the chat asks it again only
         once the user asks something new.
         """
-        for _attempt in range(3):
-            await self._refresh()
-            for question in self.chat_questions:
-                if question.is_open(utcnow()):
-                    await self._decide(question, "cancel", None, None, None, "code")
-            if not await self._carrier().cancel_open(self._cancel_question):
-                return  # else a call had changed meanwhile: look at it again
+        async with self._journal.session():
+            for _attempt in range(3):
+                await self._refresh()
+                for question in self.chat_questions:
+                    if question.is_open(utcnow()):
+                        await self._decide(question, "cancel", None, None, None, "code")
+                if not await self._carrier().cancel_open(self._cancel_question):
+                    return  # else a call had changed meanwhile: look at it again
 
     async def _cancel_question(self, question: Question) -> bool:
         return await self._decide(question, "cancel", None, None, None, "code")
@@ -314,13 +318,9 @@ class Chat:
 
     # What the journal records and reads back
 
-    async def _refresh(self, *, listing: bool = False) -> None:
-        """Take in what other processes recorded since this chat object last looked (its current turn on).
-
-        ``listing``: the look only lists what the chat waits on (see ``Journal.refresh``).
-        """
-        looking = self._journal.refresh(tail_start(self.messages), **({"listing": True} if listing else {}))
-        async with looking as changes:
+    async def _refresh(self) -> None:
+        """Take in what other processes recorded since this chat object last looked (its current turn on)."""
+        async with self._journal.refresh(tail_start(self.messages)) as changes:
             if changes is not None:
                 self._apply(changes)
 

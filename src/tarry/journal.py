@@ -28,10 +28,10 @@ class Journal(Protocol):
     leaves both the database and the chat as they were. What the journal keeps to do its work
     (versions read, whether its own last write was the latest, claims held) is its own.
 
-    The chat carries itself on (``ask()``, ``complete()``, ``step()``, a stream) within a
-    [`session`][tarry.journal.Journal.session]: what the journal takes ahead for the run (a turn
-    claimed with a write, a call claimed with the decision that freed it) belongs to the session,
-    and what the run did not use is given back when it ends.
+    The chat acts on what it sees (``ask()``, ``complete()``, ``step()``, a stream, a decision,
+    ``cancel()``) within a [`session`][tarry.journal.Journal.session]: what the journal takes ahead
+    for the run (a turn claimed with a write, a call claimed with the decision that freed it)
+    belongs to the session, and what the run did not use is given back when it ends.
     """
 
     def session(self) -> AbstractAsyncContextManager[None]:
@@ -42,15 +42,15 @@ class Journal(Protocol):
         """
         ...
 
-    def refresh(self, start: int, *, listing: bool = False) -> AbstractAsyncContextManager[Changes | None]:
+    def refresh(self, start: int) -> AbstractAsyncContextManager[Changes | None]:
         """Yield what other processes recorded since the chat last looked, from message ``start`` on.
 
         Yields ``None`` when nothing changed: also, within a session, without a look when the journal
         knows the chat holds everything (its own last write was the latest, or it has just read or
         confirmed the chat's version). The chat takes the changes in within the block;
-        the journal counts them as held only when the block ends without an error.
-        ``listing``: the look only lists what the chat waits on, so a journal that has just read
-        every row may answer from them. The chat passes the keyword only when it is true.
+        the journal counts them as held only when the block ends without an error. Outside a
+        session the chat only shows what it holds (it lists what it waits on), so a journal that
+        has just read every row may answer from them.
         """
         ...
 
@@ -162,7 +162,7 @@ class MemoryJournal:
         """Held around a model request of the one chat this journal serves."""
 
     @asynccontextmanager
-    async def refresh(self, start: int, *, listing: bool = False) -> AsyncIterator[Changes | None]:
+    async def refresh(self, start: int) -> AsyncIterator[Changes | None]:
         """Nothing to read: this process made every change."""
         yield None
 

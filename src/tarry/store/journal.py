@@ -115,8 +115,8 @@ class CallRow:
 
 
 FRESH_FOR = 1.0
-"""Seconds after [`Store.load_chat`][tarry.store.Store.load_chat] during which the chat's first listing look takes the
-load's rows."""
+"""Seconds after [`Store.load_chat`][tarry.store.Store.load_chat] during which the chat's first look outside a session
+(a listing) takes the load's rows."""
 
 
 class StoreJournal:
@@ -148,8 +148,8 @@ class StoreJournal:
         need not check the chat's version. A step that shows another writer, or may, ends it."""
         self._fresh: tuple[int, float] | None = None
         """The version [`Store.load_chat`][tarry.store.Store.load_chat] read, and until when (``time.monotonic()``) a
-        listing look may take the load's rows as current: only the first look after the load, and only while the chat
-        holds them."""
+        look outside a session may take the load's rows as current: only the first look after the load, and only
+        while the chat holds them."""
         self._check_at: int | None = None
         """The chat version a claim found stale: the claims that follow it, until the chat looks, check it too."""
         self._claimed_early: int | None = None
@@ -194,15 +194,15 @@ class StoreJournal:
                 await self._release_unused()
 
     @asynccontextmanager
-    async def refresh(self, start: int, *, listing: bool = False) -> AsyncIterator[Changes | None]:
+    async def refresh(self, start: int) -> AsyncIterator[Changes | None]:
         """Re-read the current turn (the messages from ``start``, the last assistant message, on, and its calls).
 
         One cheap query when nothing changed since the chat last looked, and none at all while the
         journal knows, within a session, that the chat holds everything (see ``append``). The versions
-        read count as held once the chat took the changes in (the block ended without an error). A
-        ``listing`` look right after [`Store.load_chat`][tarry.store.Store.load_chat] (the first look, within
-        ``FRESH_FOR`` seconds, before any other step) asks nothing either: the load has just read the rows. Every
-        other look reads: the one that looks for a question the chat does not know, say.
+        read count as held once the chat took the changes in (the block ended without an error). The
+        first look right after [`Store.load_chat`][tarry.store.Store.load_chat] (within ``FRESH_FOR`` seconds,
+        before any other step) outside a session asks nothing either: the chat only lists what the load has just
+        read. A look within a session, where the chat acts on what it finds, reads.
         """
         tail: Tail | None
         fresh, self._fresh = self._fresh, None
@@ -212,7 +212,7 @@ class StoreJournal:
         elif self._current:  # nothing else happened since the journal knew the chat held everything
             yield None
             return
-        elif listing and fresh is not None and fresh[0] == self._seen and time.monotonic() < fresh[1]:
+        elif not self._sessions and fresh is not None and fresh[0] == self._seen and time.monotonic() < fresh[1]:
             yield None  # the load just read the rows: listing what it found needs no second statement
             return
         else:
