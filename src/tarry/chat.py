@@ -24,7 +24,7 @@ from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource
 from tarry.toolsets import SelectedSource, check_tool_choice, load_or_ask, load_sources, split_tools
 from tarry.turn import CALL_KEY_LIMIT as CALL_KEY_LIMIT
-from tarry.turn import ModelTurn
+from tarry.turn import ModelTurn, refuse_while_calls_wait
 
 logger = logging.getLogger("tarry")
 
@@ -363,21 +363,13 @@ class Chat:
             raise ValueError(f"{verb}() needs the user's text, got {text!r}")
         message = Message("user", text)
         try:
-            self._refuse_while_calls_wait()
+            refuse_while_calls_wait(self.records.values())
             await self._journal.append(message, claim_turn=self.model is not None)
         except PendingToolCallsError:
             await self._refresh()
-            self._refuse_while_calls_wait()
+            refuse_while_calls_wait(self.records.values())
             raise
         self.messages.append(message)
-
-    def _refuse_while_calls_wait(self) -> None:
-        waiting = [record.call.name for record in self.records.values() if record.open]
-        if waiting:
-            raise PendingToolCallsError(
-                f"{len(waiting)} tool call(s) still wait ({', '.join(waiting)}): answer, approve, decline "
-                "or cancel them, and complete() the chat, before asking again"
-            )
 
     async def _run(self, *, stream: bool, once: bool) -> AsyncIterator[StreamEvent]:
         """The loop, within the caller's journal session."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from tarry.approvals import Approval
 from tarry.calls import CallRecord, mint
-from tarry.errors import ClaimLostError, InvalidArgumentsError, TarryError
+from tarry.errors import ClaimLostError, InvalidArgumentsError, PendingToolCallsError, TarryError
 from tarry.journal import Journal
 from tarry.messages import (
     Message,
@@ -141,6 +141,17 @@ class ModelTurn:
                 waits_on = {"gen_ai.tool.name": record.call.name, "tarry.pause.reason": "approval"}
                 mark(f"pause {record.call.name}", {**span_ids(ids), **waits_on})
         return True
+
+
+def refuse_while_calls_wait(records: Iterable[CallRecord]) -> None:
+    """Refuse a new user message ([`PendingToolCallsError`][tarry.errors.PendingToolCallsError]) while any of the
+    calls of ``records`` is open, naming them."""
+    waiting = [record.call.name for record in records if record.open]
+    if waiting:
+        raise PendingToolCallsError(
+            f"{len(waiting)} tool call(s) still wait ({', '.join(waiting)}): answer, approve, decline "
+            "or cancel them, and complete() the chat, before asking again"
+        )
 
 
 def _events_of(reply: Message) -> list[StreamEvent]:

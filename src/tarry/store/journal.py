@@ -109,7 +109,8 @@ class CallRow:
     claimed: bool = False
     """True while this process holds the call's claim and must release it."""
     renewal: asyncio.Task[None] | None = None
-    """The renewal of a claim a decision took (``decide(claim=True)``), until ``StoreJournal.hold_call`` uses it."""
+    """The renewal of a claim a decision took (``decide`` with ``carry_on`` in a session), until
+    ``StoreJournal.hold_call`` uses it."""
     held_until: datetime | None = None
     """Until when that claim is known to hold: each renewal that finds it pushes this on (``None``: lost)."""
 
