@@ -22,7 +22,7 @@ from tarry.questions import Decision, Question, check_note
 from tarry.running import sync_twin
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource
-from tarry.toolsets import SelectedSource, check_tool_choice, load_or_ask, load_sources, split_tools
+from tarry.toolsets import SelectedSource, check_tool_choice, load_or_park, load_sources, split_tools
 from tarry.turn import CALL_KEY_LIMIT as CALL_KEY_LIMIT
 from tarry.turn import ModelTurn, refuse_while_calls_wait
 
@@ -375,7 +375,10 @@ class Chat:
         """The loop, within the caller's journal session."""
         if not all(source.loaded for source in self._sources):
             await self._refresh()
-            if not await self._load_tools_or_park():
+            own, said = self.chat_questions, len(self.messages)
+            if not await load_or_park(
+                self._sources, self.tools, self._journal, self.id, own, said, stopped=self.stopped
+            ):
                 return
         carrier = self._carrier()
         while True:
@@ -428,21 +431,6 @@ class Chat:
 
     def _needs_model(self) -> bool:
         return bool(self.messages) and self.messages[-1].role != "assistant"
-
-    async def _load_tools_or_park(self) -> bool:
-        """Load the tool sources' tools; ``False`` when the chat waits on a question of its own instead.
-
-        A source that needs a person first (``AnswerNeeded``: a login)
-        is asked again only once the chat's last own question was answered, or lapsed; a
-        declined or cancelled one stops the chat until the user asks something new.
-        """
-        if self.stopped or self._waits_on_own_question():
-            return False
-        asked, said = len(self.chat_questions), len(self.messages)
-        question = await load_or_ask(self._sources, self.tools, self._journal, self.id, asked=asked, said=said)
-        if question is not None:
-            self.chat_questions.append(question)
-        return question is None
 
     def _waits_on_own_question(self) -> bool:
         now = utcnow()
