@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -63,6 +62,7 @@ from tarry.store.rows import (
 )
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
 from tarry.store.tables import OPEN_BY_KEY, UTCDateTime, chats, messages, questions, tool_calls
+from tarry.store.view import ChatView
 from tarry.tasks import Task
 
 
@@ -133,8 +133,8 @@ class StoreJournal:
         self.store = store
         self.db = store.db
         self.chat_id = chat_id
-        self._seen = seen
-        """The chat version the chat object is known to hold in full (``None``: not known)."""
+        self._view = ChatView(seen)
+        """How current the chat object is, as far as this journal knows."""
         self._unsaved: dict[str, Any] | None = None
         """The row of a chat not yet in the database, written with its first message
         ([`Store.start_chat`][tarry.store.Store.start_chat])."""
@@ -143,16 +143,6 @@ class StoreJournal:
         self._holding_turn = False
         self._sessions = 0
         """How many sessions are open (they nest): what the journal took ahead is given back when the last ends."""
-        self._current = False
-        """Within a session: the chat holds everything recorded (this journal's own message was the latest write,
-        it has just read the rows, or a claim found the version unchanged), so a refresh need not ask and claims
-        need not check the chat's version. A step that shows another writer, or may, ends it."""
-        self._fresh: tuple[int, float] | None = None
-        """The version [`Store.load_chat`][tarry.store.Store.load_chat] read, and until when (``time.monotonic()``) a
-        look outside a session may take the load's rows as current: only the first look after the load, and only
-        while the chat holds them."""
-        self._check_at: int | None = None
-        """The chat version a claim found stale: the claims that follow it, until the chat looks, check it too."""
         self._claimed_early: int | None = None
         """The version a write wrote when it claimed the turn for the next ``hold_turn``."""
         self._calls: dict[str, CallRow] = {}
@@ -168,18 +158,6 @@ class StoreJournal:
         """Whether the chat's row still waits to be written with its first message."""
         return self._unsaved is not None
 
-    def _wrote(self, version: int) -> bool:
-        """After this process's own write: still up to date only if no other write came in between.
-
-        If one did, the version held is known to be behind: the next ``refresh`` reads the rows
-        without asking for the version first, and does not leave the check to a claim.
-        """
-        if self._seen == version - 1:
-            self._seen = version
-            return True
-        self._seen = None
-        return False
-
     @asynccontextmanager
     async def session(self) -> AsyncIterator[None]:
         """One run of the chat: when the outermost session ends, give back the turn a write claimed and no
@@ -191,7 +169,7 @@ class StoreJournal:
         finally:
             self._sessions -= 1
             if not self._sessions:
-                self._current = False
+                self._view.current = False
                 await self._release_unused()
 
     @asynccontextmanager
@@ -205,29 +183,19 @@ class StoreJournal:
         before any other step) outside a session asks nothing either: the chat only lists what the load has just
         read. A look within a session, where the chat acts on what it finds, reads.
         """
-        tail: Tail | None
-        fresh, self._fresh = self._fresh, None
         loaded, self._loaded = self._loaded, None
-        if loaded is not None:
-            version, tail = loaded
-        elif self._current:  # nothing else happened since the journal knew the chat held everything
+        if loaded is None and self._view.may_skip_look(in_session=self._sessions > 0):
             yield None
             return
-        elif not self._sessions and fresh is not None and fresh[0] == self._seen and time.monotonic() < fresh[1]:
-            yield None  # the load just read the rows: listing what it found needs no second statement
-            return
-        else:
-            version, tail = await self._read(start)
+        version, tail = loaded if loaded is not None else await self._read(start)
         yield None if tail is None else tail.changes(self._calls)
         for row in () if tail is None else tail.calls:
             self._calls.setdefault(row["call_id"], CallRow(row["id"], row["name"])).version = row["version"]
-        self._seen, self._check_at, self._current = version, None, self._sessions > 0
-        if loaded is not None:
-            self._fresh = (version, time.monotonic() + FRESH_FOR)
+        self._view.took_in(version, in_session=self._sessions > 0, fresh_for=None if loaded is None else FRESH_FOR)
 
     async def _read(self, start: int) -> tuple[int, Tail | None]:
         """The chat's version and, when it is not the one held, its rows from ``start`` on (one snapshot)."""
-        chat_id, known = self.chat_id, self._seen
+        chat_id, known = self.chat_id, self._view.seen
 
         def look(connection: Sendable) -> int:
             version = fetch_value(connection, CHAT_VERSION, {"chat_id": chat_id})
@@ -257,24 +225,23 @@ class StoreJournal:
         When no other process wrote to the chat since the chat object last looked, the session's next
         ``refresh`` asks nothing.
         """
-        self._current = False
+        self._view.unsure()
         if self._unsaved is not None:
             version = await self._create_with(self._unsaved, message, claim_turn=claim_turn)
         else:
             alone = await self._append_user_alone(message, claim_turn=claim_turn)
             version = alone if alone is not None else await self._append(message, records, claim_turn=claim_turn)
-        self._current = self._wrote(version) and self._sessions > 0
+        self._view.current = self._view.wrote(version) and self._sessions > 0
 
     async def _append_user_alone(self, message: Message, *, claim_turn: bool) -> int | None:
         """PostgreSQL, at a known version: save a user message in one statement (no ``BEGIN``, no ``COMMIT``);
         the chat's new version, or ``None`` when it was not saved so (the chat changed since: the caller writes
         it in a transaction, which also tells why)."""
-        if message.role != "user" or self._seen is None or self.db.is_sqlite:
+        seen = self._view.seen
+        if message.role != "user" or seen is None or self.db.is_sqlite:
             return None
         lease = self._lease if claim_turn else None
-        save = partial(
-            save_user_message, chat_id=self.chat_id, seen=self._seen, message=message, owner=self.store.owner
-        )
+        save = partial(save_user_message, chat_id=self.chat_id, seen=seen, message=message, owner=self.store.owner)
         saved = await self._claim(
             partial(save, claim_turn=lease), lambda saved: saved is not None and saved[1], chats, self.chat_id
         )
@@ -367,9 +334,8 @@ class StoreJournal:
 
     async def _take_claim(self, row: CallRow) -> tuple[Claim, asyncio.Task[None] | None]:
         """Claim ``row``'s call as ``hold_call`` says; the claim, and the renewal of one held (``None`` otherwise)."""
-        current = self._current
-        check = None if current else self._check_at if self._check_at is not None else self._seen
-        if check is None and not current:
+        may_claim, check = self._view.claim_check()
+        if not may_claim:
             return Claim.STALE, None  # the chat's view is known to be behind: it looks first
         renewal = await self._take_early_claim(row)
         if renewal is not None:  # the decision that freed the call claimed it
@@ -379,10 +345,7 @@ class StoreJournal:
         claim = await self._claim(
             lambda c: claim_call(c, row_id, version, owner, lease, chat), lambda claim: claim.held, tool_calls, row_id
         )
-        if claim is Claim.STALE:
-            self._seen, self._check_at, self._current = None, check, False
-        elif chat is not None:  # the chat was at that version then
-            self._current, self._check_at = True, None
+        self._view.claimed(stale=claim is Claim.STALE, checked=check)
         if not claim.held:
             return claim, None
         row.claimed = True
@@ -403,7 +366,7 @@ class StoreJournal:
         if version is None:
             yield False
             return
-        self._current = version == self._seen
+        self._view.turn_claimed(version)
         self._holding_turn = True
         renewal = asyncio.create_task(self._renew(chats, chat_id))
         try:
@@ -525,12 +488,12 @@ class StoreJournal:
             else:
                 chat_version, version, claimed = await self._write_holding_claim(write, what)
         except BaseException:
-            self._current = False  # the call was taken over, or the database is away: the chat looks again
+            self._view.unsure()  # the call was taken over, or the database is away: the chat looks again
             raise
         row.claimed, row.version = False, version
         if claimed:
             self._claimed_early = chat_version
-        self._wrote(chat_version)
+        self._view.wrote(chat_version)
 
     async def _write_holding_claim(self, write: Callable[[Connection], T], what: str, *, alone: bool = False) -> T:
         """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
@@ -593,12 +556,13 @@ class StoreJournal:
         PostgreSQL's statement claims the call too when it stands as the chat holds it, so ``hold_call``
         need not; the session gives it back if the chat does not carry it on after all.
         """
-        self._fresh, self._current = None, False  # a decision that lost or was refused shows another writer
+        self._view.unsure()  # a decision that lost or was refused shows another writer
         row = None if question.tool_call is None else self._calls.get(question.tool_call.id)
         along, kept = None, None
         carries = carry_on and self._sessions > 0
-        if carries and row is not None and not row.claimed and self._seen is not None and not self.db.is_sqlite:
-            along = ClaimAlong(row.id, row.version, self._seen, self.store.owner, utcnow() + self._lease, self._lease)
+        seen = self._view.seen
+        if carries and row is not None and not row.claimed and seen is not None and not self.db.is_sqlite:
+            along = ClaimAlong(row.id, row.version, seen, self.store.owner, utcnow() + self._lease, self._lease)
             kept = partial(self._keep_claim, row, along.until)
         settled = await self.store._decide(
             question.id, decision, lambda _: answer, note, by, channel, question, claim=along, on_claimed=kept
@@ -608,12 +572,12 @@ class StoreJournal:
             return None
         if settled.versions is not None:
             chat_version, call_version = settled.versions
-            if row is not None and call_version == row.version + 1 and self._seen == chat_version - 1:
-                self._seen, row.version = chat_version, call_version
+            if row is not None and call_version == row.version + 1 and self._view.seen == chat_version - 1:
+                self._view.seen, row.version = chat_version, call_version
             else:
                 # The chat changed in more than this decision: read it all again. A claim the decision took
                 # stands (its statement checked the call's own row): the chat uses it if it still runs the call.
-                self._seen = None
+                self._view.behind()
         return decided
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:
@@ -624,7 +588,7 @@ class StoreJournal:
         """
         row = self._calls[call_id]
         row_id, owner, chat_id = row.id, self.store.owner, self.chat_id
-        self._current = False
+        self._view.unsure()
 
         def write(connection: Connection) -> int:
             # The call's row first, then the chat's: the order every other write takes them in.
@@ -634,7 +598,7 @@ class StoreJournal:
             insert_questions(connection, chat_id, row_id, number, [question])
             return version
 
-        self._wrote(await self.db.run_write(write))
+        self._view.wrote(await self.db.run_write(write))
 
     async def close_unused(self, call_id: str, questions: Sequence[Question], note: str) -> list[Question]:
         """Cancel the questions in one transaction, only while this process holds the open call.
@@ -653,8 +617,7 @@ class StoreJournal:
                 raise ClaimLostError(f"The claim on the {row.name} call {call_id} was lost: nothing is cancelled")
             return [decide_question(connection, attempt, None, postgres=postgres) for attempt in attempts]
 
-        self._fresh = self._seen = None  # the decisions bumped the chat: read it again
-        self._current = False
+        self._view.behind()  # the decisions bumped the chat: read it again
         closed = []
         for settled in await self.db.run_write(write):
             if settled.question is not None and settled.refusal is None:
@@ -664,14 +627,15 @@ class StoreJournal:
 
     async def add_chat_question(self, number: int, question: Question) -> bool:
         """Save a question of the chat itself (a login), parking the chat on it, in one transaction."""
-        chat_id, self._current = self.chat_id, False
+        chat_id = self.chat_id
+        self._view.unsure()
 
         def write(connection: Connection) -> int:
             version, _ = bump_chat(connection, chat_id)
             insert_questions(connection, chat_id, None, number, [question])
             return version
 
-        self._wrote(await self.db.run_write(write))
+        self._view.wrote(await self.db.run_write(write))
         return True
 
     async def wait_for_decision(self, question: Question) -> Question:
