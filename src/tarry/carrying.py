@@ -6,7 +6,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from enum import Enum
 from typing import Any
 
 from tarry import planning
@@ -26,9 +25,8 @@ from tarry.tracing import mark, span, span_ids
 logger = logging.getLogger("tarry")
 CallStep = Callable[[], Awaitable[Outcome]]
 """What carries a call on: runs its tool, or closes it with an error result."""
-Look = Callable[[bool], Awaitable[bool]]
-"""Takes in what other processes recorded (``True``: the next step claims calls, which may check instead);
-whether anything had changed."""
+Look = Callable[[], Awaitable[object]]
+"""Takes in what other processes recorded."""
 
 
 class CallCarrier:
@@ -88,34 +86,28 @@ class CallCarrier:
 
     # Carrying on
 
-    async def carry_all(self, current: bool, look: Look) -> None:
-        """Carry every call on that can go on, until none can; ``current``: the chat holds all that is recorded.
+    async def carry_all(self, look: Look) -> None:
+        """Carry every call on that can go on, until none can.
 
-        Each round plans from the chat's view of its calls, then carries the plan out. A view that proved
-        stale (a claim found its call changed, or lost it; a look left to the claims found none to make)
-        meets one rule: look at the journal again, then plan again. A call another process runs (busy) is
+        Each round plans from the chat's view of its calls, then carries the plan out. A plan that claims
+        calls needs no look first: each claim tells whether the view it was made from still holds. A view
+        that proved stale (a claim found its call or the chat changed, or lost the call) meets one rule:
+        look at the journal again, then plan again. A plan that claims nothing (every call waits, or a
+        tool lacks) is carried out only on a view just looked at. A call another process runs (busy) is
         that process's to carry on.
         """
-        may_skip = True  # the next look may be left to the claims that follow it (``Journal.refresh``'s at_claim)
+        looked = False
         while True:
-            at_claim = not current and may_skip and self.plan().claims
-            if not current and await look(at_claim):
-                at_claim = False  # the journal looked, and the chat now holds what it found
-            stale = await self._carry_out(self.plan(), at_claim)
-            if stale is None:
+            planned = self.plan()
+            if not planned.claims and not looked:
+                await look()
+                looked = True
+                continue
+            self.refuse_missing_tools(planned.missing)
+            if not await self.carry_steps(planned.steps):
                 return
-            current, may_skip = False, stale is _Stale.CLAIM_LOST
-
-    async def _carry_out(self, planned: Plan, at_claim: bool) -> _Stale | None:
-        """Carry ``planned`` out; how the view it was made from proved stale, ``None`` when it held."""
-        if planned.missing and at_claim:  # time moved on since the chat last looked: refuse only what a look confirms
-            return _Stale.UNCHECKED
-        self.refuse_missing_tools(planned.missing)
-        if await self.carry_steps(planned.steps):
-            return _Stale.CLAIM_LOST  # another process took a call over: look at what it recorded
-        if at_claim and not planned.steps:  # no claim checked the chat after all (time moved on): look now
-            return _Stale.UNCHECKED
-        return None
+            await look()  # another process took a call over, or changed the chat: look at what it recorded
+            looked = True
 
     async def carry_steps(self, steps: Sequence[Step]) -> bool:
         """Carry on the calls of ``steps``, a bounded number at once; whether a claim was lost (or found stale)."""
@@ -366,15 +358,6 @@ class CallCarrier:
             await cancel(question)
         cancelled = error_result(record.call, f"The {record.call.name} call was cancelled.")
         await self.save(record, Outcome(result=cancelled))
-
-
-class _Stale(Enum):
-    """How the chat's view of its calls proved stale."""
-
-    CLAIM_LOST = "claim lost"
-    """A claim found its call changed, or lost it: the next look may again be left to the claims."""
-    UNCHECKED = "unchecked"
-    """A look was left to claims that did not check (none was made, or a tool lacks): look now."""
 
 
 def error_result(call: ToolCall, text: str, **extra: Any) -> Message:

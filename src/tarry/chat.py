@@ -22,9 +22,9 @@ from tarry.questions import Decision, Question, check_note
 from tarry.running import sync_twin
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource
-from tarry.toolsets import SelectedSource, check_tool_choice, load_or_ask, load_sources, split_tools
+from tarry.toolsets import SelectedSource, check_tool_choice, load_or_park, load_sources, split_tools
 from tarry.turn import CALL_KEY_LIMIT as CALL_KEY_LIMIT
-from tarry.turn import ModelTurn
+from tarry.turn import ModelTurn, refuse_while_calls_wait
 
 logger = logging.getLogger("tarry")
 
@@ -80,9 +80,10 @@ class Chat:
 
         Raises [`PendingToolCallsError`][tarry.errors.PendingToolCallsError], recording nothing, while calls wait.
         """
-        current = await self._add_user_message(text, "ask")
-        async for _ in self._run(stream=False, once=False, current=current):
-            pass
+        async with self._journal.session():
+            await self._add_user_message(text, "ask")
+            async for _ in self._run(stream=False, once=False):
+                pass
         return self.last_reply
 
     async def complete(
@@ -105,16 +106,11 @@ class Chat:
         decision (the question shows which it was). The errors of [`approve`][tarry.Chat.approve]
         are raised before the chat carries on; approvals recorded before the error stay recorded.
         """
-        # On PostgreSQL, the statement that records the approval of the last question a call
-        # waits on also claims the call for this chat object, so the call runs without a claim
-        # of its own: one write fewer per call freed (see _decide's frees).
         approving = Approvals.of("complete", approve, by, channel)
-        try:
+        async with self._journal.session():
             await self._approve_first(approving)
             async for _ in self._run(stream=False, once=False):
                 pass
-        finally:
-            await self._journal.release_unused()
         return self.last_reply
 
     async def step(self) -> Message | None:
@@ -123,9 +119,10 @@ class Chat:
         Returns the model's new message, or ``None`` when the chat waits or had nothing to ask.
         """
         reply = None
-        async for event in self._run(stream=False, once=True):
-            if isinstance(event, MessageDone):
-                reply = event.message
+        async with self._journal.session():
+            async for event in self._run(stream=False, once=True):
+                if isinstance(event, MessageDone):
+                    reply = event.message
         return reply
 
     async def stream(
@@ -147,17 +144,15 @@ class Chat:
         approving = Approvals.of("stream", approve, by, channel)
         if text is not None and approving.questions:
             raise TypeError("stream() takes text or approve=, not both")
-        try:
+        async with self._journal.session():
             await self._approve_first(approving)
-            current = await self._add_user_message(text, "stream") if text is not None else False
-            async for event in self._run(stream=True, once=False, current=current):
+            if text is not None:
+                await self._add_user_message(text, "stream")
+            async for event in self._run(stream=True, once=False):
                 yield event
-        finally:
-            if approving.questions:
-                await self._journal.release_unused()
 
     async def _approve_first(self, approving: Approvals) -> None:
-        """Approve ``approving``'s questions, each freeing its call's claim for this chat object where it can."""
+        """Approve ``approving``'s questions; a decision that frees a call may start it for this run (the session's)."""
         for item in approving.questions:
             target = await self._find(item)
             await self._decide(
@@ -166,14 +161,14 @@ class Chat:
 
     async def pending_questions(self) -> list[Question]:
         """The questions the chat waits on: its own first (a login), then its calls', in the order of the calls."""
-        await self._refresh(listing=True)
+        await self._refresh()
         now = utcnow()
         own = [question for question in self.chat_questions if question.is_open(now)]
         return own + [question for record in self.records.values() for question in record.pending_questions(now)]
 
     async def pending_tasks(self) -> list[Task]:
         """The paused tasks that wait on no question: work that finishes later."""
-        await self._refresh(listing=True)
+        await self._refresh()
         return [
             record.task
             for record in self.records.values()
@@ -203,17 +198,19 @@ class Chat:
         [`QuestionExpiredError`][tarry.errors.QuestionExpiredError] or
         [`NotAllowedError`][tarry.errors.NotAllowedError].
         """
-        target = await self._find(question)
-        accepted = target.check_answer(value, values)
-        return await self._decide(target, "accept", accepted, None, principal_of(by), check_channel(channel))
+        async with self._journal.session():
+            target = await self._find(question)
+            accepted = target.check_answer(value, values)
+            return await self._decide(target, "accept", accepted, None, principal_of(by), check_channel(channel))
 
     async def approve(
         self, question: Question | str, *, by: str | Principal | None = None, channel: Channel = "code"
     ) -> bool:
         """Approve ``question``; same arguments, return value and errors as [`answer`][tarry.Chat.answer]."""
-        target = await self._find(question)
-        principal, through = principal_of(by), check_channel(channel)
-        return await self._decide(target, "accept", target.check_answer(), None, principal, through)
+        async with self._journal.session():
+            target = await self._find(question)
+            principal, through = principal_of(by), check_channel(channel)
+            return await self._decide(target, "accept", target.check_answer(), None, principal, through)
 
     async def decline(
         self,
@@ -229,7 +226,8 @@ class Chat:
         """
         check_note(note)
         principal, through = principal_of(by), check_channel(channel)
-        return await self._decide(await self._find(question), "decline", None, note, principal, through)
+        async with self._journal.session():
+            return await self._decide(await self._find(question), "decline", None, note, principal, through)
 
     async def cancel(self) -> None:
         """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result.
@@ -237,13 +235,14 @@ class Chat:
         A question of the chat itself (a login) is cancelled too: the chat asks it again only
         once the user asks something new.
         """
-        for _attempt in range(3):
-            await self._refresh()
-            for question in self.chat_questions:
-                if question.is_open(utcnow()):
-                    await self._decide(question, "cancel", None, None, None, "code")
-            if not await self._carrier().cancel_open(self._cancel_question):
-                return  # else a call had changed meanwhile: look at it again
+        async with self._journal.session():
+            for _attempt in range(3):
+                await self._refresh()
+                for question in self.chat_questions:
+                    if question.is_open(utcnow()):
+                        await self._decide(question, "cancel", None, None, None, "code")
+                if not await self._carrier().cancel_open(self._cancel_question):
+                    return  # else a call had changed meanwhile: look at it again
 
     async def _cancel_question(self, question: Question) -> bool:
         return await self._decide(question, "cancel", None, None, None, "code")
@@ -315,20 +314,11 @@ class Chat:
 
     # What the journal records and reads back
 
-    async def _refresh(self, *, at_claim: bool = False, listing: bool = False) -> bool:
-        """Take in what other processes recorded since this chat object last looked (its current turn on);
-        whether anything had changed.
-
-        ``at_claim``: the chat's next step claims calls, which may check instead; ``listing``: the look
-        only lists what the chat waits on (see ``Journal.refresh``).
-        """
-        start = tail_start(self.messages)
-        asked = {name: True for name, given in (("at_claim", at_claim), ("listing", listing)) if given}
-        looking = self._journal.refresh(start, **asked)
-        async with looking as changes:
+    async def _refresh(self) -> None:
+        """Take in what other processes recorded since this chat object last looked (its current turn on)."""
+        async with self._journal.refresh(tail_start(self.messages)) as changes:
             if changes is not None:
                 self._apply(changes)
-        return changes is not None
 
     def _apply(self, changes: Changes) -> None:
         """Make the chat what ``changes`` holds, keeping the questions and records callers already hold; a state
@@ -359,8 +349,8 @@ class Chat:
 
     # The loop
 
-    async def _add_user_message(self, text: str, verb: str) -> bool:
-        """Save the user's message, claiming the turn for the reply; True when the chat holds all that is recorded.
+    async def _add_user_message(self, text: str, verb: str) -> None:
+        """Save the user's message, claiming the turn for the reply.
 
         The journal refuses the message while calls wait in the database; the chat reads them
         then, to name them.
@@ -369,47 +359,35 @@ class Chat:
             raise ValueError(f"{verb}() needs the user's text, got {text!r}")
         message = Message("user", text)
         try:
-            self._refuse_while_calls_wait()
-            current = await self._journal.append(message, claim_turn=self.model is not None)
+            refuse_while_calls_wait(self.records.values())
+            await self._journal.append(message, claim_turn=self.model is not None)
         except PendingToolCallsError:
             await self._refresh()
-            self._refuse_while_calls_wait()
+            refuse_while_calls_wait(self.records.values())
             raise
         self.messages.append(message)
-        return current
 
-    def _refuse_while_calls_wait(self) -> None:
-        waiting = [record.call.name for record in self.records.values() if record.open]
-        if waiting:
-            raise PendingToolCallsError(
-                f"{len(waiting)} tool call(s) still wait ({', '.join(waiting)}): answer, approve, decline "
-                "or cancel them, and complete() the chat, before asking again"
-            )
-
-    async def _run(self, *, stream: bool, once: bool, current: bool = False) -> AsyncIterator[StreamEvent]:
-        """The loop; with ``current`` (the chat holds all that is recorded) its first look at the journal is skipped."""
-        try:
-            loading = not all(source.loaded for source in self._sources)
-            if loading and not current:
-                await self._refresh()
-                current = True
-            if loading and not await self._load_tools_or_park():
+    async def _run(self, *, stream: bool, once: bool) -> AsyncIterator[StreamEvent]:
+        """The loop, within the caller's journal session."""
+        if not all(source.loaded for source in self._sources):
+            await self._refresh()
+            own, said = self.chat_questions, len(self.messages)
+            if not await load_or_park(
+                self._sources, self.tools, self._journal, self.id, own, said, stopped=self.stopped
+            ):
                 return
-            carrier = self._carrier()
-            while True:
-                await carrier.carry_all(current, lambda at_claim: self._refresh(at_claim=at_claim))
-                if not self._model_next():
-                    return
-                reply, turn = None, self._model_turn()
-                async for event in turn.take(stream, self.instructions, self.tool_choice, self.settings):
-                    if isinstance(event, MessageDone):
-                        reply = event.message
-                    yield event
-                if once or reply is None or not reply.tool_calls:
-                    return
-                current = turn.current
-        finally:
-            await self._journal.release_unused()
+        carrier = self._carrier()
+        while True:
+            await carrier.carry_all(self._refresh)
+            if not self._model_next():
+                return
+            reply = None
+            async for event in self._model_turn().take(stream, self.instructions, self.tool_choice, self.settings):
+                if isinstance(event, MessageDone):
+                    reply = event.message
+                yield event
+            if once or reply is None or not reply.tool_calls:
+                return
 
     def _carrier(self) -> CallCarrier:
         """What carries this chat's calls on, for one run of the loop."""
@@ -449,21 +427,6 @@ class Chat:
 
     def _needs_model(self) -> bool:
         return bool(self.messages) and self.messages[-1].role != "assistant"
-
-    async def _load_tools_or_park(self) -> bool:
-        """Load the tool sources' tools; ``False`` when the chat waits on a question of its own instead.
-
-        A source that needs a person first (``AnswerNeeded``: a login)
-        is asked again only once the chat's last own question was answered, or lapsed; a
-        declined or cancelled one stops the chat until the user asks something new.
-        """
-        if self.stopped or self._waits_on_own_question():
-            return False
-        asked, said = len(self.chat_questions), len(self.messages)
-        question = await load_or_ask(self._sources, self.tools, self._journal, self.id, asked=asked, said=said)
-        if question is not None:
-            self.chat_questions.append(question)
-        return question is None
 
     def _waits_on_own_question(self) -> bool:
         now = utcnow()

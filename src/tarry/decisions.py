@@ -71,12 +71,12 @@ async def record_decision(
     ``journal``, then take it onto ``question``; False when another decision came first.
 
     ``carries_on``: the chat carries the call on next, so when this decision frees it (see ``frees``),
-    the journal may claim the call with the decision (see ``Journal.decide``).
+    the journal may start the call along with the decision (``carry_on`` of ``Journal.decide``).
     """
     running, closed = (record.running, not record.open) if record is not None else (False, False)
-    asked = {"claim": True} if carries_on and record is not None and frees(record, question) else {}
+    carry_on = carries_on and record is not None and frees(record, question)
     decided = await journal.decide(
-        question, decision, answer, note, by, channel, running=running, closed=closed, **asked
+        question, decision, answer, note, by, channel, running=running, closed=closed, carry_on=carry_on
     )
     if decided is None:
         return False

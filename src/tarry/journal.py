@@ -26,34 +26,50 @@ class Journal(Protocol):
     It speaks ids and values, never the chat: the chat asks, the journal records and answers
     with what changed, and the chat changes its own objects afterwards, so a failed write
     leaves both the database and the chat as they were. What the journal keeps to do its work
-    (versions read, claims held) is its own.
+    (versions read, whether its own last write was the latest, claims held) is its own.
+
+    The chat acts on what it sees (``ask()``, ``complete()``, ``step()``, a stream, a decision,
+    ``cancel()``) within a [`session`][tarry.journal.Journal.session]: what the journal takes ahead
+    for the run (a turn claimed with a write, a call claimed with the decision that freed it)
+    belongs to the session, and what the run did not use is given back when it ends.
     """
 
-    def refresh(
-        self, start: int, *, at_claim: bool = False, listing: bool = False
-    ) -> AbstractAsyncContextManager[Changes | None]:
-        """Yield what other processes recorded since the chat last looked, from message ``start`` on.
+    def session(self) -> AbstractAsyncContextManager[None]:
+        """Scope one run of the chat: on exit, give back what the journal took ahead for it and the run did not use.
 
-        Yields ``None`` when nothing changed. The chat takes the changes in within the block;
-        the journal counts them as held only when the block ends without an error. ``at_claim``:
-        the chat's next step claims calls (``hold_call``), so the journal may skip the look
-        and have those claims check instead that nothing changed (they are ``STALE`` if it did).
-        ``listing``: the look only lists what the chat waits on, so a journal that has just read
-        every row may answer from them. The chat passes each keyword only when it is true.
+        Sessions may nest (the outermost one's exit gives back); what the journal knows of the chat
+        as current holds only within a session.
         """
         ...
 
-    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> bool:
+    def refresh(self, start: int) -> AbstractAsyncContextManager[Changes | None]:
+        """Yield what other processes recorded since the chat last looked, from message ``start`` on.
+
+        Yields ``None`` when nothing changed: also, within a session, without a look when the journal
+        knows the chat holds everything (its own last write was the latest, or it has just read or
+        confirmed the chat's version). The chat takes the changes in within the block;
+        the journal counts them as held only when the block ends without an error. Outside a
+        session the chat only shows what it holds (it lists what it waits on), so a journal that
+        has just read every row may answer from them.
+        """
+        ...
+
+    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> None:
         """Save a new user or assistant message, with the records of the calls it makes.
 
         With ``claim_turn`` the same transaction also claims the turn, when it is free, for the
-        next ``hold_turn``. Returns whether the chat now holds everything recorded (no other
-        process wrote since it last looked), so the chat can skip its next ``refresh``.
+        next ``hold_turn``. A journal whose write turns out to be the latest (no other process wrote
+        since the chat last looked) may answer the next ``refresh`` of the session without a look.
         """
         ...
 
     def hold_call(self, call_id: str) -> AbstractAsyncContextManager[Claim]:
-        """Claim the call for as long as the block runs (renewing the lease), then release it."""
+        """Claim the call for as long as the block runs (renewing the lease), then release it.
+
+        The chat may carry its calls on as it sees them, without looking first: a claim on a view that
+        proved stale (the call, or the chat, changed since the chat last looked) is ``STALE``, and the
+        chat looks again, then plans again.
+        """
         ...
 
     def hold_turn(self) -> AbstractAsyncContextManager[bool]:
@@ -69,11 +85,6 @@ class Journal(Protocol):
         """
         ...
 
-    async def release_unused(self) -> None:
-        """Give back a turn that ``append`` or ``save_call`` claimed and no ``hold_turn`` used, and
-        the calls that ``decide`` claimed and no ``hold_call`` used."""
-        ...
-
     async def decide(
         self,
         question: Question,
@@ -85,7 +96,7 @@ class Journal(Protocol):
         *,
         running: bool,
         closed: bool,
-        claim: bool = False,
+        carry_on: bool = False,
     ) -> Question | None:
         """Record a decision on ``question`` unless another came first; checks as ``check_decision``.
 
@@ -96,9 +107,10 @@ class Journal(Protocol):
         question as the attempt left it (decided, or with one more vote), ``None`` when another
         decision came first; ``question`` itself is left alone, for the chat to update.
 
-        ``claim``: the decision frees the question's call and the chat carries it on next, so the
-        journal may claim the call with the decision, for the next ``hold_call`` (a journal
-        that does not may ignore it). The chat passes the keyword only when it is true.
+        ``carry_on``: the decision frees the question's call and the chat carries it on next, in the
+        open session. The journal may then start the call along with the decision: the call is the
+        session's from then on (its next ``hold_call`` takes it as it is), and the session gives it
+        back if the run does not carry it on after all. Outside a session it means nothing.
         """
         ...
 
@@ -150,15 +162,17 @@ class MemoryJournal:
         """Held around a model request of the one chat this journal serves."""
 
     @asynccontextmanager
-    async def refresh(
-        self, start: int, *, at_claim: bool = False, listing: bool = False
-    ) -> AsyncIterator[Changes | None]:
+    async def refresh(self, start: int) -> AsyncIterator[Changes | None]:
         """Nothing to read: this process made every change."""
         yield None
 
-    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> bool:
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[None]:
+        """Nothing is taken ahead: the chat made every change itself."""
+        yield
+
+    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> None:
         """Nothing to write; the chat made every change itself, so it is always current."""
-        return True
 
     @asynccontextmanager
     async def hold_call(self, call_id: str) -> AsyncIterator[Claim]:
@@ -184,9 +198,6 @@ class MemoryJournal:
     async def save_call(self, call_id: str, outcome: Outcome, *, first_question: int, claim_turn: bool = False) -> None:
         """Nothing to write; the turn is the chat's own lock, taken by ``hold_turn``."""
 
-    async def release_unused(self) -> None:
-        """Nothing claimed early."""
-
     async def decide(
         self,
         question: Question,
@@ -198,7 +209,7 @@ class MemoryJournal:
         *,
         running: bool,
         closed: bool,
-        claim: bool = False,
+        carry_on: bool = False,
     ) -> Question | None:
         """Check the decision against the question as the chat holds it; return a copy that records it.
 

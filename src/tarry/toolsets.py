@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeGuard, cast
 
 from tarry.calls import mint
+from tarry.clock import utcnow
 from tarry.journal import Journal
 from tarry.messages import ToolChoice
 from tarry.questions import AnswerNeeded, Question
@@ -106,6 +107,32 @@ async def load_or_ask(
         mark("pause chat", {**span_ids(ids), "tarry.pause.reason": "question"})
         return question
     return None
+
+
+async def load_or_park(
+    sources: Iterable[SelectedSource],
+    tools: dict[str, Tool],
+    journal: Journal,
+    chat_id: str,
+    own: list[Question],
+    said: int,
+    *,
+    stopped: bool,
+) -> bool:
+    """Load the tools of ``sources`` into ``tools``; ``False`` when the chat waits on a question of its own instead.
+
+    ``own`` holds the chat's own questions (a question a source asks joins them), ``said`` how many messages
+    were said. A source that needs a person first (``AnswerNeeded``: a login) is asked again only once the
+    chat's last own question was answered, or lapsed; a declined or cancelled one (``stopped``) stops the
+    chat until the user asks something new.
+    """
+    now = utcnow()
+    if stopped or any(question.is_open(now) for question in own):
+        return False
+    question = await load_or_ask(sources, tools, journal, chat_id, asked=len(own), said=said)
+    if question is not None:
+        own.append(question)
+    return question is None
 
 
 def check_tool_choice(tool_choice: ToolChoice | None, sources: list[SelectedSource], tools: Mapping[str, Tool]) -> None:

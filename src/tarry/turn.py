@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from tarry.approvals import Approval
 from tarry.calls import CallRecord, mint
-from tarry.errors import ClaimLostError, InvalidArgumentsError, TarryError
+from tarry.errors import ClaimLostError, InvalidArgumentsError, PendingToolCallsError, TarryError
 from tarry.journal import Journal
 from tarry.messages import (
     Message,
@@ -38,8 +38,7 @@ class ModelTurn:
     and the calls it makes in ``messages`` and ``records`` through ``journal``.
 
     ``look`` takes in what other processes recorded, and ``ready`` says whether the chat, as it
-    then stands, needs the model (no call waits, the last message is not the model's). After
-    the turn, ``current`` says whether the chat holds all that is recorded.
+    then stands, needs the model (no call waits, the last message is not the model's).
     """
 
     def __init__(
@@ -62,7 +61,6 @@ class ModelTurn:
         self.tools = tools
         self.look = look
         self.ready = ready
-        self.current = False
 
     async def take(
         self,
@@ -128,7 +126,7 @@ class ModelTurn:
         """Record ``reply`` and its calls' records; False when another process took the turn over meanwhile."""
         records = records_for(reply, self.records, self.tools, self.chat_id)
         try:
-            self.current = await self.journal.append(reply, records)
+            await self.journal.append(reply, records)
         except ClaimLostError:
             logger.warning(
                 "Lost the turn of chat %s while the model replied; another process took it over", self.chat_id
@@ -143,6 +141,17 @@ class ModelTurn:
                 waits_on = {"gen_ai.tool.name": record.call.name, "tarry.pause.reason": "approval"}
                 mark(f"pause {record.call.name}", {**span_ids(ids), **waits_on})
         return True
+
+
+def refuse_while_calls_wait(records: Iterable[CallRecord]) -> None:
+    """Refuse a new user message ([`PendingToolCallsError`][tarry.errors.PendingToolCallsError]) while any of the
+    calls of ``records`` is open, naming them."""
+    waiting = [record.call.name for record in records if record.open]
+    if waiting:
+        raise PendingToolCallsError(
+            f"{len(waiting)} tool call(s) still wait ({', '.join(waiting)}): answer, approve, decline "
+            "or cancel them, and complete() the chat, before asking again"
+        )
 
 
 def _events_of(reply: Message) -> list[StreamEvent]:

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -63,6 +62,7 @@ from tarry.store.rows import (
 )
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL, check_by
 from tarry.store.tables import OPEN_BY_KEY, UTCDateTime, chats, messages, questions, tool_calls
+from tarry.store.view import ChatView
 from tarry.tasks import Task
 
 
@@ -109,14 +109,15 @@ class CallRow:
     claimed: bool = False
     """True while this process holds the call's claim and must release it."""
     renewal: asyncio.Task[None] | None = None
-    """The renewal of a claim a decision took (``decide(claim=True)``), until ``StoreJournal.hold_call`` uses it."""
+    """The renewal of a claim a decision took (``decide`` with ``carry_on`` in a session), until
+    ``StoreJournal.hold_call`` uses it."""
     held_until: datetime | None = None
     """Until when that claim is known to hold: each renewal that finds it pushes this on (``None``: lost)."""
 
 
 FRESH_FOR = 1.0
-"""Seconds after [`Store.load_chat`][tarry.store.Store.load_chat] during which the chat's first listing look takes the
-load's rows."""
+"""Seconds after [`Store.load_chat`][tarry.store.Store.load_chat] during which the chat's first look outside a session
+(a listing) takes the load's rows."""
 
 
 class StoreJournal:
@@ -132,22 +133,16 @@ class StoreJournal:
         self.store = store
         self.db = store.db
         self.chat_id = chat_id
-        self._seen = seen
-        """The chat version the chat object is known to hold in full (``None``: not known)."""
+        self._view = ChatView(seen)
+        """How current the chat object is, as far as this journal knows."""
         self._unsaved: dict[str, Any] | None = None
         """The row of a chat not yet in the database, written with its first message
         ([`Store.start_chat`][tarry.store.Store.start_chat])."""
         self._loaded = loaded
         """Rows read when the chat was loaded, handed over by the first ``refresh`` without a statement."""
         self._holding_turn = False
-        self._verified = False
-        """A claim just confirmed the chat's version, so the next refresh need not ask again."""
-        self._fresh: tuple[int, float] | None = None
-        """The version [`Store.load_chat`][tarry.store.Store.load_chat] read, and until when (``time.monotonic()``) a
-        listing look may take the load's rows as current: only the first look after the load, and only while the chat
-        holds them."""
-        self._check_at_claim: int | None = None
-        """The chat version a refresh took as current without asking: the next call claims check it."""
+        self._sessions = 0
+        """How many sessions are open (they nest): what the journal took ahead is given back when the last ends."""
         self._claimed_early: int | None = None
         """The version a write wrote when it claimed the turn for the next ``hold_turn``."""
         self._calls: dict[str, CallRow] = {}
@@ -163,64 +158,44 @@ class StoreJournal:
         """Whether the chat's row still waits to be written with its first message."""
         return self._unsaved is not None
 
-    def _wrote(self, version: int) -> bool:
-        """After this process's own write: still up to date only if no other write came in between.
-
-        If one did, the version held is known to be behind: the next ``refresh`` reads the rows
-        without asking for the version first, and does not leave the check to a claim.
-        """
-        if self._seen == version - 1:
-            self._seen = version
-            return True
-        self._seen = None
-        return False
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[None]:
+        """One run of the chat: when the outermost session ends, give back the turn a write claimed and no
+        ``hold_turn`` used, and the calls decisions claimed and no ``hold_call`` used, and forget that the chat
+        was current."""
+        self._sessions += 1
+        try:
+            yield
+        finally:
+            self._sessions -= 1
+            if not self._sessions:
+                self._view.current = False
+                await self._release_unused()
 
     @asynccontextmanager
-    async def refresh(
-        self, start: int, *, at_claim: bool = False, listing: bool = False
-    ) -> AsyncIterator[Changes | None]:
+    async def refresh(self, start: int) -> AsyncIterator[Changes | None]:
         """Re-read the current turn (the messages from ``start``, the last assistant message, on, and its calls).
 
-        One cheap query when nothing changed since the chat last looked. The versions read count
-        as held once the chat took the changes in (the block ended without an error). With
-        ``at_claim`` (the chat's next step claims calls) PostgreSQL asks nothing now: the claims that
-        follow hold only while the chat is still at the version it holds, and are stale otherwise.
-        A ``listing`` look right after [`Store.load_chat`][tarry.store.Store.load_chat] (the first look, within
-        ``FRESH_FOR`` seconds, before any other step) asks nothing either: the load has just read the rows. Every
-        other look reads: the one that looks for a question the chat does not know, say.
+        One cheap query when nothing changed since the chat last looked, and none at all while the
+        journal knows, within a session, that the chat holds everything (see ``append``). The versions
+        read count as held once the chat took the changes in (the block ended without an error). The
+        first look right after [`Store.load_chat`][tarry.store.Store.load_chat] (within ``FRESH_FOR`` seconds,
+        before any other step) outside a session asks nothing either: the chat only lists what the load has just
+        read. A look within a session, where the chat acts on what it finds, reads.
         """
-        tail: Tail | None
-        self._check_at_claim = None
-        fresh, self._fresh = self._fresh, None
         loaded, self._loaded = self._loaded, None
-        if loaded is not None:
-            version, tail = loaded
-        elif self._verified:
-            self._verified = False
+        if loaded is None and self._view.may_skip_look(in_session=self._sessions > 0):
             yield None
             return
-        elif listing and fresh is not None and fresh[0] == self._seen and time.monotonic() < fresh[1]:
-            yield None  # the load just read the rows: listing what it found needs no second statement
-            return
-        elif at_claim and self._seen is not None and not self.db.is_sqlite:
-            self._check_at_claim = self._seen  # one statement fewer: the claim asks instead
-            yield None
-            return
-        else:
-            version, tail = await self._read(start)
-        if tail is None:
-            yield None
-            return
-        yield tail.changes(self._calls)
-        for row in tail.calls:
+        version, tail = loaded if loaded is not None else await self._read(start)
+        yield None if tail is None else tail.changes(self._calls)
+        for row in () if tail is None else tail.calls:
             self._calls.setdefault(row["call_id"], CallRow(row["id"], row["name"])).version = row["version"]
-        self._seen = version
-        if loaded is not None:
-            self._fresh = (version, time.monotonic() + FRESH_FOR)
+        self._view.took_in(version, in_session=self._sessions > 0, fresh_for=None if loaded is None else FRESH_FOR)
 
     async def _read(self, start: int) -> tuple[int, Tail | None]:
         """The chat's version and, when it is not the one held, its rows from ``start`` on (one snapshot)."""
-        chat_id, known = self.chat_id, self._seen
+        chat_id, known = self.chat_id, self._view.seen
 
         def look(connection: Sendable) -> int:
             version = fetch_value(connection, CHAT_VERSION, {"chat_id": chat_id})
@@ -241,74 +216,67 @@ class StoreJournal:
             raise ChatNotFoundError(f"Chat {chat_id} is no longer in the database")
         return int(row["version"]), tail
 
-    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> bool:
+    async def append(self, message: Message, records: Sequence[CallRecord] = (), *, claim_turn: bool = False) -> None:
         """Save a user or assistant message and the records of the calls it makes.
 
         Ends the turn claim in the same transaction when the message is the reply it was held for;
         raises [`ClaimLostError`][tarry.errors.ClaimLostError], recording nothing, when another process holds the turn
         by then. With ``claim_turn`` (a user message) it claims the turn for the model's reply instead.
-        Returns whether no other process wrote to the chat since the chat object last looked.
+        When no other process wrote to the chat since the chat object last looked, the session's next
+        ``refresh`` asks nothing.
         """
+        self._view.unsure()
         if self._unsaved is not None:
-            return await self._create_with(self._unsaved, message, claim_turn=claim_turn)
-        changes: dict[str, Any] = {}
-        if message.role == "user":  # a new question of the user ends an earlier cancellation
-            changes["cancel_requested_at"] = None
+            version = await self._create_with(self._unsaved, message, claim_turn=claim_turn)
+        else:
+            alone = await self._append_user_alone(message, claim_turn=claim_turn)
+            version = alone if alone is not None else await self._append(message, records, claim_turn=claim_turn)
+        self._view.current = self._view.wrote(version) and self._sessions > 0
+
+    async def _append_user_alone(self, message: Message, *, claim_turn: bool) -> int | None:
+        """PostgreSQL, at a known version: save a user message in one statement (no ``BEGIN``, no ``COMMIT``);
+        the chat's new version, or ``None`` when it was not saved so (the chat changed since: the caller writes
+        it in a transaction, which also tells why)."""
+        seen = self._view.seen
+        if message.role != "user" or seen is None or self.db.is_sqlite:
+            return None
+        lease = self._lease if claim_turn else None
+        save = partial(save_user_message, chat_id=self.chat_id, seen=seen, message=message, owner=self.store.owner)
+        saved = await self._claim(
+            partial(save, claim_turn=lease), lambda saved: saved is not None and saved[1], chats, self.chat_id
+        )
+        if saved is None:
+            return None
+        if saved[1]:
+            self._claimed_early = saved[0]
+        return saved[0]
+
+    async def _append(self, message: Message, records: Sequence[CallRecord], *, claim_turn: bool) -> int:
+        """Save the message and its calls' records (one statement for a reply on PostgreSQL); the chat's version."""
         held = self._holding_turn and message.role == "assistant"
-        if held:
-            changes.update(claimed_by=None, claimed_until=None)
-        owner, lease, chat_id = self.store.owner, self._lease, self.chat_id
-        if message.role == "user" and self._seen is not None and not self.db.is_sqlite:
-            save = partial(save_user_message, chat_id=chat_id, seen=self._seen, message=message, owner=owner)
-            saved = await self._claim(
-                partial(save, claim_turn=lease if claim_turn else None),
-                lambda saved: saved is not None and saved[1],
-                chats,
-                chat_id,
-            )
-            if saved is not None:  # no BEGIN, no COMMIT, one round trip
-                if saved[1]:
-                    self._claimed_early = saved[0]
-                return self._wrote(saved[0])
-
-        def write(connection: Connection) -> tuple[int, list[int], bool]:
-            claimed = False
-            if claim_turn:
-                version, position, claimed = bump_chat_claiming(
-                    connection, chat_id, owner, lease, new_messages=1, **changes
-                )
-            else:
-                holder = owner if held else None
-                version, position = bump_chat(connection, chat_id, new_messages=1, holder=holder, **changes)
-            if message.role == "user" and fetch_value(connection, _OPEN_CALL, {"chat_id": chat_id}) is not None:
-                # Another process's reply with calls came in after this one looked: record nothing.
-                raise PendingToolCallsError("Tool calls of this chat still wait; answer them before asking again")
-            connection.execute(
-                _INSERT_MESSAGE,
-                {"chat_id": chat_id, "position": position, "created_at": utcnow(), **message_values(message)},
-            )
-            return version, [insert_call(connection, chat_id, position, record) for record in records], claimed
-
         one_statement = (
             held
             and not self.db.is_sqlite
             and not any(question.expires_at for record in records for question in record.questions)
         )
         if one_statement:  # no BEGIN, no COMMIT, one round trip
-            reply = partial(save_reply, chat_id=chat_id, holder=owner, message=message, records=records)
+            reply = partial(save_reply, chat_id=self.chat_id, holder=self.store.owner, message=message, records=records)
             (version, row_ids), claimed = await self.db.run_direct(reply, write=True), False
         else:
-            version, row_ids, claimed = await self.db.run_write(write)
+            claim = (self.store.owner, self._lease) if claim_turn else None
+            holder = self.store.owner if held else None
+            write = partial(append_rows, chat_id=self.chat_id, message=message, records=records)
+            version, row_ids, claimed = await self.db.run_write(partial(write, claim=claim, holder=holder))
         for record, row_id in zip(records, row_ids, strict=True):
             self._calls[record.call.id] = CallRow(row_id, record.call.name, 0)
         if held:
             self._holding_turn = False
         if claimed:
             self._claimed_early = version
-        return self._wrote(version)
+        return version
 
-    async def _create_with(self, row: dict[str, Any], message: Message, *, claim_turn: bool) -> bool:
-        """Write the new chat's ``row`` with its first message, in one statement on PostgreSQL.
+    async def _create_with(self, row: dict[str, Any], message: Message, *, claim_turn: bool) -> int:
+        """Write the new chat's ``row`` with its first message, in one statement on PostgreSQL; its version.
 
         With ``claim_turn`` the row holds the turn for the model's reply: nobody else knows the chat yet.
         """
@@ -329,7 +297,7 @@ class StoreJournal:
         self._unsaved = None
         if claim_turn:
             self._claimed_early = 1
-        return self._wrote(1)
+        return 1
 
     @asynccontextmanager
     async def hold_call(self, call_id: str) -> AsyncIterator[Claim]:
@@ -337,32 +305,18 @@ class StoreJournal:
 
         The claim holds only if the row is still at the version this process read, so nobody
         acts on a pause state another process has replaced: ``STALE`` then asks for a re-read.
-        After a refresh that left the check to the claims (``at_claim``), it also holds only while
-        the chat is at the version this object holds. A claim that the decision freeing the call
-        took (``decide`` with ``claim``) is used as it is, without a statement of its own.
+        Unless the journal knows the chat holds everything recorded (it has just looked, or its own
+        write was the latest), the claim also holds only while the chat is at the version the chat
+        object holds: a chat that carries its calls on as it sees them learns here that it saw an old
+        view. When the journal knows that view is behind, the claim is ``STALE`` without a statement.
+        A claim that the decision freeing the call took (``decide`` with ``carry_on``) is used as it
+        is, without a statement of its own.
         """
         row = self._calls[call_id]
-        renewal = await self._take_early_claim(row)
-        if renewal is not None:  # the decision that freed the call claimed it
-            claim = Claim.GRANTED
-        else:
-            row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
-            chat = None if self._check_at_claim is None else (self.chat_id, self._check_at_claim)
-            claim = await self._claim(
-                lambda c: claim_call(c, row_id, version, owner, lease, chat),
-                lambda claim: claim.held,
-                tool_calls,
-                row_id,
-            )
-            if chat is not None and claim is not Claim.STALE:  # the chat was at that version then
-                self._check_at_claim = None
-            if not claim.held:
-                if claim is Claim.STALE:
-                    self._seen = None
-                yield claim
-                return
-            row.claimed = True
-            renewal = asyncio.create_task(self._renew(tool_calls, row_id))
+        claim, renewal = await self._take_claim(row)
+        if renewal is None:
+            yield claim
+            return
         try:
             yield claim
         except BaseException:
@@ -377,6 +331,25 @@ class StoreJournal:
             claimed, row.claimed = row.claimed, False
             if claimed:
                 await self._release(tool_calls, row.id)
+
+    async def _take_claim(self, row: CallRow) -> tuple[Claim, asyncio.Task[None] | None]:
+        """Claim ``row``'s call as ``hold_call`` says; the claim, and the renewal of one held (``None`` otherwise)."""
+        may_claim, check = self._view.claim_check()
+        if not may_claim:
+            return Claim.STALE, None  # the chat's view is known to be behind: it looks first
+        renewal = await self._take_early_claim(row)
+        if renewal is not None:  # the decision that freed the call claimed it
+            return Claim.GRANTED, renewal
+        row_id, version, owner, lease = row.id, row.version, self.store.owner, self._lease
+        chat = None if check is None else (self.chat_id, check)
+        claim = await self._claim(
+            lambda c: claim_call(c, row_id, version, owner, lease, chat), lambda claim: claim.held, tool_calls, row_id
+        )
+        self._view.claimed(stale=claim is Claim.STALE, checked=check)
+        if not claim.held:
+            return claim, None
+        row.claimed = True
+        return claim, asyncio.create_task(self._renew(tool_calls, row_id))
 
     @asynccontextmanager
     async def hold_turn(self) -> AsyncIterator[bool]:
@@ -393,8 +366,7 @@ class StoreJournal:
         if version is None:
             yield False
             return
-        if version == self._seen:
-            self._verified = True
+        self._view.turn_claimed(version)
         self._holding_turn = True
         renewal = asyncio.create_task(self._renew(chats, chat_id))
         try:
@@ -403,12 +375,11 @@ class StoreJournal:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
-            self._verified = False
             if self._holding_turn:
                 self._holding_turn = False
                 await self._release(chats, chat_id)
 
-    async def release_unused(self) -> None:
+    async def _release_unused(self) -> None:
         """Give back every call a decision claimed that no ``hold_call`` used, and a turn claimed by a write
         and never held (the chat did not ask the model after all).
 
@@ -505,18 +476,24 @@ class StoreJournal:
                 schedule_check(connection, chat_id, outcome.task)
             return chat_version, version, claimed
 
-        if outcome.result is not None and not self.db.is_sqlite:  # no BEGIN, no COMMIT, one round trip
-            turn_lease = lease if claim_turn else None
-            save = partial(save_result, chat_id=chat_id, row_id=row_id, owner=owner, result=outcome.result, what=what)
-            chat_version, version, claimed = await self._write_holding_claim(
-                partial(save, claim_turn=turn_lease), what, alone=True
-            )
-        else:
-            chat_version, version, claimed = await self._write_holding_claim(write, what)
+        try:
+            if outcome.result is not None and not self.db.is_sqlite:  # no BEGIN, no COMMIT, one round trip
+                turn_lease = lease if claim_turn else None
+                save = partial(
+                    save_result, chat_id=chat_id, row_id=row_id, owner=owner, result=outcome.result, what=what
+                )
+                chat_version, version, claimed = await self._write_holding_claim(
+                    partial(save, claim_turn=turn_lease), what, alone=True
+                )
+            else:
+                chat_version, version, claimed = await self._write_holding_claim(write, what)
+        except BaseException:
+            self._view.unsure()  # the call was taken over, or the database is away: the chat looks again
+            raise
         row.claimed, row.version = False, version
         if claimed:
             self._claimed_early = chat_version
-        self._wrote(chat_version)
+        self._view.wrote(chat_version)
 
     async def _write_holding_claim(self, write: Callable[[Connection], T], what: str, *, alone: bool = False) -> T:
         """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
@@ -569,21 +546,23 @@ class StoreJournal:
         *,
         running: bool,
         closed: bool,
-        claim: bool = False,
+        carry_on: bool = False,
     ) -> Question | None:
         """Record the decision under the question's row lock (which checks the call as stored, not ``running``).
 
         When the chat held everything recorded before, it still does: the decision changed only
         the question and the versions, so the next ``refresh`` need not read the rows again.
-        With ``claim`` (the decision frees the call, and the chat carries it on next) PostgreSQL's
-        statement claims the call too when it stands as the chat holds it, so ``hold_call``
-        need not; ``release_unused`` gives it back if the chat does not carry it on after all.
+        With ``carry_on`` in a session (the decision frees the call, and the chat carries it on next)
+        PostgreSQL's statement claims the call too when it stands as the chat holds it, so ``hold_call``
+        need not; the session gives it back if the chat does not carry it on after all.
         """
-        self._fresh = None  # whatever comes of it, a decision that lost or was refused shows another writer
+        self._view.unsure()  # a decision that lost or was refused shows another writer
         row = None if question.tool_call is None else self._calls.get(question.tool_call.id)
         along, kept = None, None
-        if claim and row is not None and not row.claimed and self._seen is not None and not self.db.is_sqlite:
-            along = ClaimAlong(row.id, row.version, self._seen, self.store.owner, utcnow() + self._lease, self._lease)
+        carries = carry_on and self._sessions > 0
+        seen = self._view.seen
+        if carries and row is not None and not row.claimed and seen is not None and not self.db.is_sqlite:
+            along = ClaimAlong(row.id, row.version, seen, self.store.owner, utcnow() + self._lease, self._lease)
             kept = partial(self._keep_claim, row, along.until)
         settled = await self.store._decide(
             question.id, decision, lambda _: answer, note, by, channel, question, claim=along, on_claimed=kept
@@ -593,12 +572,12 @@ class StoreJournal:
             return None
         if settled.versions is not None:
             chat_version, call_version = settled.versions
-            if row is not None and call_version == row.version + 1 and self._seen == chat_version - 1:
-                self._seen, row.version = chat_version, call_version
+            if row is not None and call_version == row.version + 1 and self._view.seen == chat_version - 1:
+                self._view.seen, row.version = chat_version, call_version
             else:
                 # The chat changed in more than this decision: read it all again. A claim the decision took
                 # stands (its statement checked the call's own row): the chat uses it if it still runs the call.
-                self._seen = None
+                self._view.behind()
         return decided
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:
@@ -609,6 +588,7 @@ class StoreJournal:
         """
         row = self._calls[call_id]
         row_id, owner, chat_id = row.id, self.store.owner, self.chat_id
+        self._view.unsure()
 
         def write(connection: Connection) -> int:
             # The call's row first, then the chat's: the order every other write takes them in.
@@ -618,7 +598,7 @@ class StoreJournal:
             insert_questions(connection, chat_id, row_id, number, [question])
             return version
 
-        self._wrote(await self.db.run_write(write))
+        self._view.wrote(await self.db.run_write(write))
 
     async def close_unused(self, call_id: str, questions: Sequence[Question], note: str) -> list[Question]:
         """Cancel the questions in one transaction, only while this process holds the open call.
@@ -637,7 +617,7 @@ class StoreJournal:
                 raise ClaimLostError(f"The claim on the {row.name} call {call_id} was lost: nothing is cancelled")
             return [decide_question(connection, attempt, None, postgres=postgres) for attempt in attempts]
 
-        self._fresh = self._seen = None  # the decisions bumped the chat: read it again
+        self._view.behind()  # the decisions bumped the chat: read it again
         closed = []
         for settled in await self.db.run_write(write):
             if settled.question is not None and settled.refusal is None:
@@ -648,13 +628,14 @@ class StoreJournal:
     async def add_chat_question(self, number: int, question: Question) -> bool:
         """Save a question of the chat itself (a login), parking the chat on it, in one transaction."""
         chat_id = self.chat_id
+        self._view.unsure()
 
         def write(connection: Connection) -> int:
             version, _ = bump_chat(connection, chat_id)
             insert_questions(connection, chat_id, None, number, [question])
             return version
 
-        self._wrote(await self.db.run_write(write))
+        self._view.wrote(await self.db.run_write(write))
         return True
 
     async def wait_for_decision(self, question: Question) -> Question:
@@ -744,6 +725,38 @@ class StoreJournal:
     async def _release(self, table: Table, key: Any) -> None:
         values = {"key": key, "owner": self.store.owner}
         await self.db.run_direct(partial(run, statement=_RELEASE[table.name], values=values), write=True)
+
+
+def append_rows(
+    connection: Connection,
+    *,
+    chat_id: str,
+    message: Message,
+    records: Sequence[CallRecord],
+    claim: tuple[str, timedelta] | None,
+    holder: str | None,
+) -> tuple[int, list[int], bool]:
+    """Save ``message`` and its calls' records in the caller's transaction; the chat's new version, the calls'
+    row ids, and whether the turn was claimed.
+
+    ``claim`` (an owner and a lease): also claim the turn when it is free. ``holder``: only while ``holder``
+    holds the turn, which this message (its reply) ends. A user message ends an earlier cancellation, and is
+    refused ([`PendingToolCallsError`][tarry.errors.PendingToolCallsError]) while a call is open.
+    """
+    changes: dict[str, Any] = {"cancel_requested_at": None} if message.role == "user" else {}
+    if holder is not None:
+        changes.update(claimed_by=None, claimed_until=None)
+    claimed = False
+    if claim is not None:
+        version, position, claimed = bump_chat_claiming(connection, chat_id, *claim, new_messages=1, **changes)
+    else:
+        version, position = bump_chat(connection, chat_id, new_messages=1, holder=holder, **changes)
+    if message.role == "user" and fetch_value(connection, _OPEN_CALL, {"chat_id": chat_id}) is not None:
+        # Another process's reply with calls came in after this one looked: record nothing.
+        raise PendingToolCallsError("Tool calls of this chat still wait; answer them before asking again")
+    values = {"chat_id": chat_id, "position": position, "created_at": utcnow(), **message_values(message)}
+    connection.execute(_INSERT_MESSAGE, values)
+    return version, [insert_call(connection, chat_id, position, record) for record in records], claimed
 
 
 def bump_chat(
