@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from sqlalchemy import Connection, text
@@ -180,3 +182,44 @@ async def test_db_check_names_a_missing_trigger_of_the_trail(postgres_url: str) 
         raw(postgres_url, f"DROP TRIGGER tarry_trail_refuse ON {TRAIL}")
         with pytest.raises(Exception, match="missing trigger tarry_trail_refuse"):
             await store.check()
+
+
+async def test_an_application_role_with_insert_only_rights_on_the_trail_decides_but_cannot_rewrite_it(
+    postgres_url: str,
+) -> None:
+    """The grants docs/approvals.md gives, in this test's own schema: tarry decides as the role; the role can
+    neither change a row of the trail nor turn its guard off."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    role = f"tarry_app_{uuid.uuid4().hex[:8]}"
+    url = make_url(postgres_url)
+    options = url.query["options"]
+    schema = unquote(str(options)).removeprefix("-csearch_path=")
+    owner_dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    async with Store(postgres_url) as owner:
+        await owner.setup()
+    grants = [
+        f"CREATE ROLE {role}",
+        f"GRANT USAGE ON SCHEMA {schema} TO {role}",
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
+        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+        f"REVOKE UPDATE, DELETE, TRUNCATE ON {TRAIL} FROM {role}",
+    ]
+    with psycopg.connect(owner_dsn, autocommit=True) as admin:
+        for grant in grants:
+            admin.execute(grant)
+    as_role = url.update_query_dict({"options": f"{options} -crole={role}"}).render_as_string(hide_password=False)
+    try:
+        async with Store(as_role, may_decide=may_decide) as store:
+            await busy_trail(store)
+            assert await store.verify_trail() is None
+        for statement in (f"UPDATE {TRAIL} SET note = 'x'", f"DELETE FROM {TRAIL}"):
+            with pytest.raises(DBAPIError, match="permission denied"):
+                raw(as_role, statement)
+        with pytest.raises(DBAPIError, match="must be owner"):
+            raw(as_role, f"ALTER TABLE {TRAIL} DISABLE TRIGGER tarry_trail_refuse")
+    finally:
+        with psycopg.connect(owner_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
