@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from sqlalchemy import Connection, String, UniqueConstraint, column, inspect, select, table, text
+from sqlalchemy import Connection, String, Table, UniqueConstraint, column, inspect, select, table, text
+from sqlalchemy.engine.reflection import Inspector
 
 from tarry.errors import StoreSchemaError
 from tarry.store.audit import TRAIL_TABLE
@@ -55,29 +56,35 @@ def missing_parts(connection: Connection) -> list[str]:
     tables = set(found.get_table_names())
     missing: list[str] = []
     for expected in metadata.sorted_tables:
-        name = expected.name
-        if name not in tables:
-            missing.append(f"table {name}")
-            continue
-        columns = {described["name"] for described in found.get_columns(name)}
-        missing += [f"column {name}.{wanted.name}" for wanted in expected.columns if wanted.name not in columns]
-        indexes = found.get_indexes(name)
-        names = {described["name"] for described in indexes}
-        missing += [f"index {wanted.name}" for wanted in expected.indexes if wanted.name not in names]
-        # A unique constraint is known by its columns: some have no name of tarry's, and PostgreSQL
-        # reports a constraint's index among the indexes too.
-        unique: set[frozenset[str | None]] = {
-            frozenset(described["column_names"]) for described in found.get_unique_constraints(name)
-        }
-        unique |= {frozenset(described["column_names"]) for described in indexes if described["unique"]}
-        missing += [
-            f"unique constraint on {name}({', '.join(wanted.columns.keys())})"
-            for wanted in expected.constraints
-            if isinstance(wanted, UniqueConstraint) and frozenset(wanted.columns.keys()) not in unique
-        ]
+        if expected.name in tables:
+            missing += _missing_of_table(found, expected)
+        else:
+            missing.append(f"table {expected.name}")
     if connection.dialect.name == "postgresql" and TRAIL_TABLE in tables:  # a missing table's triggers go with it
         present = set(connection.scalars(_TRIGGERS))
         missing += [f"trigger {name}" for name in TRIGGERS if name not in present]
+    return missing
+
+
+def _missing_of_table(found: Inspector, expected: Table) -> list[str]:
+    """What the database's table lacks of ``expected``: columns, indexes and unique keys."""
+    name = expected.name
+    columns = {described["name"] for described in found.get_columns(name)}
+    missing = [f"column {name}.{wanted.name}" for wanted in expected.columns if wanted.name not in columns]
+    indexes = found.get_indexes(name)
+    names = {described["name"] for described in indexes}
+    missing += [f"index {wanted.name}" for wanted in expected.indexes if wanted.name not in names]
+    # A unique constraint is known by its columns: some have no name of tarry's, and PostgreSQL
+    # reports a constraint's index among the indexes too.
+    unique: set[frozenset[str | None]] = {
+        frozenset(described["column_names"]) for described in found.get_unique_constraints(name)
+    }
+    unique |= {frozenset(described["column_names"]) for described in indexes if described["unique"]}
+    missing += [
+        f"unique constraint on {name}({', '.join(wanted.columns.keys())})"
+        for wanted in expected.constraints
+        if isinstance(wanted, UniqueConstraint) and frozenset(wanted.columns.keys()) not in unique
+    ]
     return missing
 
 
