@@ -2,9 +2,7 @@
 
 Rows are only ever inserted, in the transaction of the attempt they describe; nothing in tarry
 updates or deletes them. An attempt that lost (another decision came first, the question had
-expired, a policy refused it) is recorded too, with what stopped it. Each row is chained to the
-one before it by a hash (``tarry.store.chain``), so ``verify_trail`` finds a row changed, removed
-or inserted by anything but tarry.
+expired, a policy refused it) is recorded too, with what stopped it.
 """
 
 from __future__ import annotations
@@ -14,11 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import CTE, ColumnElement, Connection, Insert, Join, Text, bindparam, cast, insert, null, or_, select
+from sqlalchemy import CTE, ColumnElement, Connection, Insert, Join, bindparam, insert, null, select
 
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, QuestionKind
-from tarry.store.chain import APPEND, FIELDS, GENESIS, JSON_FIELDS, content_of, row_hash, time_text
 from tarry.store.tables import constant, decision_events, tool_calls
 from tarry.store.text import read_text, stored_text
 
@@ -58,10 +55,6 @@ class DecisionEvent:
     by: Principal | None
     channel: Channel
     detail: str | None
-    seq: int | None = None
-    """The event's place in the trail's hash chain (``None``: a row tarry did not write)."""
-    hash: str | None = None
-    """The SHA-256 of the event's content and of the hash of the event before it in the chain, in hex."""
 
     def to_dict(self) -> dict[str, Any]:
         """The event as JSON-safe data (the time as ISO 8601 text)."""
@@ -84,32 +77,6 @@ class DecisionEvent:
             "detail": self.detail,
         }
 
-    def to_record(self) -> dict[str, Any]:
-        """``to_dict`` with the event's place in the hash chain (``seq``) and its ``hash``: a line of the trail's
-        export to a log system."""
-        return {**self.to_dict(), "seq": self.seq, "hash": self.hash}
-
-
-TrailDamage = Literal["changed", "removed", "inserted"]
-"""How the trail was tampered with at a row: ``changed`` (the row's content, or its place, no longer matches its
-hash), ``removed`` (rows before it in the chain are gone) or ``inserted`` (a row tarry did not write)."""
-
-
-@dataclass(frozen=True)
-class TrailBreak:
-    """The first place where the trail is not as tarry wrote it: the event's ``id``, its place in the hash chain
-    (``seq``; ``None`` for a row outside the chain), ``how`` it was tampered with and a sentence saying so
-    (``detail``)."""
-
-    id: int
-    seq: int | None
-    how: TrailDamage
-    detail: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """The break as JSON-safe data."""
-        return {"id": self.id, "seq": self.seq, "how": self.how, "detail": self.detail}
-
 
 def record_attempt(
     connection: Connection,
@@ -128,29 +95,7 @@ def record_attempt(
     values = attempt_values(
         question, decision, outcome, at=at, by=by, channel=channel, answer=answer, note=note, detail=detail
     )
-    append_event(connection, values)
-
-
-def append_event(connection: Connection, values: Mapping[str, Any]) -> None:
-    """Append one row (its columns but the id and the chain's) to the trail, chained after the last one.
-
-    On PostgreSQL the table's trigger chains it (``APPEND`` asks it to); on SQLite, whose writes
-    take turns, its place and hash are computed here from the chain's last row.
-    """
-    if connection.dialect.name != "sqlite":
-        connection.execute(INSERT_EVENT, {**values, "seq": APPEND})
-        return
-    last = connection.execute(_LAST_LINK).first()
-    seq, previous = (1, GENESIS) if last is None else (last.seq + 1, last.hash)
-    connection.execute(INSERT_EVENT, {**values, "seq": seq, "hash": row_hash(seq, previous, content_of(values))})
-
-
-_LAST_LINK = (
-    select(decision_events.c.seq, decision_events.c.hash)
-    .where(decision_events.c.seq > constant(APPEND))
-    .order_by(decision_events.c.seq.desc())
-    .limit(1)
-)
+    connection.execute(INSERT_EVENT, values)
 
 
 def attempt_values(
@@ -206,25 +151,20 @@ def attempt_columns(
     }
 
 
-TRAIL_TABLE = decision_events.name
-"""The name of the trail's table."""
 INSERT_EVENT = insert(decision_events)
-"""Appends one row to the trail (built once): ``append_event`` gives it the chain's columns."""
-_CHAINED: dict[str, ColumnElement[Any]] = {"seq": constant(APPEND)}
-"""The chain's columns of a row a PostgreSQL statement appends: its trigger fills them in (the hash too)."""
-_CONTENT = [column for column in decision_events.c if column.name not in ("id", "seq", "hash")]
+"""Appends one row to the trail (built once)."""
 INSERT_EVENT_BOUND = INSERT_EVENT.values(
-    {**{column.name: bindparam(f"event_{column.name}", type_=column.type) for column in _CONTENT}, **_CHAINED}
-)
-"""PostgreSQL: ``INSERT_EVENT`` taking its values from parameters named ``event_<column>``, to run inside a larger
-statement."""
+    {column.name: bindparam(f"event_{column.name}", type_=column.type) for column in decision_events.c
+     if column.name != "id"}
+)  # fmt: skip
+"""``INSERT_EVENT`` taking its values from parameters named ``event_<column>``, to run inside a larger statement."""
 
 
 def insert_event_from(source: Any, taken: Mapping[str, ColumnElement[Any]] | None = None) -> Insert:
-    """PostgreSQL: ``INSERT_EVENT_BOUND`` writing one row for each row ``source`` (a CTE, or a join) returns: none
-    when it returns none. ``taken``: the columns whose values come from ``source``'s rows instead of parameters."""
-    taken = {**(taken or {}), **_CHAINED}
-    columns = [*_CONTENT, decision_events.c.seq]
+    """``INSERT_EVENT_BOUND`` writing one row for each row ``source`` (a CTE, or a join) returns: none when it
+    returns none. ``taken``: the columns whose values come from ``source``'s rows instead of parameters."""
+    taken = taken or {}
+    columns = [column for column in decision_events.c if column.name != "id"]
     values = (taken.get(column.name, bindparam(f"event_{column.name}", type_=column.type)) for column in columns)
     return insert(decision_events).from_select([column.name for column in columns], select(*values).select_from(source))
 
@@ -236,8 +176,7 @@ def with_its_call(decided: CTE) -> Join:
 
 def insert_event_of_decided(decided: CTE, *, decisions_too: bool = False) -> Insert:
     """``insert_event_from`` for ``decided``, a CTE that returns whole question rows: the columns of the trail's
-    row that describe the question (its chat, kind, message and call) come from the row and its call, and the
-    outcome is ``decided``.
+    row that describe the question (its chat, kind, message and call) come from the row and its call.
 
     ``decisions_too``: so do the ones that describe the decision each row records (when, what, the
     answer, the note, who, through what), for a statement that decides several questions.
@@ -250,8 +189,6 @@ def insert_event_of_decided(decided: CTE, *, decisions_too: bool = False) -> Ins
         "arguments": tool_calls.c.arguments,
         "kind": decided.c.kind,
         "message": decided.c.message,
-        "outcome": constant("decided"),
-        "detail": null(),
     }
     if decisions_too:
         of_the_question |= {
@@ -262,6 +199,8 @@ def insert_event_of_decided(decided: CTE, *, decisions_too: bool = False) -> Ins
             "by_id": decided.c.decided_by,
             "by_name": decided.c.decided_by_name,
             "channel": decided.c.channel,
+            "outcome": constant("decided"),
+            "detail": null(),
         }
     return insert_event_from(with_its_call(decided), of_the_question)
 
@@ -301,62 +240,6 @@ def read_history(
             by=None if row["by_id"] is None else Principal(row["by_id"], row["by_name"]),
             channel=row["channel"],
             detail=row["detail"],
-            seq=row["seq"],
-            hash=row["hash"],
         )
         for row in connection.execute(query).mappings()
     ]
-
-
-def verify_trail(connection: Connection) -> TrailBreak | None:
-    """The first place where the trail is not as tarry wrote it, or ``None`` when every row is.
-
-    Walks the hash chain in order, checking that its places run 1, 2, 3... with no gap (a gap:
-    rows removed) and that each row's hash is that of its content and of the hash before it (a
-    mismatch: the row was changed, or one was put in its place), then looks for rows outside the
-    chain (inserted by anything but tarry). The newest rows removed leave no trace here: keep the
-    last hash elsewhere (``tarry history --jsonl`` to a log system) to tell.
-    """
-    expected, previous = 1, GENESIS
-    for row in connection.execute(_CHAIN).mappings():
-        seq = row["seq"]
-        if seq != expected:
-            gone = f"place {expected}" if seq == expected + 1 else f"places {expected} to {seq - 1}"
-            return TrailBreak(
-                row["id"], seq, "removed", f"the chain's rows at {gone}, before event {row['id']}, are gone"
-            )
-        content = {name: row[name] for name in FIELDS}
-        content["at"] = time_text(row["at"])
-        if row_hash(seq, previous, content) != row["hash"]:
-            return TrailBreak(
-                row["id"],
-                seq,
-                "changed",
-                f"event {row['id']} (place {seq}) does not match its hash: changed, or not the row tarry wrote there",
-            )
-        expected, previous = seq + 1, row["hash"]
-    outside = connection.scalar(
-        select(decision_events.c.id)
-        .where(or_(decision_events.c.seq.is_(None), decision_events.c.seq <= constant(APPEND)))
-        .order_by(decision_events.c.id)
-        .limit(1)
-    )
-    if outside is not None:
-        return TrailBreak(outside, None, "inserted", f"event {outside} is not in the chain: tarry did not write it")
-    return None
-
-
-_CHAIN = (
-    select(
-        decision_events.c.id,
-        decision_events.c.seq,
-        decision_events.c.hash,
-        *(
-            cast(decision_events.c[name], Text).label(name) if name in JSON_FIELDS else decision_events.c[name]
-            for name in FIELDS
-        ),
-    )
-    .where(decision_events.c.seq > constant(APPEND))
-    .order_by(decision_events.c.seq)
-)
-"""The chain's rows in order, JSON fields as the text the database keeps."""
