@@ -9,7 +9,7 @@ import json
 import re
 import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, Self, TypeVar, get_type_hints, overload, runtime_checkable
 
 import pydantic
@@ -319,6 +319,23 @@ def tool(
         )
 
     return wrap if function is None else wrap(function)
+
+
+def tools_by_name(items: Iterable[object], *, where: str, into: dict[str, Tool] | None = None) -> dict[str, Tool]:
+    """``items`` (tools, or functions made tools as ``@tool`` makes them) by name, added to ``into`` when given.
+
+    Raises ``TypeError`` for an item that is neither, and ``ValueError`` for a name taken twice in ``where``
+    (``"a chat"``, say), naming it.
+    """
+    by_name = {} if into is None else into
+    for item in items:
+        made = item if isinstance(item, Tool) else tool(item) if callable(item) else None
+        if made is None:
+            raise TypeError(f"A tool must be a Tool or a function, got {item!r}")
+        if made.name in by_name:
+            raise ValueError(f"Two tools are named {made.name!r}; tool names must be unique in {where}")
+        by_name[made.name] = made
+    return by_name
 
 
 async def call_maybe_async(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeGuard, cast
+from typing import Any, TypeGuard
 
 from tarry.calls import mint
 from tarry.clock import utcnow
 from tarry.journal import Journal
 from tarry.messages import ToolChoice
 from tarry.questions import AnswerNeeded, Question
-from tarry.tools import Tool, ToolSource, tool
+from tarry.tools import Tool, ToolSource, tools_by_name
 from tarry.tracing import mark, span_ids
 
 logger = logging.getLogger("tarry")
@@ -55,7 +55,7 @@ def split_tools(
         raise TypeError("tools must be a list of tools, not a single tool")
     given = list(tools)
     sources = [SelectedSource(item) for item in given if _is_source(item)]
-    return sources, _tools_by_name([cast(Tool | Callable[..., Any], item) for item in given if not _is_source(item)])
+    return sources, tools_by_name([item for item in given if not _is_source(item)], where="a chat")
 
 
 async def load_sources(sources: Iterable[SelectedSource], tools: dict[str, Tool]) -> None:
@@ -63,23 +63,8 @@ async def load_sources(sources: Iterable[SelectedSource], tools: dict[str, Tool]
     for source in sources:
         if source.loaded:
             continue
-        for item in await source.tools():
-            if item.name in tools:
-                raise ValueError(f"Two tools are named {item.name!r}; tool names must be unique in a chat")
-            tools[item.name] = item
+        tools_by_name(await source.tools(), where="a chat", into=tools)
         source.loaded = True
-
-
-def _tools_by_name(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
-    by_name: dict[str, Tool] = {}
-    for item in tools:
-        made = item if isinstance(item, Tool) else tool(item) if callable(item) else None
-        if made is None:
-            raise TypeError(f"A tool must be a Tool or a function, got {item!r}")
-        if made.name in by_name:
-            raise ValueError(f"Two tools are named {made.name!r}; tool names must be unique in a chat")
-        by_name[made.name] = made
-    return by_name
 
 
 def _is_source(item: object) -> TypeGuard[ToolSource]:

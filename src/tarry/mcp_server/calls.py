@@ -29,7 +29,7 @@ from tarry.mcp_server.served_tasks import ServedTask, ServedTasks, TaskTransitio
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.store.changes import StoreChanges
-from tarry.tools import Tool, tool
+from tarry.tools import Tool, tools_by_name
 
 logger = logging.getLogger("tarry.mcp_server")
 Approvals = Literal["client", "inbox"]
@@ -97,15 +97,7 @@ def served_tools(tools: Iterable[object]) -> dict[str, Tool]:
 
     Raises ``TypeError`` for anything else, and ``ValueError`` when two have one name.
     """
-    served: dict[str, Tool] = {}
-    for item in tools:
-        made = item if isinstance(item, Tool) else tool(item) if callable(item) else None
-        if made is None:
-            raise TypeError(f"An MCP server serves tarry tools or functions, got {item!r}")
-        if made.name in served:
-            raise ValueError(f"Two tools are named {made.name!r}")
-        served[made.name] = made
-    return served
+    return tools_by_name(tools, where="an MCP server")
 
 
 class ServedCalls:
