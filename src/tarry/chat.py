@@ -9,7 +9,6 @@ from typing import Any
 
 from tarry.calls import CallRecord
 from tarry.carrying import CallCarrier
-from tarry.carrying import CallStep as CallStep
 from tarry.changes import Changes, keep_held, tail_start, take_in
 from tarry.clock import utcnow
 from tarry.decisions import Approvals, find_question, question_id, record_decision
@@ -17,13 +16,12 @@ from tarry.errors import PendingToolCallsError, TarryError, UnknownQuestionError
 from tarry.journal import Journal, MemoryJournal
 from tarry.messages import Message, MessageDone, Model, StreamEvent, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
-from tarry.providers import resolve_model as resolve_model
+from tarry.providers import resolve_model
 from tarry.questions import Decision, Question, check_note
 from tarry.running import sync_twin
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource
 from tarry.toolsets import SelectedSource, check_tool_choice, load_or_park, load_sources, split_tools
-from tarry.turn import CALL_KEY_LIMIT as CALL_KEY_LIMIT
 from tarry.turn import ModelTurn, refuse_while_calls_wait
 
 logger = logging.getLogger("tarry")
