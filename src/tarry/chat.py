@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from tarry.calls import CallRecord
-from tarry.carrying import CallCarrier
 from tarry.changes import Changes, keep_held, tail_start, take_in
 from tarry.clock import utcnow
 from tarry.decisions import Approvals, find_question, question_id, record_decision
-from tarry.errors import PendingToolCallsError, TarryError, UnknownQuestionError
+from tarry.errors import UnknownQuestionError
 from tarry.journal import Journal, MemoryJournal
+from tarry.loop import ChatLoop
 from tarry.messages import Message, MessageDone, Model, StreamEvent, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.providers import resolve_model
@@ -21,8 +21,7 @@ from tarry.questions import Decision, Question, check_note
 from tarry.running import sync_twin
 from tarry.tasks import Task
 from tarry.tools import Tool, ToolSource
-from tarry.toolsets import SelectedSource, check_tool_choice, load_or_park, load_sources, split_tools
-from tarry.turn import ModelTurn, refuse_while_calls_wait
+from tarry.toolsets import SelectedSource, check_tool_choice, load_sources, split_tools
 
 logger = logging.getLogger("tarry")
 
@@ -79,8 +78,8 @@ class Chat:
         Raises [`PendingToolCallsError`][tarry.errors.PendingToolCallsError], recording nothing, while calls wait.
         """
         async with self._journal.session():
-            await self._add_user_message(text, "ask")
-            async for _ in self._run(stream=False, once=False):
+            await self._loop().add_user_message(text, "ask")
+            async for _ in self._loop().run(stream=False, once=False):
                 pass
         return self.last_reply
 
@@ -107,7 +106,7 @@ class Chat:
         approving = Approvals.of("complete", approve, by, channel)
         async with self._journal.session():
             await self._approve_first(approving)
-            async for _ in self._run(stream=False, once=False):
+            async for _ in self._loop().run(stream=False, once=False):
                 pass
         return self.last_reply
 
@@ -118,7 +117,7 @@ class Chat:
         """
         reply = None
         async with self._journal.session():
-            async for event in self._run(stream=False, once=True):
+            async for event in self._loop().run(stream=False, once=True):
                 if isinstance(event, MessageDone):
                     reply = event.message
         return reply
@@ -145,8 +144,8 @@ class Chat:
         async with self._journal.session():
             await self._approve_first(approving)
             if text is not None:
-                await self._add_user_message(text, "stream")
-            async for event in self._run(stream=True, once=False):
+                await self._loop().add_user_message(text, "stream")
+            async for event in self._loop().run(stream=True, once=False):
                 yield event
 
     async def _approve_first(self, approving: Approvals) -> None:
@@ -239,7 +238,7 @@ class Chat:
                 for question in self.chat_questions:
                     if question.is_open(utcnow()):
                         await self._decide(question, "cancel", None, None, None, "code")
-                if not await self._carrier().cancel_open(self._cancel_question):
+                if not await self._loop().carrier().cancel_open(self._cancel_question):
                     return  # else a call had changed meanwhile: look at it again
 
     async def _cancel_question(self, question: Question) -> bool:
@@ -347,84 +346,9 @@ class Chat:
 
     # The loop
 
-    async def _add_user_message(self, text: str, verb: str) -> None:
-        """Save the user's message, claiming the turn for the reply.
-
-        The journal refuses the message while calls wait in the database; the chat reads them
-        then, to name them.
-        """
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"{verb}() needs the user's text, got {text!r}")
-        message = Message("user", text)
-        try:
-            refuse_while_calls_wait(self.records.values())
-            await self._journal.append(message, claim_turn=self.model is not None)
-        except PendingToolCallsError:
-            await self._refresh()
-            refuse_while_calls_wait(self.records.values())
-            raise
-        self.messages.append(message)
-
-    async def _run(self, *, stream: bool, once: bool) -> AsyncIterator[StreamEvent]:
-        """The loop, within the caller's journal session."""
-        if not all(source.loaded for source in self._sources):
-            await self._refresh()
-            own, said = self.chat_questions, len(self.messages)
-            if not await load_or_park(
-                self._sources, self.tools, self._journal, self.id, own, said, stopped=self.stopped
-            ):
-                return
-        carrier = self._carrier()
-        while True:
-            await carrier.carry_all(self._refresh)
-            if not self._model_next():
-                return
-            reply = None
-            async for event in self._model_turn().take(stream, self.instructions, self.tool_choice, self.settings):
-                if isinstance(event, MessageDone):
-                    reply = event.message
-                yield event
-            if once or reply is None or not reply.tool_calls:
-                return
-
-    def _carrier(self) -> CallCarrier:
-        """What carries this chat's calls on, for one run of the loop."""
-        return CallCarrier(
-            self.id,
-            self._journal,
-            self.records,
-            self.messages,
-            self.tools,
-            max_concurrency=self.max_concurrency,
-            claims_turn=self.model is not None,
-        )
-
-    def _model_turn(self) -> ModelTurn:
-        """The model's next turn in this chat."""
-        if self.model is None:
-            raise TarryError("This chat has no model: pass model= to Chat (or to load_chat) to carry it on")
-        return ModelTurn(
-            self.id,
-            self.model,
-            self._journal,
-            self.messages,
-            self.records,
-            self.tools,
-            look=self._refresh,
-            ready=lambda: not self.waiting and self._needs_model(),
-        )
-
-    def _model_next(self) -> bool:
-        """Whether the model speaks next: no call waits (the chat parks, and says so, when one does) and the last
-        message is not the model's."""
-        if self.waiting:
-            waiting = sum(record.open for record in self.records.values())
-            logger.info("Chat %s parked: %d call(s) wait", self.id, waiting, extra={"chat_id": self.id})
-            return False
-        return self._needs_model()
-
-    def _needs_model(self) -> bool:
-        return bool(self.messages) and self.messages[-1].role != "assistant"
+    def _loop(self) -> ChatLoop:
+        """This chat's loop, for one run."""
+        return ChatLoop(self, self._journal, self._sources, self._refresh)
 
     def _waits_on_own_question(self) -> bool:
         now = utcnow()
