@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from tarry import Question
+from tarry import Question, Verdict
 from tarry.calls import CallRecord, CallState, call_state
 from tarry.messages import Message, ToolCall
+from tarry.questions import Decision
 from tarry.tasks import Task
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -27,12 +28,20 @@ def record(*questions: Question, task: Task | None = None, result: Message | Non
     )
 
 
-def approval(**decided: Any) -> Question:
-    return Question(id="q1", kind="approval", message="Approve?", **decided)
+def verdict(decision: Decision | None, note: str | None, answer: dict[str, Any] | None) -> Verdict | None:
+    return None if decision is None else Verdict(decision, EARLIER, answer=answer, note=note)
 
 
-def form(**decided: Any) -> Question:
-    return Question(id="q2", kind="form", message="Which?", **decided)
+def approval(
+    decision: Decision | None = None, note: str | None = None, answer: dict[str, Any] | None = None, **given: Any
+) -> Question:
+    return Question(id="q1", kind="approval", message="Approve?", verdict=verdict(decision, note, answer), **given)
+
+
+def form(
+    decision: Decision | None = None, note: str | None = None, answer: dict[str, Any] | None = None, **given: Any
+) -> Question:
+    return Question(id="q2", kind="form", message="Which?", verdict=verdict(decision, note, answer), **given)
 
 
 def waiting_on(*questions: Question, expires_at: datetime | None = None) -> Task:

@@ -20,7 +20,7 @@ from tarry.clock import utcnow
 from tarry.errors import CorruptStateError, ToolCallRunningError
 from tarry.journal import MemoryJournal
 from tarry.live import current_call
-from tarry.questions import Question
+from tarry.questions import Question, Verdict
 from tarry.testing import ScriptedModel
 
 
@@ -92,7 +92,7 @@ async def test_a_chat_adopts_a_call_another_process_paused_and_rebuilds_its_task
     assert journal.starts == [0] and len(journal.held) == 1
 
 
-async def test_a_chat_keeps_the_objects_it_holds_and_takes_the_recorded_decision_and_result() -> None:
+async def test_a_chat_keeps_the_records_it_holds_and_takes_the_recorded_questions_and_result() -> None:
     journal = ReadingJournal()
     chat = Chat(tools=[Reship()], id="chat-1", journal=journal)
     asked = carrier_question()
@@ -100,7 +100,7 @@ async def test_a_chat_keeps_the_objects_it_holds_and_takes_the_recorded_decision
     await chat.pending_questions()
     record, task = chat.records["c1"], chat.records["c1"].task
 
-    decided = carrier_question(decision="accept", answer={"carrier": "post"}, decided_at=utcnow())
+    decided = carrier_question(verdict=Verdict("accept", utcnow(), answer={"carrier": "post"}))
     result = Message("tool", "A17 goes out by post", tool_call_id="c1")
     login = Question("q0", "url", "Log in", url="https://example.com/login", chat_id="chat-1")
     journal.next = Changes(1, (ASSISTANT, result), (login,), (paused(decided, state_changed=False, result=result),))
@@ -109,7 +109,8 @@ async def test_a_chat_keeps_the_objects_it_holds_and_takes_the_recorded_decision
 
     assert journal.starts == [0, 1]
     assert chat.records["c1"] is record and record.task is task  # the state did not change: no rebuild
-    assert record.questions == [asked] and asked.decision == "accept" and asked.answer == {"carrier": "post"}
+    assert record.questions == [decided] and decided.decision == "accept" and decided.answer == {"carrier": "post"}
+    assert asked.decision is None  # a value: the question read before stays as it was read
     assert record.result is result and not record.open
     assert chat.messages == [USER, ASSISTANT, result]
     assert chat.chat_questions == [login] and chat.waiting
@@ -149,12 +150,14 @@ async def test_a_question_asked_while_the_call_runs_is_answered_from_outside_and
         while not (pending := await chat.pending_questions()):
             await asyncio.sleep(0)  # lets the tool run up to its question
     [question] = pending
-    assert question is asked[0] and question.awaited and question.extra == {}
+    assert question is not asked[0] and question.awaited and question.extra == {}
     assert question.tool_call is not None and chat.records[question.tool_call.id].running
     assert await chat.decline(question, "not now")
     assert not await chat.decline(question, "again")
     assert (await running).content == "Done."
     assert chat.messages[-2].content == "Ada: decline not now"
+    # The tool got the recorded question back; the one it passed is a value, left as it was.
+    assert (asked[0].id, asked[0].decision, asked[0].awaited) == ("", None, False)
 
 
 async def test_declining_an_approval_of_a_call_that_runs_is_refused_by_the_memory_journal() -> None:

@@ -339,8 +339,10 @@ async def test_complete_approves_the_questions_it_is_given_then_carries_on_in_me
     await chat.ask("go")
     first, second = await chat.pending_questions()
     assert (await chat.complete(approve=[first.id])) is chat.last_reply and chat.waiting  # b still waits
+    first, second = await chat.question(first), await chat.question(second)
     assert first.decision == "accept" and second.decision is None
     reply = await chat.complete(approve=[second], by="ann@example.com")
     assert reply == Message("assistant", "both done") and not chat.waiting
+    second = await chat.question(second)
     assert second.decided_by is not None and second.decided_by.id == "ann@example.com"
     assert [message.content for message in chat.messages if message.role == "tool"] == ["gated a", "gated b"]

@@ -93,6 +93,7 @@ async def test_answering_resumes_with_the_accepted_values() -> None:
     assert reply == Message("assistant", "Done.")
     assert tool.resumed == [{"time": "20:00", "party": 4}]
     assert results(chat) == ["Booked Luigi's at 20:00 for 4"]
+    question = await chat.question(question)
     assert question.decision == "accept"
     assert question.answer == {"time": "20:00", "party": 4}
     assert await chat.pending_questions() == []
@@ -150,6 +151,7 @@ async def test_answer_decline_return_true_then_false() -> None:
     assert await chat.answer(question, time="19:00") is True
     assert await chat.answer(question, time="20:00") is False
     assert await chat.decline(question, "changed my mind") is False
+    question = await chat.question(question)
     assert question.answer == {"time": "19:00", "party": 2}
     await chat.complete()
     assert tool.resumed == [{"time": "19:00", "party": 2}]

@@ -252,6 +252,7 @@ async def test_cancel_covers_tasks_questions_and_approvals_together() -> None:
     await chat.cancel()
     assert LocalCancel.log == ["cancel"]
     assert await chat.pending_questions() == []
+    questions = [await chat.question(question) for question in questions]
     assert all(question.decision == "cancel" for question in questions)
     assert sorted(result["error"] for result in results(chat)) == [
         "The ask call was cancelled.",

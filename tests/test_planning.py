@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tarry import Question
+from tarry import Question, Verdict
 from tarry.calls import CallRecord, CallState
 from tarry.messages import Message, ToolCall
 from tarry.planning import plan
@@ -19,7 +19,8 @@ def record(call_id: str, name: str, *questions: Question, task: Task | None = No
 
 
 def approval(decision: Decision | None = None, expires_at: datetime | None = None) -> Question:
-    return Question(id="q1", kind="approval", message="Approve?", decision=decision, expires_at=expires_at)
+    verdict = None if decision is None else Verdict(decision, NOW)
+    return Question(id="q1", kind="approval", message="Approve?", verdict=verdict, expires_at=expires_at)
 
 
 def test_the_calls_that_run_or_close_are_planned_in_order_and_the_others_are_not() -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tarry import Field, Question
+from tarry import Field, Question, Verdict
 from tarry.errors import InvalidAnswerError, TarryError
 from tarry.messages import ToolCall
 from tarry.policies import Approval, Vote
@@ -40,7 +40,7 @@ def test_a_question_is_open_until_it_is_decided_or_its_time_runs_out() -> None:
     assert not lasting.is_open(asked + timedelta(minutes=5)) and lasting.expired(asked + timedelta(minutes=5))
     forever = Question(id="q2", kind="approval", message="Go?")
     assert forever.is_open(asked + timedelta(days=3650))
-    forever.decision = "accept"
+    forever = forever.decided_with(Verdict("accept", asked))
     assert not forever.is_open(asked) and not forever.expired(asked + timedelta(days=3650))
 
 
@@ -194,21 +194,30 @@ def test_bad_questions_are_refused() -> None:
         Question(id="x", kind="approval", message="?", fields=(Field(name="a"),))
 
 
-def test_a_question_taking_over_an_earlier_one_becomes_it_with_dicts_and_lists_of_its_own() -> None:
+def test_a_question_is_a_value_its_decision_a_verdict_read_through_its_properties() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    earlier = Question(
-        "q-2", "form", "Account?", fields=(Field(name="account"),), url="https://bank/help",
-        tool_call=ToolCall("call-1", "lookup", {"name": "Ada"}), expires_at=now + timedelta(hours=1), asked_at=now,
-        chat_id="chat-1", decision="accept", answer={"account": "42"}, note="ok", decided_at=now, source="bank",
-        key="k", extra={"mode": "form"}, ttl=3600.0, policy=Approval(count=2), votes=[Vote(Principal("ann"), now)],
-        decided_by=Principal("bob", "Bob"), channel="web", awaited=True, after="q-1", messages_said=3,
+    asked = Question(
+        "q-2", "approval", "Pay?", tool_call=ToolCall("call-1", "pay", {"to": "Ada"}), asked_at=now,
+        policy=Approval(count=2), extra={"mode": "x"},
     )  # fmt: skip
-    question = Question("", "form", "Account?", fields=(Field(name="account"),))
-    question.take_over(earlier)
-    for item in dataclasses.fields(Question):
-        assert getattr(question, item.name) == getattr(earlier, item.name), item.name
-    assert question.answer is not earlier.answer and question.extra is not earlier.extra
-    assert question.votes is not earlier.votes
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        asked.decision = "accept"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        asked.verdict = Verdict("accept", now)  # type: ignore[misc]
+    counted = asked.with_vote(Vote(Principal("ann"), now))
+    verdict = Verdict("accept", now, answer={}, by=Principal("bob", "Bob"), channel="web")
+    decided = counted.with_vote(Vote(Principal("bob", "Bob"), now)).decided_with(verdict)
+    assert (asked.votes, asked.verdict, asked.decision, asked.decided_by) == ((), None, None, None)
+    assert len(counted.votes) == 1 and counted.verdict is None
+    assert decided.verdict is verdict and [vote.principal.id for vote in decided.votes] == ["ann", "bob"]
+    assert (decided.decision, decided.answer, decided.note) == ("accept", {}, None)
+    assert (decided.decided_at, decided.decided_by, decided.channel) == (now, Principal("bob", "Bob"), "web")
+    assert decided.to_dict()["decision"] == "accept" and decided.to_dict()["channel"] == "web"
+    assert decided.extra == {"mode": "x"} and decided.id == asked.id and decided.tool_call is asked.tool_call
+    with pytest.raises(ValueError, match="decision must be one of accept, decline, cancel; got 'maybe'"):
+        Verdict("maybe", now)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="at must be a datetime, got str"):
+        Verdict("accept", "now")  # type: ignore[arg-type]
 
 
 def test_field_labels_and_choice_titles() -> None:

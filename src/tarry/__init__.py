@@ -5,7 +5,7 @@ from tarry.approvals import Approval
 from tarry.chat import Chat
 from tarry.messages import Message, ToolCall, Usage
 from tarry.principals import Principal
-from tarry.questions import Field, Question
+from tarry.questions import Field, Question, Verdict
 from tarry.tasks import Task, TaskStatus
 from tarry.tools import Tool, tool
 from tarry.version import __version__ as __version__
@@ -23,5 +23,6 @@ __all__ = [
     "Tool",
     "ToolCall",
     "Usage",
+    "Verdict",
     "tool",
 ]

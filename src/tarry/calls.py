@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 
@@ -67,6 +67,22 @@ class CallRecord:
     def waiting_question(self) -> Question | None:
         """The question the call's task waits on, when it waits on one."""
         return None if self.task is None else self.task.question
+
+    def own(self, question: Question) -> Question:
+        """``question``, one of the call's, asked by this record's own call object (with what the provider attached
+        to it)."""
+        if question.tool_call is None or question.tool_call is self.call:
+            return question
+        return replace(question, tool_call=self.call)
+
+    def take(self, question: Question) -> Question:
+        """Hold ``question``, the call's question with its id as recorded now, in place of the one held before (in
+        the call's task's questions too); returns it as held (``own``)."""
+        question = self.own(question)
+        self.questions = [question if held.id == question.id else held for held in self.questions]
+        if self.task is not None:
+            self.task.questions = [question if held.id == question.id else held for held in self.task.questions]
+        return question
 
     def pending_questions(self, now: datetime) -> list[Question]:
         """The call's questions nobody decided yet and whose time has not run out."""
@@ -157,13 +173,9 @@ def check_decision(question: Question, decision: Decision, *, running: bool, clo
     return False
 
 
-def mint(question: Question, call: ToolCall | None, chat_id: str) -> None:
-    """Give ``question`` a new id and its times, as asked now in chat ``chat_id`` by ``call`` (``None``: by the chat
-    itself)."""
+def mint(question: Question, call: ToolCall | None, chat_id: str) -> Question:
+    """``question`` as asked now in chat ``chat_id`` by ``call`` (``None``: by the chat itself): with a new id, its
+    times and its asker."""
     now = utcnow()
-    question.id = str(uuid.uuid4())
-    question.asked_at = now
-    question.tool_call = call
-    question.chat_id = chat_id
-    if question.ttl is not None:
-        question.expires_at = now + timedelta(seconds=question.ttl)
+    expires_at = question.expires_at if question.ttl is None else now + timedelta(seconds=question.ttl)
+    return replace(question, id=str(uuid.uuid4()), asked_at=now, tool_call=call, chat_id=chat_id, expires_at=expires_at)

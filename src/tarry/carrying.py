@@ -325,10 +325,11 @@ class CallCarrier:
             what = "failed" if task.failed() else "was cancelled"
             detail = f": {task.status_message}" if task.status_message else "."
             return Outcome(result=error_result(call, f"The {call.name} call {what}{detail}"))
-        fresh = tuple(question for question in task.questions if question not in record.questions)
-        for question in fresh:
-            mint(question, call, self.chat_id)
-        return Outcome(task=task, questions=fresh)
+        known = {question.id for question in record.questions}
+        task.questions = [
+            question if question.id in known else mint(question, call, self.chat_id) for question in task.questions
+        ]
+        return Outcome(task=task, questions=tuple(question for question in task.questions if question.id not in known))
 
     # Cancelling
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +36,8 @@ class CallChange:
 class Changes:
     """What a chat holds from message ``start`` on, read by its journal.
 
-    The chat takes its objects over: it keeps the questions and records it already holds
-    (taking their decisions from here) and adopts the rest.
+    The chat takes them in: it keeps the records it already holds, and holds these questions
+    (values) in place of the ones it held.
     """
 
     start: int
@@ -67,23 +67,9 @@ def rebuild_task(chat_id: str, call: ToolCall, state: Mapping[str, Any] | None, 
         ) from error
 
 
-def keep_held(held: Iterable[Question], fresh: Iterable[Question]) -> list[Question]:
-    """``fresh``, with each question already in ``held`` kept as that object (taking the fresh decision)."""
-    known = {question.id: question for question in held}
-    kept: list[Question] = []
-    for question in fresh:
-        mine = known.get(question.id)
-        if mine is not None:
-            mine.take_decision(question)
-        kept.append(mine or question)
-    return kept
-
-
 def apply_call(record: CallRecord, change: CallChange, task: Task | None) -> None:
     """Bring ``record`` in line with ``change``; ``task`` is its rebuilt task when the state changed."""
-    questions = keep_held(record.questions, change.questions)
-    for question in questions:
-        question.tool_call = record.call  # the record's own call object, with what the provider attached to it
+    questions = [record.own(question) for question in change.questions]
     record.questions = questions
     record.needs_approval = change.needs_approval
     if change.state_changed:
@@ -97,8 +83,8 @@ def apply_call(record: CallRecord, change: CallChange, task: Task | None) -> Non
 def take_in(
     changes: Changes, chat_id: str, messages: list[Message], records: dict[str, CallRecord], tools: Mapping[str, Tool]
 ) -> None:
-    """Bring a chat's ``messages`` and call ``records`` in line with ``changes``, keeping the records and questions
-    callers already hold.
+    """Bring a chat's ``messages`` and call ``records`` in line with ``changes``, keeping the records callers already
+    hold.
 
     The changed tasks are rebuilt first, so a state that cannot be loaded
     ([`CorruptStateError`][tarry.errors.CorruptStateError]) leaves both as they were.

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from tarry.calls import CallRecord
-from tarry.changes import Changes, keep_held, tail_start, take_in
+from tarry.changes import Changes, tail_start, take_in
 from tarry.clock import utcnow
 from tarry.decisions import Approvals, find_question, question_id, record_decision
 from tarry.errors import UnknownQuestionError
@@ -163,6 +163,16 @@ class Chat:
         own = [question for question in self.chat_questions if question.is_open(now)]
         return own + [question for record in self.records.values() for question in record.pending_questions(now)]
 
+    async def question(self, question: Question | str) -> Question:
+        """The chat's question with the id of ``question`` (a [`Question`][tarry.Question] or its id), as recorded
+        now: a question is a value, so after [`answer`][tarry.Chat.answer], [`approve`][tarry.Chat.approve] or
+        [`decline`][tarry.Chat.decline] this is how to read its [`verdict`][tarry.Question.verdict].
+
+        Raises [`UnknownQuestionError`][tarry.errors.UnknownQuestionError] for a question this chat never asked.
+        """
+        await self._refresh()
+        return await self._find(question)
+
     async def pending_tasks(self) -> list[Task]:
         """The paused tasks that wait on no question: work that finishes later."""
         await self._refresh()
@@ -249,6 +259,7 @@ class Chat:
     step_sync = sync_twin(step)
     pending_questions_sync = sync_twin(pending_questions)
     pending_tasks_sync = sync_twin(pending_tasks)
+    question_sync = sync_twin(question)
     answer_sync = sync_twin(answer)
     approve_sync = sync_twin(approve)
     decline_sync = sync_twin(decline)
@@ -304,7 +315,10 @@ class Chat:
 
     def record_of(self, question: Question) -> CallRecord | None:
         """The record of the call that asked ``question``."""
-        return next((record for record in self.records.values() if question in record.questions), None)
+        return next(
+            (record for record in self.records.values() if any(held.id == question.id for held in record.questions)),
+            None,
+        )
 
     def __repr__(self) -> str:
         return f"<Chat {self.id} messages={len(self.messages)} waiting={self.waiting}>"
@@ -318,10 +332,10 @@ class Chat:
                 self._apply(changes)
 
     def _apply(self, changes: Changes) -> None:
-        """Make the chat what ``changes`` holds, keeping the questions and records callers already hold; a state
+        """Make the chat what ``changes`` holds, keeping the records callers already hold; a state
         that cannot be loaded ([`CorruptStateError`][tarry.errors.CorruptStateError]) leaves the chat as it was."""
         take_in(changes, self.id, self.messages, self.records, self.tools)
-        self.chat_questions = keep_held(self.chat_questions, changes.chat_questions)
+        self.chat_questions = list(changes.chat_questions)
 
     async def _decide(
         self,
@@ -334,7 +348,8 @@ class Chat:
         *,
         frees: bool = False,
     ) -> bool:
-        """Record a decision through the journal, then take it onto ``question``; False when another came first.
+        """Record a decision through the journal and hold the question it leaves in place of ``question``; False when
+        another came first.
 
         ``frees``: the chat carries on next, so a decision that frees a call may claim it, unless the chat
         must first load tools or wait on a question of its own (see ``record_decision``).
@@ -342,7 +357,10 @@ class Chat:
         record = self.record_of(question)
         carries_on = frees and all(source.loaded for source in self._sources) and not self._waits_on_own_question()
         made = (decision, answer, note, by, channel)
-        return await record_decision(self._journal, question, record, *made, carries_on=carries_on)
+        decided = await record_decision(self._journal, question, record, *made, carries_on=carries_on)
+        if decided is not None and record is None:
+            self.chat_questions = [decided if held.id == decided.id else held for held in self.chat_questions]
+        return decided is not None
 
     # The loop
 

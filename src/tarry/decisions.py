@@ -66,9 +66,10 @@ async def record_decision(
     channel: Channel,
     *,
     carries_on: bool = False,
-) -> bool:
+) -> Question | None:
     """Record a decision on ``question`` (asked by the call of ``record``, ``None`` for the chat's own) through
-    ``journal``, then take it onto ``question``; False when another decision came first.
+    ``journal``; the question as the decision left it (decided, or with one more approval counted), held in
+    ``record`` in place of ``question``, or ``None`` when another decision came first.
 
     ``carries_on``: the chat carries the call on next, so when this decision frees it (see ``frees``),
     the journal may start the call along with the decision (``carry_on`` of ``Journal.decide``).
@@ -78,15 +79,13 @@ async def record_decision(
     decided = await journal.decide(
         question, decision, answer, note, by, channel, running=running, closed=closed, carry_on=carry_on
     )
-    if decided is None:
-        return False
-    question.take_decision(decided)
-    return True
+    if decided is None or record is None:
+        return decided
+    return record.take(decided)
 
 
 def frees(record: CallRecord, question: Question) -> bool:
     """Whether a decision on ``question`` leaves the call of ``record``, which has not run yet, waiting on nothing
     else."""
-    return (
-        record.task is None and not record.running and record.open and record.pending_questions(utcnow()) == [question]
-    )
+    pending = [waiting.id for waiting in record.pending_questions(utcnow())]
+    return record.task is None and not record.running and record.open and pending == [question.id]

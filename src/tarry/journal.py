@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
@@ -16,7 +15,7 @@ from tarry.clock import utcnow
 from tarry.errors import QuestionExpiredError
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
-from tarry.questions import Decision, Question
+from tarry.questions import Decision, Question, Verdict
 from tarry.tracing import decision_attributes, mark
 
 
@@ -211,23 +210,20 @@ class MemoryJournal:
         closed: bool,
         carry_on: bool = False,
     ) -> Question | None:
-        """Check the decision against the question as the chat holds it; return a copy that records it.
+        """Check the decision against the question as the chat holds it; return the question that records it.
 
         An in-memory chat has no ``may_decide``: a policy that names ``by`` needs a store.
         """
         now = utcnow()
         if not check_decision(question, decision, running=running, closed=closed, now=now):
             return None
-        decided = copy.copy(question)
-        decided.votes = list(question.votes)
         if judge(question, decision, by, None) == "count":
             assert by is not None
-            decided.votes.append(Vote(by, now))
-            return decided
+            return question.with_vote(Vote(by, now))
+        decided = question
         if question.policy is not None and by is not None and decision == "accept":
-            decided.votes.append(Vote(by, now))
-        decided.decision, decided.answer, decided.note, decided.decided_at = decision, answer, note, now
-        decided.decided_by, decided.channel = by, channel
+            decided = question.with_vote(Vote(by, now))
+        decided = decided.decided_with(Verdict(decision, now, answer, note, by, channel))
         mark(f"decision {decision}", decision_attributes(decided))
         waiter = self._waiters.get(question.id)
         if waiter is not None and not waiter.done():

@@ -3,8 +3,8 @@
 The chat sets ``current_call`` around every ``execute``/``resume``. Tool code that must
 ask a question while it runs (an MCP server's push elicitation) calls
 ``current_call.get().ask(question)``: the chat records the question through its journal,
-so any process lists and answers it, and the coroutine returns once a decision is
-recorded in any process, or when the question's time to live runs out.
+so any process lists and answers it, and the coroutine returns the recorded question once a
+decision is recorded in any process, or when the question's time to live runs out.
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ class LiveCall:
         self._asker = asker
 
     async def ask(self, question: Question) -> Question:
-        """Record ``question`` for this call and wait for its decision; returns the question.
+        """Record ``question`` for this call, wait for its decision and return the recorded question.
 
-        On return ``question.decision`` is ``"accept"`` (with ``question.answer``),
-        ``"decline"`` (with ``question.note``) or ``"cancel"``; it is ``None`` when the
-        question's time to live ran out first (``question.expired(now)`` is then true).
-        The question is marked [`awaited`][tarry.Question.awaited], so a person may decline it
-        while the call runs. When a process took the call over and runs its idempotent tool again,
-        a question the same as the one the earlier run asked at that point returns that question,
-        with the answer a person gave it (or waits for it): a person answers once.
+        The returned question (not ``question``, a value left as it was) has its id and its times, and
+        its ``decision`` is ``"accept"`` (with ``answer``), ``"decline"`` (with ``note``) or ``"cancel"``;
+        it is ``None`` when the question's time to live ran out first (``expired(now)`` is then true).
+        It is marked [`awaited`][tarry.Question.awaited], so a person may decline it while the call
+        runs. When a process took the call over and runs its idempotent tool again, a question the same
+        as the one the earlier run asked at that point returns that earlier question, with the answer a
+        person gave it (or waits for it): a person answers once.
         """
         return await self._asker(question)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ __all__ = [
     "FieldType",
     "Question",
     "QuestionKind",
+    "Verdict",
     "fields_from_schema",
 ]
 
@@ -36,13 +37,44 @@ SECRET = "[secret]"
 """What the audit trail holds in place of a secret field's value."""
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True)
+class Verdict:
+    """What was decided on a question: the decision, what it recorded, when, by whom and through what.
+
+    A value, like the question that holds it: a decision recorded later is another question
+    holding another verdict, never this one changed.
+    """
+
+    decision: Decision
+    """``"accept"``, ``"decline"`` or ``"cancel"``."""
+    at: datetime
+    """When the decision was recorded."""
+    answer: dict[str, Any] | None = None
+    """An accepted question's values (an approval's is empty); ``None`` for a decline or a cancel."""
+    note: str | None = None
+    """The note a person gave with a decline (or why it was cancelled), if any."""
+    by: Principal | None = None
+    """Who decided, when they said; ``None`` for a decision made without an identity."""
+    channel: Channel | None = None
+    """Through what the decision came: ``api``, ``web``, ``cli``, ``code`` or ``mcp``."""
+
+    def __post_init__(self) -> None:
+        if self.decision not in DECISIONS:
+            raise ValueError(f"A verdict's decision must be one of {', '.join(DECISIONS)}; got {self.decision!r}")
+        if not isinstance(self.at, datetime):
+            raise TypeError(f"A verdict's at must be a datetime, got {type(self.at).__name__}")
+
+
+@dataclass(frozen=True, eq=False)
 class Question:
     """Something a chat waits on a person for: an approval, a form, or a URL to visit.
 
-    The ``id`` is minted when the pause is recorded and never reused. ``decision`` is
-    ``None`` until someone decides: ``"accept"`` (with ``answer``, the accepted values),
-    ``"decline"`` (with an optional ``note``) or ``"cancel"``.
+    A value: recording it, deciding it or counting an approval of it makes another question
+    (``dataclasses.replace``), and assigning to one raises ``FrozenInstanceError``. The ``id``
+    is minted when the question is recorded and never reused. ``verdict`` is ``None`` until
+    someone decides; ``decision``, ``answer``, ``note``, ``decided_at``, ``decided_by`` and
+    ``channel`` read it: ``"accept"`` (with ``answer``, the accepted values), ``"decline"``
+    (with an optional ``note``) or ``"cancel"``.
     """
 
     id: str
@@ -54,26 +86,20 @@ class Question:
     expires_at: datetime | None = None
     asked_at: datetime | None = None
     chat_id: str | None = None
-    decision: Decision | None = None
-    answer: dict[str, Any] | None = None
-    note: str | None = None
-    decided_at: datetime | None = None
+    verdict: Verdict | None = None
+    """What was decided, once someone decided; ``None`` until then."""
     source: str | None = None
     """Who asked: ``None`` for tarry's approvals and tools' own questions, the MCP server's name otherwise."""
     key: str | None = None
     """The protocol's name for this question (an MCP input request key), when it has one."""
     extra: dict[str, Any] = field(default_factory=dict)
-    """Protocol state that travels with the question (kept verbatim, never shown)."""
+    """Protocol state that travels with the question (kept verbatim, never shown; the question's own copy)."""
     ttl: float | None = None
     """Seconds the question stays open once recorded; the chat sets ``expires_at`` from it."""
     policy: Approval | None = None
     """An approval's policy (who may decide, how many must approve), when its tool names one."""
-    votes: list[Vote] = field(default_factory=list)
+    votes: tuple[Vote, ...] = ()
     """The approvals counted so far toward ``policy.count``, while more are needed (and after)."""
-    decided_by: Principal | None = None
-    """Who made the decision, when they said (``by=``); ``None`` for a decision made without an identity."""
-    channel: Channel | None = None
-    """Through what the decision came: ``api``, ``web``, ``cli``, ``code`` or ``mcp``."""
     awaited: bool = False
     """Asked by its call's running tool code, which waits on it: a person may decline it while the call runs."""
     after: str | None = None
@@ -86,7 +112,9 @@ class Question:
     def __post_init__(self) -> None:
         if self.kind not in QUESTION_KINDS:
             raise ValueError(f"Question kind must be one of {', '.join(QUESTION_KINDS)}; got {self.kind!r}")
-        self.fields = tuple(self.fields)
+        object.__setattr__(self, "fields", tuple(self.fields))
+        object.__setattr__(self, "votes", tuple(self.votes))
+        object.__setattr__(self, "extra", dict(self.extra))
         names = [item.name for item in self.fields]
         if None in names or len(set(names)) != len(names):
             raise ValueError(f"Question fields need unique names, got {names!r}")
@@ -94,6 +122,36 @@ class Question:
             raise ValueError("A URL question needs a url")
         if self.kind != "form" and self.fields:
             raise ValueError(f"A {self.kind} question has no fields")
+
+    @property
+    def decision(self) -> Decision | None:
+        """The verdict's decision, or ``None`` while nobody decided."""
+        return None if self.verdict is None else self.verdict.decision
+
+    @property
+    def answer(self) -> dict[str, Any] | None:
+        """The accepted values (empty for an approval), or ``None``: undecided, declined or cancelled."""
+        return None if self.verdict is None else self.verdict.answer
+
+    @property
+    def note(self) -> str | None:
+        """The note given with the decision, if any."""
+        return None if self.verdict is None else self.verdict.note
+
+    @property
+    def decided_at(self) -> datetime | None:
+        """When the decision was recorded, or ``None`` while nobody decided."""
+        return None if self.verdict is None else self.verdict.at
+
+    @property
+    def decided_by(self) -> Principal | None:
+        """Who made the decision, when they said (``by=``); ``None`` for a decision made without an identity."""
+        return None if self.verdict is None else self.verdict.by
+
+    @property
+    def channel(self) -> Channel | None:
+        """Through what the decision came: ``api``, ``web``, ``cli``, ``code`` or ``mcp``."""
+        return None if self.verdict is None else self.verdict.channel
 
     @property
     def decided(self) -> bool:
@@ -157,28 +215,13 @@ class Question:
             given[name] = value
         return given
 
-    def take_decision(self, other: Question) -> None:
-        """Copy what ``other`` (the same question, read again) records of its decision and approvals onto this one."""
-        self.decision, self.answer, self.note, self.decided_at = (
-            other.decision,
-            other.answer,
-            other.note,
-            other.decided_at,
-        )
-        self.votes, self.decided_by, self.channel = list(other.votes), other.decided_by, other.channel
+    def decided_with(self, verdict: Verdict) -> Question:
+        """This question, decided as ``verdict`` says."""
+        return replace(self, verdict=verdict)
 
-    def take_over(self, earlier: Question) -> None:
-        """Become ``earlier``, the question a stopped run of the same call's tool asked as this one: its id, what it
-        asks, when, and what was decided, so the object the asking tool holds is the recorded question. Its dicts and
-        lists are this question's own copies."""
-        self.id, self.chat_id, self.tool_call = earlier.id, earlier.chat_id, earlier.tool_call
-        self.kind, self.message, self.fields, self.url = earlier.kind, earlier.message, earlier.fields, earlier.url
-        self.source, self.key, self.policy = earlier.source, earlier.key, earlier.policy
-        self.asked_at, self.expires_at, self.ttl = earlier.asked_at, earlier.expires_at, earlier.ttl
-        self.awaited, self.after, self.messages_said = earlier.awaited, earlier.after, earlier.messages_said
-        self.extra = dict(earlier.extra)
-        self.take_decision(earlier)
-        self.answer = None if earlier.answer is None else dict(earlier.answer)
+    def with_vote(self, vote: Vote) -> Question:
+        """This question with one more approval counted toward its policy."""
+        return replace(self, votes=(*self.votes, vote))
 
     def redact(self, answer: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """``answer`` with each secret field's value replaced by ``SECRET``, for the trail and for logs."""

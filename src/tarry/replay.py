@@ -3,6 +3,7 @@ and each question the stopped run asked, asked again in the same order, is that 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tarry.calls import CallRecord, mint
@@ -35,32 +36,29 @@ class ToolRun:
         return cls(journal, chat_id, record, asked_by_the_last_run(record) if reclaimed else [])
 
     async def ask(self, question: Question) -> Question:
-        """Record ``question`` for the running call and wait for its decision.
+        """Record ``question`` for the running call, wait for its decision and return the recorded question.
 
         While this run asks the same questions in the same order as the run it repeats, each is the earlier
-        run's: ``question`` takes it over (its id, its answer), so an answer a person gave it is not asked
-        for twice, and one still to come reaches this run.
+        run's: the earlier question (its id, its answer) is returned, so an answer a person gave it is not asked
+        for twice, and one still to come reaches this run. ``question`` itself is left as it was.
         """
         record = self.record
         earlier = self.repeats.pop(0) if self.repeats else None
         if earlier is not None and _asks_the_same(earlier, question) and not earlier.expired(utcnow()):
-            # One object for the question, as for one asked anew: the one the tool holds.
-            question.take_over(earlier)
-            record.questions[record.questions.index(earlier)] = question
+            asked = earlier
         else:
             # It asks something else: what the earlier run asked from here on is not this run's, and nothing waits
             # for its answers.
             unused = [earlier, *self.repeats] if earlier is not None else []
             self.repeats.clear()
             await self.close_unused(unused)
-            question.awaited, question.after = True, self.last_asked
-            mint(question, record.call, self.chat_id)
-            await self.journal.add_question(record.call.id, len(record.questions), question)
-            record.questions.append(question)
-        self.last_asked = question.id
-        if question.decision is None:
-            question.take_decision(await self.journal.wait_for_decision(question))
-        return question
+            asked = mint(replace(question, awaited=True, after=self.last_asked), record.call, self.chat_id)
+            await self.journal.add_question(record.call.id, len(record.questions), asked)
+            record.questions.append(asked)
+        self.last_asked = asked.id
+        if asked.decision is None:
+            asked = record.take(await self.journal.wait_for_decision(asked))
+        return asked
 
     async def start_over(self) -> None:
         """Before a reclaimed run: when it repeats nothing, cancel every question the stopped runs asked."""
@@ -88,7 +86,7 @@ class ToolRun:
         closed = {question.id: question for question in await self.journal.close_unused(call_id, unused, RAN_AGAIN)}
         for question in unused:
             if question.id in closed:
-                question.take_decision(closed[question.id])
+                self.record.take(closed[question.id])
 
 
 def asked_by_the_last_run(record: CallRecord) -> list[Question]:

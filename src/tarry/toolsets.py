@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, TypeGuard
 
 from tarry.calls import mint
@@ -82,9 +83,7 @@ async def load_or_ask(
     try:
         await load_sources(sources, tools)
     except AnswerNeeded as needed:
-        question = needed.question
-        question.messages_said = said
-        mint(question, None, chat_id)
+        question = needed.question = mint(replace(needed.question, messages_said=said), None, chat_id)
         if not await journal.add_chat_question(asked, question):
             raise
         ids = {"chat_id": chat_id, "question_id": question.id}

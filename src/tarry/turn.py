@@ -190,15 +190,14 @@ def records_for(
         policy = _approval_of(call, tools)
         record = CallRecord(call, needs_approval=policy is not None)
         if policy is not None:
-            approval = Question(
+            asked = Question(
                 id="",
                 kind="approval",
                 message=f"Approve the {call.name} call?",
                 ttl=tools[call.name].approval_ttl,
                 policy=None if policy == Approval() else policy,
             )
-            mint(approval, call, chat_id)
-            record.questions.append(approval)
+            record.questions.append(mint(asked, call, chat_id))
         records.append(record)
     return records
 

@@ -210,7 +210,7 @@ async def test_may_decide_admits_only_with_true_and_is_never_an_unawaited_corout
     finance.may_decide = lambda principal, question: 1  # type: ignore[assignment,return-value]
     with pytest.raises(NotAllowedError, match="may_decide returned 1, and only True admits"):
         await finance.approve(question_id, by="ann")
-    assert (await finance.question(question_id)).votes == []
+    assert (await finance.question(question_id)).votes == ()
     # The awaitable rolled its attempt back; the truthy one is refused on the trail.
     assert [event.outcome for event in await finance.history(question_id=question_id)] == ["refused"]
 
@@ -230,6 +230,7 @@ async def test_every_decision_records_who_and_through_what_and_lost_attempts_too
     [question] = await chat.pending_questions()
     assert question.policy is None  # requires_approval = True: one person, anyone
     assert await chat.approve(question, by=Principal("u-7", "Ann"), channel="mcp")
+    question = await chat.question(question)
     assert (question.decided_by, question.channel) == (Principal("u-7", "Ann"), "mcp")
     assert not await finance.decline(question.id, "too late", by="bob")
 

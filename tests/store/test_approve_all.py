@@ -40,7 +40,7 @@ async def turn_of(store: Store, calls: list[dict[str, Any]]) -> tuple[str, list[
 async def nothing_recorded(store: Store, chat_id: str, waiting: list[Question]) -> None:
     """Every question of the turn is still open, with no vote counted, and the trail is empty."""
     now = [await store.question(question.id) for question in waiting]
-    assert [(question.decision, question.votes) for question in now] == [(None, [])] * len(waiting)
+    assert [(question.decision, question.votes) for question in now] == [(None, ())] * len(waiting)
     assert await store.history(chat_id) == []
 
 

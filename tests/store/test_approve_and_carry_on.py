@@ -40,6 +40,7 @@ async def test_approving_in_complete_claims_the_freed_call_with_the_decision(dat
         with statements_sent(store) as sent:
             reply = await chat.complete(approve=[question], by="ann@example.com", channel="web")
         assert reply is not None and reply.content == "All done." and not chat.waiting
+        question = await chat.question(question)
         assert question.decision == "accept" and question.decided_by is not None
         await paid_ann_as_approved_on_the_web(other, chat.id)
     if not database_url.startswith("sqlite"):

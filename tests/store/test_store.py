@@ -1087,7 +1087,9 @@ async def test_on_postgresql_an_answer_that_finds_another_decision_holding_the_r
         (approval,) = await store.pending_questions(chat.id)
         plain = plain_url(postgres_url)
         with psycopg.connect(plain) as other:  # another process's decision, not committed yet
-            other.execute("UPDATE tarry_questions SET decision = 'decline' WHERE id = %s", (approval.id,))
+            other.execute(
+                "UPDATE tarry_questions SET decision = 'decline', decided_at = now() WHERE id = %s", (approval.id,)
+            )
             answering = asyncio.create_task(store.approve(approval.id))
             await waiting_for_a_lock(plain, "WITH decided")
             other.commit()

@@ -30,7 +30,7 @@ import secrets
 import time
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import urlencode, urljoin
@@ -109,8 +109,7 @@ class LoginRequired(AnswerNeeded):
 
     def named(self, name: str) -> LoginRequired:
         """This login, its question naming the server as ``name`` (the ``MCPServer``'s name) rather than its URL."""
-        self.question.source = name
-        self.question.message = f"Log in to {name} so the chat can use its tools."
+        self.question = replace(self.question, source=name, message=f"Log in to {name} so the chat can use its tools.")
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled by job runners with its own arguments

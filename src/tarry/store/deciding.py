@@ -7,7 +7,6 @@ the checks, the row lock and what a decision changes live in one place, like ``c
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from tarry.clock import moved, utcnow
 from tarry.decision_rules import Facts, first_stop
 from tarry.errors import InvalidAnswerError, NotAllowedError, TarryError, UnknownQuestionError
 from tarry.principals import Channel, Principal
-from tarry.questions import Decision, Question
+from tarry.questions import Decision, Question, Verdict
 from tarry.store.audit import (
     INSERT_EVENT,
     INSERT_EVENT_BOUND,
@@ -171,7 +170,7 @@ def decide_question(
         trail(outcome, answer=answer, detail=str(refusal))
         return Settled(refusal=refusal)
     if question.policy is not None and by is not None and decision == "accept":
-        question.votes.append(Vote(by, now))
+        question = question.with_vote(Vote(by, now))
     if verdict == "count":
         connection.execute(update(questions).where(questions.c.id == question.id).values(votes=_votes(question)))
         assert question.policy is not None
@@ -232,7 +231,7 @@ def decide_if_open(
         row, question, running, closed = _read_question(connection, _QUESTION_NOW, attempt.question_id)
         now = row["now"]
     else:
-        question, running, closed = copy.copy(known), False, False
+        question, running, closed = known, False, False
     answer = _checked_answer(attempt, question)
     if first_stop(Facts(question, attempt.decision, running=running, closed=closed, now=now)) is not None:
         return None
@@ -337,9 +336,9 @@ def _settled(
     chat_version: int,
 ) -> Settled:
     """The question as a recorded decision left it, and the versions the decision wrote."""
-    question.decision, question.answer, question.note, question.decided_at = attempt.decision, answer, attempt.note, now
-    question.decided_by, question.channel = attempt.by, attempt.channel
-    return Settled(question, versions=(int(chat_version), None if call_version is None else int(call_version)))
+    verdict = Verdict(attempt.decision, now, answer, attempt.note, attempt.by, attempt.channel)
+    versions = (int(chat_version), None if call_version is None else int(call_version))
+    return Settled(question.decided_with(verdict), versions=versions)
 
 
 _UNCHECKED_DECIDE = (

@@ -11,7 +11,7 @@ from tarry.changes import rebuild_task
 from tarry.errors import CorruptStateError
 from tarry.messages import Message, ToolCall, Usage
 from tarry.principals import Channel, Principal
-from tarry.questions import Question, fields_from_schema
+from tarry.questions import Question, Verdict, fields_from_schema
 from tarry.store.engine import UnreadableJson
 from tarry.store.tables import Json, metadata
 from tarry.store.text import read_text, stored_text
@@ -206,17 +206,12 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
             expires_at=row["expires_at"],
             asked_at=row["asked_at"],
             chat_id=row["chat_id"],
-            decision=row["decision"],
-            answer=row["answer"],
-            note=row["note"],
-            decided_at=row["decided_at"],
+            verdict=_verdict(row),
             source=row["source"],
             key=row["key"],
             extra=extra,
             policy=None if row["policy"] is None else Approval.from_dict(row["policy"]),
-            votes=[Vote.from_dict(vote) for vote in row["votes"] or ()],
-            decided_by=None if row["decided_by"] is None else Principal(row["decided_by"], row["decided_by_name"]),
-            channel=row["channel"],
+            votes=tuple(Vote.from_dict(vote) for vote in row["votes"] or ()),
             awaited=awaited,
             after=after,
             messages_said=said,
@@ -228,6 +223,14 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
             chat_id=row["chat_id"],
             call_id=None if call is None else call.id,
         ) from error
+
+
+def _verdict(row: Row) -> Verdict | None:
+    """What a question's row records of its decision (``None`` while undecided)."""
+    if row["decision"] is None:
+        return None
+    by = None if row["decided_by"] is None else Principal(row["decided_by"], row["decided_by_name"])
+    return Verdict(row["decision"], row["decided_at"], row["answer"], row["note"], by, row["channel"])
 
 
 def call_from_row(row: Row) -> ToolCall:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from tarry import Agent, Task, Tool, tool
@@ -69,8 +70,7 @@ class Survey(Tool):
     """Asks for a name and a go-ahead at once: two questions, answered in any order."""
 
     def execute(self) -> Task:
-        name, go = ask("Your name?", name=str), ask("Go ahead?", go=bool)
-        name.key, go.key = "name", "go"
+        name, go = replace(ask("Your name?", name=str), key="name"), replace(ask("Go ahead?", go=bool), key="go")
         return Task(status="input_required").with_question(name, go)
 
 

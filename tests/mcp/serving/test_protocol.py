@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -218,8 +219,7 @@ class Welcome(Tool):
     def execute(self) -> Task:
         asking = self.ask("Your name?", name=str)
         assert asking.question is not None
-        asking.question.key = "name"
-        return asking
+        return asking.with_question(replace(asking.question, key="name"))
 
     def resume(self, task: Task) -> str:
         assert task.answer is not None
