@@ -30,8 +30,8 @@ __all__ = [
 
 QuestionKind = Literal["approval", "form", "url"]
 QUESTION_KINDS: tuple[QuestionKind, ...] = ("approval", "form", "url")
-Decision = Literal["accept", "decline", "cancel"]
-DECISIONS: tuple[Decision, ...] = ("accept", "decline", "cancel")
+Decision = Literal["accept", "decline", "cancel", "respond"]
+DECISIONS: tuple[Decision, ...] = ("accept", "decline", "cancel", "respond")
 SECRET = "[secret]"
 """What the audit trail holds in place of a secret field's value."""
 
@@ -42,7 +42,8 @@ class Question:
 
     The ``id`` is minted when the pause is recorded and never reused. ``decision`` is
     ``None`` until someone decides: ``"accept"`` (with ``answer``, the accepted values),
-    ``"decline"`` (with an optional ``note``) or ``"cancel"``.
+    ``"decline"`` (with an optional ``note``), ``"cancel"``, or ``"respond"`` (an approval answered with the call's
+    result, given by a person in place of running the tool: ``answer`` is ``{"result": value}``).
     """
 
     id: str
