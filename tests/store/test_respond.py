@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tarry import Chat, Question
+from tarry import Chat, Question, Task, Tool
 from tarry.errors import InvalidAnswerError, NotAllowedError, NotRespondableError
 from tarry.principals import Principal
 from tarry.store import Store
@@ -122,6 +122,26 @@ async def test_a_result_for_anything_but_a_calls_approval_is_refused_and_nothing
         await store.respond(colour.id, "red")
     assert [question.id for question in await store.pending_questions(chat_id)] == [approval.id]
     assert [(event.question_id, event.decision) for event in await store.history(chat_id)] == [(colour.id, "accept")]
+
+
+class Review(Tool):
+    """Asks a person to sign off a change (an approval-kind question of its task), after it ran."""
+
+    def execute(self, change: str) -> Task:
+        return Task().with_question(Question("", "approval", f"Sign off {change}?"))
+
+
+async def test_an_approval_a_calls_task_asked_takes_no_result_by_id_or_on_the_chat(store: Store) -> None:
+    chat = await store.create_chat(ScriptedModel([[{"name": "review", "arguments": {"change": "#7"}}]]), [Review()])
+    await chat.ask("Review #7")
+    [sign_off] = await store.pending_questions(chat.id)
+    assert sign_off.kind == "approval"
+    with pytest.raises(NotRespondableError, match="asked by the task of the review call, which has run already"):
+        await store.respond(sign_off.id, "signed")
+    with pytest.raises(NotRespondableError, match="asked by the task of the review call"):
+        await chat.respond(sign_off.id, "signed")
+    assert (await store.question(sign_off.id)).decision is None
+    assert await store.history(chat.id) == []
 
 
 async def test_a_result_that_is_no_json_value_is_refused_before_anything_is_read(store: Store) -> None:
