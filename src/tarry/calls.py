@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
+from typing import Any
 
 from tarry.clock import utcnow
 from tarry.decision_rules import Facts, first_stop
@@ -103,20 +104,24 @@ class CallState(Enum):
     RUNS = "runs"
     """Carrying the call on runs tool code: its first run, or resuming its task."""
     CLOSES = "closes"
-    """The call ends with an error result and no tool code runs: declined, cancelled, lapsed or expired."""
+    """The call ends and no tool code runs: with an error result (declined, cancelled, lapsed or expired), or with
+    the result a person gave in place of running the tool (its approval answered with ``respond``)."""
     CLOSED = "closed"
     """The call has its result."""
 
 
 @dataclass(frozen=True)
 class Standing:
-    """A call's ``CallState``, with the words of its error result when it ``CLOSES``."""
+    """A call's ``CallState``, with the words of its error result when it ``CLOSES`` (or the result a person gave)."""
 
     state: CallState
     reason: str | None = None
     """Why the call closes, as the model reads it."""
     note: str | None = None
     """The note a person gave when declining it."""
+    given: dict[str, Any] | None = None
+    """The answer of an approval a person answered with the call's result (``{"result": value}``): the call closes
+    with that result, not an error."""
 
 
 def call_state(record: CallRecord, now: datetime, *, checked: bool = False) -> Standing:
@@ -148,6 +153,10 @@ def _question_standing(call: ToolCall, question: Question, now: datetime, waitin
         return Standing(CallState.CLOSES, f"The user declined the {call.name} call.", question.note)
     if question.decision == "cancel":
         return Standing(CallState.CLOSES, f"The {call.name} call was cancelled.")
+    if question.decision == "respond":
+        given = question.answer if question.answer is not None else {"result": None}
+        reason = f"A person gave this result in place of running the {call.name} tool; the tool did not run."
+        return Standing(CallState.CLOSES, reason, given=given)
     if question.expired(now):
         if waiting is CallState.WAITS_ON_APPROVAL:
             return Standing(CallState.CLOSES, f"Nobody approved the {call.name} call in time; the approval lapsed.")

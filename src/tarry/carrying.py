@@ -256,7 +256,7 @@ class CallCarrier:
     def next_step(self, record: CallRecord, standing: Standing, run: ToolRun) -> CallStep | None:
         """What carries ``record`` on from where it stands (as ``run``), or ``None`` while it waits (or is closed)."""
         if standing.state is CallState.CLOSES:
-            return closing(record.call, standing.reason or "", standing.note)
+            return closing(record.call, standing)
         if standing.state is not CallState.RUNS:
             return None
         task = record.task
@@ -353,7 +353,7 @@ class CallCarrier:
         # A call already declined (or lapsed) keeps that result, so a decline note still reaches the model.
         standing = self.standing(record)
         if standing.state is CallState.CLOSES:
-            await self.save(record, await closing(record.call, standing.reason or "", standing.note)())
+            await self.save(record, await closing(record.call, standing)())
             return
         for question in record.pending_questions(utcnow()):
             await cancel(question)
@@ -366,11 +366,21 @@ def error_result(call: ToolCall, text: str, **extra: Any) -> Message:
     return Message("tool", result_text({"error": text, **extra}), tool_call_id=call.id)
 
 
-def closing(call: ToolCall, text: str, note: str | None = None) -> CallStep:
-    """The action that ends ``call`` with an error result, running no tool code."""
-    extra = {"note": note} if note else {}
+def person_result(call: ToolCall, reason: str, given: dict[str, Any]) -> Message:
+    """The tool result that ends ``call`` with the result a person gave (``given``: ``{"result": value}``) in place of
+    running its tool, marked as theirs: ``reason`` says so plainly to the model."""
+    return Message("tool", result_text({"given_by": "a person", "message": reason, **given}), tool_call_id=call.id)
+
+
+def closing(call: ToolCall, standing: Standing) -> CallStep:
+    """The action that ends ``call`` as ``standing`` (``CLOSES``) says, running no tool code: with an error result,
+    or with the result a person gave in place of running the tool."""
+    reason, given = standing.reason or "", standing.given
+    extra = {"note": standing.note} if standing.note else {}
 
     async def close() -> Outcome:
-        return Outcome(result=error_result(call, text, **extra))
+        if given is not None:
+            return Outcome(result=person_result(call, reason, given))
+        return Outcome(result=error_result(call, reason, **extra))
 
     return close

@@ -10,7 +10,15 @@ from typing import Any
 from tarry.calls import CallRecord
 from tarry.changes import Changes, tail_start, take_in
 from tarry.clock import utcnow
-from tarry.decisions import Approvals, find_question, question_id, record_decision
+from tarry.decisions import (
+    Approvals,
+    check_respondable,
+    find_question,
+    given_result,
+    is_call_approval,
+    question_id,
+    record_decision,
+)
 from tarry.errors import UnknownQuestionError
 from tarry.journal import Journal, MemoryJournal
 from tarry.loop import ChatLoop
@@ -236,6 +244,30 @@ class Chat:
         async with self._journal.session():
             return await self._decide(await self._find(question), "decline", None, note, principal, through)
 
+    async def respond(
+        self,
+        question: Question | str,
+        result: Any,
+        *,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+    ) -> bool:
+        """Answer a call's approval with the call's result, given by a person in place of running the tool.
+
+        The tool never runs: carrying the chat on closes the call with ``result`` (any JSON value; text is the common
+        case), marked for the model as given by a person. The decision is ``"respond"``; it needs what a decline
+        needs of the approval's policy. Same ``by``, ``channel`` and return value as [`answer`][tarry.Chat.answer].
+        Raises [`NotRespondableError`][tarry.errors.NotRespondableError] for any question but the approval a call
+        waits on before it runs, [`InvalidAnswerError`][tarry.errors.InvalidAnswerError] for a result that is no
+        JSON value, and the errors of [`answer`][tarry.Chat.answer].
+        """
+        given = given_result(result)
+        principal, through = principal_of(by), check_channel(channel)
+        async with self._journal.session():
+            target = await self._find(question)
+            check_respondable(target, call_approval=is_call_approval(self.record_of(target), target))
+            return await self._decide(target, "respond", given, None, principal, through)
+
     async def cancel(self) -> None:
         """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result.
 
@@ -263,6 +295,7 @@ class Chat:
     answer_sync = sync_twin(answer)
     approve_sync = sync_twin(approve)
     decline_sync = sync_twin(decline)
+    respond_sync = sync_twin(respond)
     cancel_sync = sync_twin(cancel)
 
     # Tool sources (MCP servers)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tarry.calls import CallRecord
 from tarry.clock import utcnow
-from tarry.errors import UnknownQuestionError
+from tarry.errors import InvalidAnswerError, NotRespondableError, UnknownQuestionError
 from tarry.journal import Journal
 from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import Decision, Question
+from tarry.text import unstorable
 
 
 @dataclass(frozen=True)
@@ -89,3 +91,63 @@ def frees(record: CallRecord, question: Question) -> bool:
     else."""
     pending = [waiting.id for waiting in record.pending_questions(utcnow())]
     return record.task is None and not record.running and record.open and pending == [question.id]
+
+
+def given_result(value: Any) -> dict[str, Any]:
+    """The answer a ``respond`` records: ``{"result": value}``, once ``value`` is a JSON value a database can hold.
+
+    ``value`` is kept as JSON reads it back (a tuple becomes a list). Raises
+    [`InvalidAnswerError`][tarry.errors.InvalidAnswerError] under ``"result"`` for anything else: a value JSON has
+    no form for (a set, a date, NaN), or text holding NUL characters or a lone surrogate.
+    """
+    try:
+        value = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError, RecursionError) as error:
+        problem = f"must be a JSON value (text, a number, a list, an object...): {error}"
+        raise InvalidAnswerError({"result": problem}) from None
+    held = _unstorable_in(value)
+    if held is not None:
+        raise InvalidAnswerError({"result": f"a result given in a tool's place cannot hold {held}"})
+    return {"result": value}
+
+
+def _unstorable_in(value: Any) -> str | None:
+    """What in a JSON value's text (its keys too) a database cannot hold, or ``None``."""
+    if isinstance(value, str):
+        return unstorable(value)
+    items: Iterable[Any] = ()
+    if isinstance(value, dict):
+        items = [*value, *value.values()]
+    elif isinstance(value, list):
+        items = value
+    return next((held for held in map(_unstorable_in, items) if held is not None), None)
+
+
+def check_respondable(question: Question, *, call_approval: bool) -> None:
+    """Raise [`NotRespondableError`][tarry.errors.NotRespondableError] unless a person may give the result of
+    ``question``'s call in place of running its tool: ``question`` is the approval its call waits on before it runs
+    (``call_approval``: the chat's record, or the store's row, says it is that call's own approval).
+
+    A static check of what the question is; whether it is still open is for the rules to say.
+    """
+    call = question.tool_call
+    if call is None:
+        reason = "it is a question of the chat itself, which no tool call waits on"
+    elif question.awaited:
+        reason = f"it was asked by the running code of the {call.name} tool, which reads its answer"
+    elif question.kind != "approval":
+        reason = f"it is a {'form' if question.kind == 'form' else 'link'} question of the {call.name} call: answer it"
+    elif not call_approval:
+        reason = f"it was asked by the task of the {call.name} call, which has run already"
+    else:
+        return
+    raise NotRespondableError(
+        f"Cannot give a result in place of question {question.id}: {reason}. Only the approval a call waits on "
+        "before it runs takes its result instead of running the tool."
+    )
+
+
+def is_call_approval(record: CallRecord | None, question: Question) -> bool:
+    """Whether ``question`` is the approval the call of ``record`` was asked to wait on before it runs."""
+    approval = None if record is None else record.approval
+    return record is not None and record.needs_approval and approval is not None and approval.id == question.id

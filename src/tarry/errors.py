@@ -60,6 +60,14 @@ class ToolCallError(TarryError):
         self.details = details
 
 
+class NotRespondableError(TarryError, ValueError):
+    """A result given in a tool's place (``respond``) for a question that is not the approval a call waits on before
+    it runs: a form, a link, a question asked by running tool code or by a task, or a chat's own question.
+
+    The message says which; nothing is recorded, not even on the audit trail.
+    """
+
+
 class QuestionExpiredError(TarryError):
     """The question's time to live passed before anyone decided it."""
 

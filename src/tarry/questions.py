@@ -31,8 +31,8 @@ __all__ = [
 
 QuestionKind = Literal["approval", "form", "url"]
 QUESTION_KINDS: tuple[QuestionKind, ...] = ("approval", "form", "url")
-Decision = Literal["accept", "decline", "cancel"]
-DECISIONS: tuple[Decision, ...] = ("accept", "decline", "cancel")
+Decision = Literal["accept", "decline", "cancel", "respond"]
+DECISIONS: tuple[Decision, ...] = ("accept", "decline", "cancel", "respond")
 SECRET = "[secret]"
 """What the audit trail holds in place of a secret field's value."""
 
@@ -46,7 +46,7 @@ class Verdict:
     """
 
     decision: Decision
-    """``"accept"``, ``"decline"`` or ``"cancel"``."""
+    """``"accept"``, ``"decline"``, ``"cancel"`` or ``"respond"``."""
     at: datetime
     """When the decision was recorded."""
     answer: dict[str, Any] | None = None
@@ -74,7 +74,8 @@ class Question:
     is minted when the question is recorded and never reused. ``verdict`` is ``None`` until
     someone decides; ``decision``, ``answer``, ``note``, ``decided_at``, ``decided_by`` and
     ``channel`` read it: ``"accept"`` (with ``answer``, the accepted values), ``"decline"``
-    (with an optional ``note``) or ``"cancel"``.
+    (with an optional ``note``), ``"cancel"``, or ``"respond"`` (an approval answered with the call's
+    result, given by a person in place of running the tool: ``answer`` is ``{"result": value}``).
     """
 
     id: str

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import tarry
 from tests.store.conftest import _postgres_schema_url, database_url, store
 
 __all__ = ["_postgres_schema_url", "database_url", "store"]
@@ -24,9 +25,15 @@ def tarry_command() -> str:
     return found
 
 
+TARRY_SOURCE = str(Path(tarry.__file__).resolve().parents[1])
+"""The tarry these tests import, whichever checkout that is (a worktree's, not only the installed one's)."""
+
+
 def user_environment(**extra: str) -> dict[str, str]:
-    """The environment of a user's shell: no PYTHONPATH, UTF-8 output, a real terminal type."""
+    """The environment of a user's shell: UTF-8 output, a real terminal type, and no PYTHONPATH but the one that
+    makes ``tarry`` run the tarry under test."""
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "TARRY_DATABASE_URL")}
+    env["PYTHONPATH"] = TARRY_SOURCE
     return {**env, "PYTHONIOENCODING": "utf-8", "TERM": "xterm-256color", "COLUMNS": "200", **extra}
 
 

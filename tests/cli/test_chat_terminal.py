@@ -118,10 +118,23 @@ def test_a_declined_call_tells_the_model_the_note(chat: Terminal) -> None:
     chat.say("pay Bob")
     chat.expect("Approve transfer_money(amount=20, to='Bob')?")
     chat.say("maybe")
-    chat.expect("Type y, n, or n: followed by a note.")
+    chat.expect("Type y, n, or n: followed by a note, or r: followed by the result.")
     chat.say("n: not this month")
     chat.expect("declined (note: not this month)")
     chat.expect('"note": "not this month"')  # the scripted model repeats the result it was sent
+    assert chat.finish() == Exit.OK
+
+
+def test_r_gives_the_result_instead_and_the_tool_never_runs(chat: Terminal) -> None:
+    chat.say("pay Bob")
+    chat.expect("r: RESULT = give the result instead> ")
+    chat.say("r:")
+    chat.expect("or r: followed by the result.")
+    chat.say("r: Bob was paid in cash: 20 EUR")
+    chat.expect("gave the result in the tool's place; the tool does not run")
+    # The scripted model repeats the result it was sent: the person's, not the tool's "Sent 20 EUR to Bob."
+    chat.expect('"given_by": "a person"')
+    chat.expect('"result": "Bob was paid in cash: 20 EUR"')
     assert chat.finish() == Exit.OK
 
 
@@ -147,7 +160,7 @@ def test_a_url_question_shows_the_host_in_punycode_and_opens_nothing(chat: Termi
 def test_ctrl_c_parks_the_chat_and_resume_carries_it_on(chat: Terminal, workdir: Path) -> None:
     chat.say("pay Bob")
     chat.expect("Approve transfer_money(amount=20, to='Bob')?")
-    chat.expect("n: NOTE = no, telling the model why> ")  # the prompt is up: the chat is parked and reading
+    chat.expect("r: RESULT = give the result instead> ")  # the prompt is up: the chat is parked and reading
     chat.process.sendintr()
     chat.process.expect(r"Parked chat ([0-9a-f-]{36})\. Resume it with:\s+(tarry chat --resume [^\r\n]+)")
     chat_id, command = chat.process.match.group(1), chat.process.match.group(2)

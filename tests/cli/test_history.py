@@ -75,3 +75,48 @@ async def test_a_two_person_policy_from_the_shell(store: Store, database_url: st
     assert decided.decision == "accept" and [vote.principal.id for vote in decided.votes] == [os_user().id, "bob"]
     outcomes = [event.outcome for event in await store.history(question_id=question.id)]
     assert outcomes == ["refused", "refused", "refused", "counted", "decided"]
+
+
+async def test_respond_gives_the_result_as_text_or_json_and_history_shows_it(store: Store, database_url: str) -> None:
+    first, second, booking = await parked(store, "pay Bob"), await parked(store, "pay Bob"), await parked(store, "book")
+    [one], [two], [form] = (
+        await first.pending_questions(),
+        await second.pending_questions(),
+        await booking.pending_questions(),
+    )
+    done = await asyncio.to_thread(tarry, "respond", one.id, "Bob was paid in cash", "--url", database_url)
+    assert done.returncode == Exit.OK, done.stderr
+    assert "Recorded: gave the result 'Bob was paid in cash' in the tool's place" in done.stdout
+    recorded = await store.question(one.id)
+    assert (recorded.decision, recorded.answer, recorded.channel) == (
+        "respond",
+        {"result": "Bob was paid in cash"},
+        "cli",
+    )
+    assert recorded.decided_by is not None and recorded.decided_by.id == os_user().id
+    late = await asyncio.to_thread(tarry, "respond", one.id, "again", "--url", database_url)
+    assert late.returncode == Exit.TOO_LATE and "gave the result 'Bob was paid in cash'" in late.stderr
+
+    as_json = await asyncio.to_thread(
+        tarry, "respond", two.id, '{"paid": 20}', "--json", "--as", "ann", "--url", database_url
+    )
+    assert as_json.returncode == Exit.OK, as_json.stderr
+    assert (await store.question(two.id)).answer == {"result": {"paid": 20}}
+    not_json = await asyncio.to_thread(tarry, "respond", form.id, "{nope", "--json", "--url", database_url)
+    assert not_json.returncode == Exit.INVALID and "--json needs a JSON value" in not_json.stderr
+    refused = await asyncio.to_thread(tarry, "respond", form.id, "8pm", "--url", database_url)
+    assert refused.returncode == Exit.INVALID and "form question of the book_table call" in refused.stderr
+    assert (await store.question(form.id)).decision is None
+
+    listed = await asyncio.to_thread(tarry, "history", "--url", database_url)
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 3, "a refused response is not on the trail"
+    assert "via cli: respond decided: result='Bob was paid in cash'" in lines[0]
+    assert "via cli: respond lost" in lines[1]
+    assert "ann via cli: respond decided: result={'paid': 20}" in lines[2]
+    events = valid(schemas.HISTORY, (await asyncio.to_thread(tarry, "history", "--json", "--url", database_url)).stdout)
+    assert [event["decision"] for event in events] == ["respond"] * 3
+
+    await first.complete()  # the tool never runs: the model reads the given result
+    assert first.messages[-1].content.startswith('Done: {"given_by": "a person"')
+    assert "Bob was paid in cash" in first.messages[-1].content and "Sent 20 EUR" not in first.messages[-1].content

@@ -24,7 +24,8 @@ TRANSFER = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
 
 
 def start(*args: str, markers: Path, durability: str = "full") -> subprocess.Popen[str]:
-    env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": str(ROOT)}
+    # This checkout's tarry (src), not whichever one the environment installed, and its tests.
+    env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     env["TARRY_TEST_DURABILITY"] = durability
     return subprocess.Popen(
         [sys.executable, "-m", "tests.store.proc", *args],

@@ -72,7 +72,7 @@ async def test_decide_raises_what_the_wrappers_raise_and_refuses_mixed_up_argume
         await store.decide(approval.id, "decline", {"why": "no"})
     with pytest.raises(ValueError, match="decline only"):
         await store.decide(approval.id, "accept", note="fine")
-    with pytest.raises(ValueError, match="'accept' or 'decline'"):
+    with pytest.raises(ValueError, match="'accept', 'decline' or 'respond'"):
         await store.decide(approval.id, "cancel")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         await store.decide(approval.id, "decline", note=5)  # type: ignore[arg-type]

@@ -109,6 +109,30 @@ def test_approve_and_decline_with_a_note(inbox: Inbox) -> None:
     assert question(inbox.url, second.id).note == "not today"
 
 
+def test_respond_gives_the_result_in_the_tools_place_and_refuses_what_is_no_calls_approval(inbox: Inbox) -> None:
+    chat = park(inbox.url, call("refund", order="A1", amount=1), call("book_table", restaurant="Roma"))
+    approval, form = pending(inbox.url, chat)
+    given = {"refunded": False, "why": "the customer took a voucher"}
+    responded = inbox.client.post(f"/api/questions/{approval.id}/respond", json={"result": given}, headers=AUTH)
+    assert responded.status_code == 200, responded.text
+    body = responded.json()["question"]
+    assert (body["decision"], body["answer"], body["channel"]) == ("respond", {"result": given}, "api")
+    assert [decided.decision for decided in inbox.answered] == ["respond"]
+    assert inbox.hooked == [approval.id]
+    history = inbox.client.get("/api/history", params={"question_id": approval.id}, headers=AUTH).json()
+    assert [(event["decision"], event["answer"]) for event in history] == [("respond", {"result": given})]
+
+    late = inbox.client.post(f"/api/questions/{approval.id}/respond", json={"result": "again"}, headers=AUTH)
+    assert problem(late, 409)["question_id"] == approval.id
+    refused = problem(inbox.client.post(f"/api/questions/{form.id}/respond", json={"result": "x"}, headers=AUTH), 400)
+    assert "form question of the book_table call" in refused["detail"] and set(refused["errors"]) == {"result"}
+    problem(inbox.client.post(f"/api/questions/{form.id}/respond", json={"value": "x"}, headers=AUTH), 400)
+    problem(inbox.client.post(f"/api/questions/{form.id}/respond", headers=AUTH), 400)
+    assert question(inbox.url, form.id).decision is None
+    null = inbox.client.post(f"/api/questions/{approval.id}/respond", json={"result": None}, headers=AUTH)
+    assert null.status_code == 409, "JSON's null is a result, and this approval has one already"
+
+
 def test_an_expired_question_is_410(inbox: Inbox) -> None:
     chat = park(inbox.url, call("confirm", ttl=0.2))
     [asked] = pending(inbox.url, chat)
@@ -217,6 +241,7 @@ def test_the_openapi_schema_documents_problems_and_no_422(inbox: Inbox) -> None:
         "/api/questions/{question_id}/answer",
         "/api/questions/{question_id}/approve",
         "/api/questions/{question_id}/decline",
+        "/api/questions/{question_id}/respond",
         "/api/tasks",
     }
 

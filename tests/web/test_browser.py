@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import httpx
 from playwright.sync_api import expect
 
+from tarry.store import Store
+from tarry.testing import ScriptedModel
 from tests.web.conftest import screenshot
 from tests.web.server import LiveServer
-from tests.web.tools import XSS, call, park, pending, question
+from tests.web.tools import TOOLS, XSS, call, park, pending, question, run
 
 
 def card(page: Any, question_id: str) -> Any:
@@ -303,3 +306,30 @@ def test_a_request_without_the_login_token_is_refused(context: Any, live: LiveSe
 
     page.goto(live.login)
     expect(card(page, asked.id)).to_be_visible()
+
+
+def test_giving_the_result_instead_closes_the_call_without_running_the_tool(page: Any, live: LiveServer) -> None:
+    chat = park(live.url, call("refund", order="C3", amount=12), call("book_table", restaurant="Roma"))
+    approval, form = pending(live.url, chat)
+    page.reload()
+    expect(card(page, form.id).get_by_label("Give the result instead")).to_have_count(0)
+    approving = card(page, approval.id)
+    approving.get_by_label("Give the result instead").fill("Refunded 12 on C3 by hand, at the till.")
+    approving.get_by_role("button", name="Give this result").click()
+    expect(page.locator('[data-outcome="responded"]')).to_contain_text("The tool will not run")
+    expect(card(page, approval.id)).to_have_count(0)
+    screenshot(page, "responded")
+    recorded = question(live.url, approval.id)
+    assert (recorded.decision, recorded.answer) == ("respond", {"result": "Refunded 12 on C3 by hand, at the till."})
+    assert [answered.decision for answered in live.answered] == ["respond"]
+
+    async def carried_on() -> list[str]:
+        async with Store(live.url) as store:
+            loaded = await store.load_chat(chat, ScriptedModel(["Done."]), TOOLS)
+            await loaded.answer(form.id, {"time": "19:00", "email": "a@example.com"})
+            await loaded.complete()
+            return [message.content for message in loaded.messages if message.role == "tool"]
+
+    refund, _booking = run(carried_on)
+    assert json.loads(refund)["result"] == "Refunded 12 on C3 by hand, at the till."
+    assert "Refunded 12 on C3." not in refund, "the tool ran"

@@ -347,7 +347,16 @@ def _add_inbox(commands: Any) -> None:
     decline = add("decline", "decline a question; the note reaches the model")
     decline.add_argument("question", metavar="QUESTION_ID")
     decline.add_argument("--note", help="why, for the model")
-    for deciding in (pending, answer, approve, decline):
+    respond = add(
+        "respond",
+        "answer a call's approval with its result, in the tool's place: the tool never runs",
+        "Give the result of a call that waits for approval instead of running its tool; the model reads it as "
+        "given by a person. RESULT is text, or with --json a JSON value. Exit status 0 when recorded.",
+    )
+    respond.add_argument("question", metavar="QUESTION_ID")
+    respond.add_argument("result", metavar="RESULT")
+    respond.add_argument("--json", action="store_true", dest="as_json", help="read RESULT as a JSON value")
+    for deciding in (pending, answer, approve, decline, respond):
         deciding.add_argument(
             "--as", dest="by", metavar="IDENTITY", type=identity_text,
             help="who decides, for the audit trail (default: your OS user); a name nobody checked, so it never "

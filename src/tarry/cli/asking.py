@@ -12,11 +12,19 @@ from tarry.chat import Chat
 from tarry.cli.identity import os_user
 from tarry.cli.lines import LineReader
 from tarry.cli.output import describe_call, escape, field_hint, shown_url
-from tarry.errors import InvalidAnswerError, NotAllowedError, QuestionExpiredError, ToolCallRunningError
+from tarry.errors import (
+    InvalidAnswerError,
+    NotAllowedError,
+    NotRespondableError,
+    QuestionExpiredError,
+    ToolCallRunningError,
+)
 from tarry.questions import Field, Question
 
 YES = ("y", "yes")
 NO = ("n", "no")
+RESULT = ("r", "result")
+"""``r: RESULT`` at an approval's prompt gives the call's result instead of running its tool."""
 DECLINE = "/decline"
 
 
@@ -50,7 +58,7 @@ class Asker:
                 await self._form(question)
         except QuestionExpiredError:
             self.out.print("[red]Too late: the question expired.[/]")
-        except ToolCallRunningError as error:
+        except (ToolCallRunningError, NotRespondableError, InvalidAnswerError) as error:
             self.out.print(f"[red]{escape(str(error))}[/]")
         except NotAllowedError as error:
             self.passed.add(question.id)
@@ -64,7 +72,7 @@ class Asker:
 
     async def _approval(self, question: Question) -> None:
         self.out.print(f"[bold yellow]?[/] Approve {escape(describe_call(question.tool_call))}?")
-        await self._yes_or_no(question, partial(self._approve, question))
+        await self._yes_or_no(question, partial(self._approve, question), partial(self._respond, question))
 
     async def _approve(self, question: Question) -> None:
         recorded = await self.chat.approve(question, by=self.who, channel="cli")
@@ -76,6 +84,10 @@ class Asker:
             )
             return
         self._recorded(recorded, "approved")
+
+    async def _respond(self, question: Question, result: str) -> None:
+        recorded = await self.chat.respond(question, result, by=self.who, channel="cli")
+        self._recorded(recorded, "gave the result in the tool's place; the tool does not run")
 
     async def _still_waiting(self, question: Question) -> Question | None:
         """``question`` as the chat now sees it while it still waits (an approval counted, not yet enough)."""
@@ -91,10 +103,17 @@ class Asker:
 
         await self._yes_or_no(question, accept)
 
-    async def _yes_or_no(self, question: Question, accept: Callable[[], Awaitable[None]]) -> None:
-        """Ask y or n (n with an optional note for the model); only a y calls ``accept``, which records and says so."""
+    async def _yes_or_no(
+        self,
+        question: Question,
+        accept: Callable[[], Awaitable[None]],
+        respond: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        """Ask y or n (n with an optional note for the model); only a y calls ``accept``, which records and says so.
+        With ``respond`` (an approval), ``r: RESULT`` gives the call's result instead of running its tool."""
+        offer = ", r: RESULT = give the result instead" if respond is not None else ""
         while True:
-            reply = await self._line("  y = yes, n = no, n: NOTE = no, telling the model why> ")
+            reply = await self._line(f"  y = yes, n = no, n: NOTE = no, telling the model why{offer}> ")
             choice, _, note = reply.partition(":")
             choice = choice.strip().lower()
             if choice in YES and not note:
@@ -103,7 +122,10 @@ class Asker:
             if choice in NO:
                 await self._decline(question, note.strip() or None)
                 return
-            self.out.print("  Type y, n, or n: followed by a note.")
+            if respond is not None and choice in RESULT and note.strip():
+                await respond(note.strip())
+                return
+            self.out.print(f"  Type y, n, or n: followed by a note{', or r: followed by the result' if offer else ''}.")
 
     async def _url(self, question: Question) -> None:
         assert question.url is not None

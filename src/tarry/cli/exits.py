@@ -12,6 +12,7 @@ from tarry.errors import (
     InvalidAnswerError,
     NotAllowedError,
     NotDecidableError,
+    NotRespondableError,
     QuestionExpiredError,
     StoreError,
     StoreSchemaError,
@@ -35,7 +36,8 @@ class Exit(IntEnum):
     EXPIRED = 4
     """The question's time to live passed before anyone decided it."""
     INVALID = 5
-    """The answer does not fit the question; each field's problem is on stderr."""
+    """The answer does not fit the question (or a result was given for what is not a call's approval); each field's
+    problem is on stderr."""
     UNKNOWN = 6
     """No question or chat has the id (or, for an id's prefix, several have it)."""
     DATABASE = 7
@@ -51,6 +53,7 @@ class Exit(IntEnum):
 _BY_ERROR: tuple[tuple[type[BaseException], Exit], ...] = (
     (SpecError, Exit.USAGE),
     (InvalidAnswerError, Exit.INVALID),
+    (NotRespondableError, Exit.INVALID),
     (UnknownQuestionError, Exit.UNKNOWN),
     (AmbiguousIdError, Exit.UNKNOWN),
     (ChatNotFoundError, Exit.UNKNOWN),

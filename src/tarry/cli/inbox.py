@@ -1,4 +1,4 @@
-"""The inbox from a shell: ``tarry pending``, ``answer``, ``approve``, ``decline``, ``history``, ``chats``,
+"""The inbox from a shell: ``tarry pending``, ``answer``, ``approve``, ``decline``, ``respond``, ``history``, ``chats``,
 ``show``, ``tasks`` and ``cancel``.
 
 Each command opens the store, does one thing, and exits with a status from ``Exit``.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -26,6 +27,7 @@ from tarry.cli.output import (
     task_json,
     transcript_lines,
 )
+from tarry.errors import InvalidAnswerError
 from tarry.messages import Message
 from tarry.principals import Principal
 from tarry.questions import Question
@@ -154,6 +156,20 @@ async def decline(store: Store, arguments: argparse.Namespace) -> int:
     return await _decided(store, arguments.question, decided)
 
 
+async def respond(store: Store, arguments: argparse.Namespace) -> int:
+    """``tarry respond``: answer a call's approval with the call's result (text, or JSON with ``--json``), given in
+    place of running its tool."""
+    by = decider(arguments, store)
+    result: Any = arguments.result
+    if arguments.as_json:
+        try:
+            result = json.loads(result)
+        except ValueError as error:
+            raise InvalidAnswerError({"result": f"--json needs a JSON value: {error}"}) from None
+    decided = await store.respond(arguments.question, result, by=by, channel="cli")
+    return await _decided(store, arguments.question, decided)
+
+
 async def history(store: Store, arguments: argparse.Namespace) -> int:
     """``tarry history``: the audit trail, oldest first."""
     events = await store.history(arguments.chat, arguments.question, after=arguments.after, limit=arguments.limit)
@@ -204,6 +220,8 @@ def _decision_text(question: Question) -> str:
         return f"answered {values}" if values else "accepted"
     if question.decision == "decline":
         return "declined" + (f" with the note {question.note!r}" if question.note else "")
+    if question.decision == "respond":
+        return f"gave the result {(question.answer or {}).get('result')!r} in the tool's place"
     return str(question.decision)
 
 
@@ -305,4 +323,16 @@ async def cancel(store: Store, arguments: argparse.Namespace) -> int:
     return Exit.OK
 
 
-__all__ = ["answer", "approve", "cancel", "chats", "decline", "history", "pending", "run", "show", "tasks"]
+__all__ = [
+    "answer",
+    "approve",
+    "cancel",
+    "chats",
+    "decline",
+    "history",
+    "pending",
+    "respond",
+    "run",
+    "show",
+    "tasks",
+]

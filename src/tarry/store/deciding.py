@@ -36,6 +36,7 @@ from sqlalchemy.dialects import postgresql
 from tarry.approvals import MayDecide, Vote, judge
 from tarry.clock import moved, utcnow
 from tarry.decision_rules import Facts, first_stop
+from tarry.decisions import check_respondable
 from tarry.errors import InvalidAnswerError, NotAllowedError, TarryError, UnknownQuestionError
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, Verdict
@@ -63,7 +64,7 @@ AnswerOf = Callable[[Question], dict[str, Any] | None]
 _CALL_COLUMNS = ("call_id", "name", "arguments", "claimed_by", "claimed_until", "result_message_id")
 """The columns of a question's call that reading the question reads too."""
 _QUESTION = (
-    select(questions, *(tool_calls.c[name] for name in _CALL_COLUMNS))
+    select(questions, *(tool_calls.c[name] for name in _CALL_COLUMNS), tool_calls.c.needs_approval)
     .outerjoin(tool_calls, questions.c.tool_call_id == tool_calls.c.id)  # a chat's own question has no call
     .where(questions.c.id == bindparam("question_id"))
 )
@@ -118,9 +119,16 @@ class Settled:
     """Whether the decision's statement also claimed the question's call (``ClaimAlong``)."""
 
 
-def _checked_answer(attempt: Attempt, question: Question) -> dict[str, Any] | None:
+def _checked_answer(attempt: Attempt, question: Question, row: Row | None) -> dict[str, Any] | None:
     """The attempt's answer, validated against the question as stored: an invalid one raises and nothing is
-    written, except for a question decided already, which the attempt lost whatever it said (``None``)."""
+    written, except for a question decided already, which the attempt lost whatever it said (``None``).
+
+    A response (``respond``) to a question ``row`` shows is no call's approval raises whatever its state, writing
+    nothing (without ``row``, the chat that holds the question checked it against its call's record).
+    """
+    if attempt.decision == "respond" and row is not None:
+        # The call's own approval is its question number 0, asked because the call needs approval.
+        check_respondable(question, call_approval=row["number"] == 0 and bool(row["needs_approval"]))
     try:
         return attempt.answer_of(question)
     except InvalidAnswerError:
@@ -148,7 +156,7 @@ def decide_question(
     decision, by = attempt.decision, attempt.by
     row, question, running, closed = _read_question(connection, _LOCKED_QUESTION, attempt.question_id)
     now: datetime = row["now"]  # the lease clock's: the database's on PostgreSQL
-    answer = _checked_answer(attempt, question)
+    answer = _checked_answer(attempt, question, row)
     trail = partial(
         record_attempt, connection, question, decision, at=now, by=by, channel=attempt.channel, note=attempt.note
     )
@@ -226,13 +234,13 @@ def decide_if_open(
     With ``claim`` (an approval, from the chat that will carry the call on) the statement also
     claims the call when the decision frees it and it stands as ``claim`` says; ``claimed`` tells.
     """
-    now = utcnow()
+    now, row = utcnow(), None
     if known is None:
         row, question, running, closed = _read_question(connection, _QUESTION_NOW, attempt.question_id)
         now = row["now"]
     else:
         question, running, closed = known, False, False
-    answer = _checked_answer(attempt, question)
+    answer = _checked_answer(attempt, question, row)
     if first_stop(Facts(question, attempt.decision, running=running, closed=closed, now=now)) is not None:
         return None
     values = _decision_values(question, None, attempt, answer, now, None)

@@ -20,6 +20,7 @@ from tarry.agents import Agent
 from tarry.approvals import MayDecide, check_may_decide
 from tarry.chat import Chat
 from tarry.clock import utcnow
+from tarry.decisions import given_result
 from tarry.errors import AmbiguousIdError, ChatNotFoundError, CorruptStateError, UnknownQuestionError
 from tarry.messages import Message, Model, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
@@ -437,7 +438,7 @@ class Store:
     async def decide(
         self,
         question_id: str,
-        decision: Literal["accept", "decline"],
+        decision: Literal["accept", "decline", "respond"],
         answer: Any = None,
         *,
         note: str | None = None,
@@ -450,9 +451,12 @@ class Store:
         ``"accept"`` takes ``answer``: the values, as a mapping of field names to values (or the value of a
         one-field question), checked as [`Question.check_answer`][tarry.Question.check_answer] does; without it,
         the question is accepted as it stands (an approval, or a form's defaults). ``"decline"`` takes ``note``,
-        which reaches the model. ``by`` says who decides, ``channel`` through what; both go to the question and
-        the audit trail. The returned question is decided, or, under an [`Approval`][tarry.approvals.Approval]
-        policy that needs several people, still undecided with this approval counted among its ``votes``.
+        which reaches the model. ``"respond"`` takes ``answer``: the result of the question's call, given in place
+        of running its tool (any JSON value; ``None`` is JSON's null), recorded as ``{"result": answer}``; see
+        [`respond`][tarry.store.Store.respond]. ``by`` says who decides, ``channel`` through what; both go to the
+        question and the audit trail. The returned question is decided, or, under an
+        [`Approval`][tarry.approvals.Approval] policy that needs several people, still undecided with this approval
+        counted among its ``votes``.
 
         Raises [`UnknownQuestionError`][tarry.errors.UnknownQuestionError],
         [`InvalidAnswerError`][tarry.errors.InvalidAnswerError],
@@ -460,22 +464,28 @@ class Store:
         [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] (declining a call that runs) and
         [`NotAllowedError`][tarry.errors.NotAllowedError] (its approval policy refuses ``by``), as
         [`answer`][tarry.store.Store.answer], [`approve`][tarry.store.Store.approve] and
-        [`decline`][tarry.store.Store.decline] do; ``ValueError`` for another decision, an answer to a decline or
-        a note on an acceptance.
+        [`decline`][tarry.store.Store.decline] do, and [`NotRespondableError`][tarry.errors.NotRespondableError]
+        (``respond`` to anything but the approval a call waits on before it runs); ``ValueError`` for another
+        decision, an answer to a decline or a note on an acceptance or a response.
         """
         if decision == "decline":
             if answer is not None:
                 raise ValueError("A decline takes no answer; say why in its note")
             check_note(note)
             answer_of: AnswerOf = _no_answer
-        elif decision == "accept":
+        elif decision in ("accept", "respond"):
             if note is not None:
                 raise ValueError("A note goes with a decline only")
-            answer_of = _approval if answer is None else partial(_answered, answer)
+            if decision == "respond":
+                answer_of = partial(_given, given_result(answer))
+            else:
+                answer_of = _approval if answer is None else partial(_answered, answer)
         else:
-            raise ValueError(f"A question is decided by id with 'accept' or 'decline', got {decision!r}")
-        # Without values to check, the decision needs no read of the question first (decide_unread).
-        settled = await self._decide(question_id, decision, answer_of, note, by, channel, unread=answer is None)
+            raise ValueError(f"A question is decided by id with 'accept', 'decline' or 'respond', got {decision!r}")
+        # Without values to check, the decision needs no read of the question first (decide_unread); a response
+        # needs its question read, to check that it is a call's approval.
+        unread = answer is None and decision != "respond"
+        settled = await self._decide(question_id, decision, answer_of, note, by, channel, unread=unread)
         return settled.question
 
     async def answer(
@@ -518,6 +528,24 @@ class Store:
         Raises [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] while the question's call runs.
         """
         return await self.decide(question_id, "decline", note=note, by=by, channel=channel) is not None
+
+    async def respond(
+        self,
+        question_id: str,
+        result: Any,
+        *,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+    ) -> Question | None:
+        """Answer a call's approval by id with the call's result, given in place of running the tool.
+
+        The tool never runs: carrying the chat on closes the call with ``result`` (any JSON value), marked for the
+        model as given by a person. Returns the question as this decision left it (decision ``"respond"``, answer
+        ``{"result": result}``), or ``None`` when another decision came first. It needs what a decline needs of the
+        approval's policy. Raises [`NotRespondableError`][tarry.errors.NotRespondableError] for any question but the
+        approval a call waits on before it runs, recording nothing; else as [`decide`][tarry.store.Store.decide].
+        """
+        return await self.decide(question_id, "respond", result, by=by, channel=channel)
 
     async def approve_all(
         self, chat_id: str, *, by: str | Principal | None = None, channel: Channel = "code"
@@ -686,6 +714,7 @@ class Store:
     answer_sync = sync_twin(answer)
     approve_sync = sync_twin(approve)
     decline_sync = sync_twin(decline)
+    respond_sync = sync_twin(respond)
     approve_all_sync = sync_twin(approve_all)
     history_sync = sync_twin(history)
     messages_sync = sync_twin(messages)
@@ -739,6 +768,10 @@ def _answered(answer: Any, question: Question) -> dict[str, Any]:
 
 def _no_answer(question: Question) -> None:
     return None
+
+
+def _given(given: dict[str, Any], question: Question) -> dict[str, Any]:
+    return given
 
 
 def _question_id(question_id: object) -> str:

@@ -1,4 +1,4 @@
-"""The JSON API: list what waits, read a question, answer, approve or decline it."""
+"""The JSON API: list what waits, read a question, answer, approve, decline or respond to it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tarry.web.access import Forbidden, NotLoggedIn
 from tarry.web.decisions import Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
-from tarry.web.schemas import DecisionEventOut, DecisionOut, DeclineIn, QuestionOut, TaskOut, TurnOut
+from tarry.web.schemas import DecisionEventOut, DecisionOut, DeclineIn, QuestionOut, RespondIn, TaskOut, TurnOut
 from tarry.web.views import PAGE_SIZE
 
 PROBLEM_DETAILS = {
@@ -116,7 +116,9 @@ def api_router(decider: Decider) -> APIRouter:
         except Forbidden as error:
             raise Problem(403, error.reason) from None
         if result.outcome == "invalid":
-            detail = result.errors.get("identity") or "The answer does not fit the question."
+            detail = (
+                result.errors.get("identity") or result.errors.get("result") or "The answer does not fit the question."
+            )
             raise Problem(400, detail, errors=result.errors, question_id=question_id)
         if result.outcome == "refused":
             raise Problem(403, result.errors["policy"], question_id=question_id)
@@ -155,6 +157,18 @@ def api_router(decider: Decider) -> APIRouter:
     )
     async def decline(request: Request, question_id: str, body: DeclineIn | None = None) -> DecisionOut:
         return await decided(request, question_id, "decline", None, body.note if body is not None else None)
+
+    @writes.post(
+        "/questions/{question_id}/respond",
+        response_model=DecisionOut,
+        summary="Give the result of a call waiting for approval, in place of running its tool",
+        description=(
+            "The tool never runs: the model reads `result` as given by a person. Only for the approval a call waits "
+            "on before it runs (400 otherwise); it needs what a decline needs of the approval's policy."
+        ),
+    )
+    async def respond(request: Request, question_id: str, body: RespondIn) -> DecisionOut:
+        return await decided(request, question_id, "respond", {"result": body.result}, None)
 
     @writes.post(
         "/chats/{chat_id}/approve-all",

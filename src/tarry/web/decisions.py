@@ -17,6 +17,7 @@ from tarry.errors import (
     InvalidAnswerError,
     NotAllowedError,
     NotDecidableError,
+    NotRespondableError,
     QuestionExpiredError,
     ToolCallRunningError,
     UnknownQuestionError,
@@ -29,12 +30,15 @@ from tarry.web.access import Access, ChatRef
 logger = logging.getLogger("tarry.web")
 OnAnswer = Callable[[Question], Awaitable[None] | None]
 """Runs after a decision was recorded through the inbox, with the decided question."""
-Action = Literal["answer", "approve", "decline"]
+Action = Literal["answer", "approve", "decline", "respond"]
+"""What a person does: answer, approve, decline, or give the call's result in place of its tool (``respond``, whose
+values are ``{"result": value}``)."""
 DecisionOutcome = Literal[
     "answered",
     "approved",
     "counted",
     "declined",
+    "responded",
     "taken",
     "yours",
     "expired",
@@ -60,7 +64,7 @@ class Result:
     @property
     def recorded(self) -> bool:
         """True when this attempt recorded the decision."""
-        return self.outcome in ("answered", "approved", "counted", "declined")
+        return self.outcome in ("answered", "approved", "counted", "declined", "responded")
 
 
 TurnOutcome = Literal["approved", "nothing", "stopped", "unknown", "invalid"]
@@ -110,7 +114,8 @@ class Decider:
         note: str | None = None,
         channel: Channel = "web",
     ) -> Result:
-        """Answer, approve or decline as whoever ``Access.principal`` says; raises ``NotLoggedIn``/``Forbidden``.
+        """Answer, approve, decline or respond as whoever ``Access.principal`` says; raises
+        ``NotLoggedIn``/``Forbidden``.
 
         One read of the question (to check who may see it), then the decision through
         [`Store.decide`][tarry.store.Store.decide], whose question the result holds; the question is read
@@ -129,6 +134,8 @@ class Decider:
             decided = await self._record(question, action, values, note, by, channel)
         except (NotAllowedError, InvalidAnswerError, QuestionExpiredError, ToolCallRunningError) as error:
             return _refused(question, error)
+        except NotRespondableError as error:
+            return Result("invalid", question, {"result": str(error)})
         except UnknownQuestionError:
             return Result("unknown")
         return await self._outcome(request, question, action, decided)
@@ -178,6 +185,9 @@ class Decider:
         """Record the decision ``action`` makes; the question as it left it, ``None`` when another came first."""
         if action == "decline":
             return await self.store.decide(question.id, "decline", note=note, by=by, channel=channel)
+        if action == "respond":
+            result = (values or {}).get("result")
+            return await self.store.respond(question.id, result, by=by, channel=channel)
         if question.kind == "url" and not safe_url(question.url):
             raise InvalidAnswerError({"url": "only http and https links can be accepted"})
         answer = None if action == "approve" else dict(values or {})
@@ -208,7 +218,12 @@ class Decider:
             logger.exception("on_answer failed for question %s", question.id)
 
 
-_RECORDED: dict[Action, DecisionOutcome] = {"answer": "answered", "approve": "approved", "decline": "declined"}
+_RECORDED: dict[Action, DecisionOutcome] = {
+    "answer": "answered",
+    "approve": "approved",
+    "decline": "declined",
+    "respond": "responded",
+}
 """The outcome of each action that recorded its decision."""
 
 

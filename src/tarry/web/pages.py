@@ -38,6 +38,7 @@ NOTICES = {
     "approved": ("ok", "Approved. The call runs when a process carries the chat on (a worker, or the app)."),
     "counted": ("ok", "Your approval was counted. The call needs more people's approval before it runs."),
     "declined": ("ok", "Declined. Your note goes to the model."),
+    "responded": ("ok", "Your result was recorded in the tool's place. The tool will not run; the model reads it."),
     "refused": ("warn", "You may not decide this call, or you already approved it. Nothing was changed."),
     "taken": ("warn", "Someone else already answered this question. Your answer was not recorded."),
     "yours": ("warn", "You already decided this question. Nothing was changed."),
@@ -303,7 +304,7 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
         chat = _text(form, "chat") or None
         note = (_text(form, "note") or "").strip()[:NOTE_LIMIT].replace("\x00", "")
         typed = _typed(form)
-        values = _values(typed)
+        values = {"result": _text(form, "result") or ""} if action == "respond" else _values(typed)
         try:
             result = await decider.decide(request, question_id, action, values, note or None)
         except (NotLoggedIn, Forbidden):
@@ -329,6 +330,10 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
     @posts.post("/questions/{question_id}/decline")
     async def decline(request: Request, question_id: str) -> Response:
         return await posted(request, question_id, "decline")
+
+    @posts.post("/questions/{question_id}/respond")
+    async def respond(request: Request, question_id: str) -> Response:
+        return await posted(request, question_id, "respond")
 
     @posts.post("/chats/{chat_id}/approve-all")
     async def approve_all(request: Request, chat_id: str) -> Response:

@@ -79,7 +79,7 @@ class QuestionOut(BaseModel):
     source: str | None = Field(description="The MCP server that asked, or null for tarry's own questions.")
     asked_at: datetime | None
     expires_at: datetime | None
-    decision: Literal["accept", "decline", "cancel"] | None
+    decision: Literal["accept", "decline", "cancel", "respond"] | None
     answer: dict[str, Any] | None
     note: str | None
     decided_at: datetime | None
@@ -138,6 +138,13 @@ class DeclineIn(BaseModel):
     note: str | None = Field(default=None, max_length=10_000)
 
 
+class RespondIn(BaseModel):
+    """The result of the call, given by a person in place of running its tool."""
+
+    model_config = ConfigDict(extra="forbid")
+    result: Any = Field(description="Any JSON value (text is the common case); the model reads it as a person's.")
+
+
 class TaskOut(BaseModel):
     """A paused task: work that finishes later."""
 
@@ -174,7 +181,7 @@ class DecisionEventOut(BaseModel):
     kind: Literal["approval", "form", "url"]
     message: str = Field(description="The question as it was shown.")
     tool_call: ToolCallOut | None
-    decision: Literal["accept", "decline", "cancel"]
+    decision: Literal["accept", "decline", "cancel", "respond"]
     outcome: Literal["decided", "counted", "lost", "expired", "refused", "running"]
     answer: dict[str, Any] | None = Field(description="The answer's values; a secret field's value reads [secret].")
     note: str | None
