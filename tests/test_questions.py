@@ -214,7 +214,7 @@ def test_a_question_is_a_value_its_decision_a_verdict_read_through_its_propertie
     assert (decided.decided_at, decided.decided_by, decided.channel) == (now, Principal("bob", "Bob"), "web")
     assert decided.to_dict()["decision"] == "accept" and decided.to_dict()["channel"] == "web"
     assert decided.extra == {"mode": "x"} and decided.id == asked.id and decided.tool_call is asked.tool_call
-    with pytest.raises(ValueError, match="decision must be one of accept, decline, cancel; got 'maybe'"):
+    with pytest.raises(ValueError, match="decision must be one of accept, decline, cancel, respond; got 'maybe'"):
         Verdict("maybe", now)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="at must be a datetime, got str"):
         Verdict("accept", "now")  # type: ignore[arg-type]

@@ -53,6 +53,7 @@ def test_the_result_a_person_gives_reaches_the_model_as_theirs_and_the_tool_neve
     chat.ask_sync("Deploy web")
     [approval] = chat.pending_questions_sync()
     assert chat.respond_sync(approval.id, "web is already at 2.1", by="ann") is True
+    approval = chat.question_sync(approval)  # a value: the chat holds the decided one
     assert approval.to_dict()["decision"] == "respond"
     assert approval.to_dict()["answer"] == {"result": "web is already at 2.1"}
     assert chat.respond_sync(approval, "again") is False
@@ -79,7 +80,7 @@ def test_a_result_is_any_json_value_and_nothing_else(tmp_path: Path) -> None:
         chat.respond_sync(approval, ["\ud800"])
     assert approval.decision is None
     assert chat.respond_sync(approval, ({"version": 2.1}, None)) is True
-    assert approval.answer == {"result": [{"version": 2.1}, None]}
+    assert chat.question_sync(approval).answer == {"result": [{"version": 2.1}, None]}
     chat.complete_sync()
     assert json.loads(chat.messages[-2].content)["result"] == [{"version": 2.1}, None]
     assert runs_of(runs) == []
