@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
 
 from tarry.cli.exits import Exit
 from tarry.cli.identity import os_user
@@ -15,6 +19,7 @@ from tests.cli.conftest import tarry
 from tests.cli.policies import finance_or_this_shell
 from tests.cli.test_inbox import parked, valid
 from tests.store.approvers import Payout
+from tests.store.test_database_errors import on_database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,3 +125,40 @@ async def test_respond_gives_the_result_as_text_or_json_and_history_shows_it(sto
     await first.complete()  # the tool never runs: the model reads the given result
     assert first.messages[-1].content.startswith('Done: {"given_by": "a person"')
     assert "Bob was paid in cash" in first.messages[-1].content and "Sent 20 EUR" not in first.messages[-1].content
+
+
+async def test_history_verify_and_jsonl_show_an_intact_trail_then_a_tampered_one(
+    store: Store, database_url: str
+) -> None:
+    first, second = await parked(store, "pay Bob"), await parked(store, "pay Bob")
+    [one], [two] = await first.pending_questions(), await second.pending_questions()
+    assert await store.approve(one.id, by="ann") and await store.decline(two.id, "nein 💸", by="bob")
+    assert await store.approve(two.id, by="carol") is False
+
+    intact = await asyncio.to_thread(tarry, "history", "--verify", "--url", database_url)
+    assert intact.returncode == Exit.OK, intact.stderr
+    assert "The audit trail is intact" in intact.stdout
+    exported = await asyncio.to_thread(tarry, "history", "--jsonl", "--url", database_url)
+    assert exported.returncode == Exit.OK, exported.stderr
+    lines = [json.loads(line) for line in exported.stdout.splitlines()]
+    events = await store.history()
+    assert [(line["id"], line["lane"], line["seq"], line["hash"]) for line in lines] == [
+        (e.id, e.lane, e.seq, e.hash) for e in events
+    ]
+    assert [line["outcome"] for line in lines] == ["decided", "decided", "lost"] and lines[1]["note"] == "nein 💸"
+    assert valid(schemas.HISTORY, json.dumps([{k: v for k, v in line.items() if k not in ("lane", "seq", "hash")}
+                                               for line in lines]))  # fmt: skip
+
+    def forge(connection: Any) -> None:
+        if connection.dialect.name == "postgresql":  # the trail's guard refuses changes; its owner turns it off
+            connection.execute(text("ALTER TABLE tarry_decision_events DISABLE TRIGGER tarry_trail_refuse"))
+        connection.execute(
+            text("UPDATE tarry_decision_events SET by_id = 'mallory' WHERE id = :id"), {"id": lines[0]["id"]}
+        )
+
+    await asyncio.to_thread(on_database, database_url, forge)
+    broken = await asyncio.to_thread(tarry, "history", "--verify", "--url", database_url)
+    assert broken.returncode == Exit.TAMPERED == 10
+    assert f"the audit trail was tampered with: changed at event {lines[0]['id']}" in broken.stderr
+    both = await asyncio.to_thread(tarry, "history", "--verify", "--json", "--url", database_url)
+    assert both.returncode == Exit.USAGE

@@ -372,7 +372,17 @@ def _add_inbox(commands: Any) -> None:
     history.add_argument("--question", metavar="QUESTION_ID", help="only this question's decisions")
     history.add_argument("--after", type=int, metavar="EVENT_ID", help="only events after this one")
     history.add_argument("--limit", type=int, metavar="N", help="at most N events")
-    history.add_argument("--json", action="store_true", help="print JSON (a list of events)")
+    shown = history.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print JSON (a list of events)")
+    shown.add_argument(
+        "--jsonl", action="store_true",
+        help="print one JSON object a line per event, with its place in the hash chain and its hash (for a log system)",
+    )  # fmt: skip
+    shown.add_argument(
+        "--verify", action="store_true",
+        help="check the trail's hash chain instead: exit 10 naming the first event changed, removed or inserted by "
+        "anything but tarry",
+    )  # fmt: skip
     chats = add("chats", "list the stored chats, oldest first")
     chats.add_argument("--waiting", action="store_true", help="only chats whose tool calls wait")
     chats.add_argument("--json", action="store_true", help="print JSON (a list of chats)")

@@ -46,6 +46,8 @@ class Exit(IntEnum):
     """The question's call is running right now, so it cannot be declined."""
     NOT_ALLOWED = 9
     """The approval's policy refused the person (``--as``): not allowed to decide it, or already approved."""
+    TAMPERED = 10
+    """``tarry history --verify``: the audit trail is not as tarry wrote it (a row changed, removed or inserted)."""
     INTERRUPTED = 130
     """Ctrl-C: the chat is parked in the database and can be resumed."""
 

@@ -171,10 +171,16 @@ async def respond(store: Store, arguments: argparse.Namespace) -> int:
 
 
 async def history(store: Store, arguments: argparse.Namespace) -> int:
-    """``tarry history``: the audit trail, oldest first."""
+    """``tarry history``: the audit trail, oldest first; ``--jsonl`` one event a line, ``--verify`` its check."""
+    if arguments.verify:
+        return await _verify(store)
     events = await store.history(arguments.chat, arguments.question, after=arguments.after, limit=arguments.limit)
     if arguments.json:
         print_json([event.to_dict() for event in events])
+        return Exit.OK
+    if arguments.jsonl:
+        for event in events:
+            print(json.dumps(event.to_record(), ensure_ascii=False))
         return Exit.OK
     out = console()
     if not events:
@@ -191,6 +197,16 @@ async def history(store: Store, arguments: argparse.Namespace) -> int:
             f"{escape(what)}  {escape(event.tool or event.kind)}  [dim]question {event.question_id}[/]"
         )
     return Exit.OK
+
+
+async def _verify(store: Store) -> int:
+    """``tarry history --verify``: say whether the trail's hash chain holds, or where it breaks (exit 10)."""
+    found = await store.verify_trail()
+    if found is None:
+        print("The audit trail is intact: every event is chained to the one before it as tarry wrote it.")
+        return Exit.OK
+    print(f"tarry: the audit trail was tampered with: {found.how} at event {found.id}: {found.detail}", file=sys.stderr)
+    return Exit.TAMPERED
 
 
 async def _decided(store: Store, question_id: str, decided: Question | None) -> int:

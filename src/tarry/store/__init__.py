@@ -1,7 +1,7 @@
 """Persisted chats: SQLite by default, PostgreSQL at scale (``tarry[postgres]``)."""
 
 from tarry.errors import StoreUnavailableError
-from tarry.store.audit import DecisionEvent
+from tarry.store.audit import DecisionEvent, TrailBreak
 from tarry.store.paging import QuestionPage
 from tarry.store.problems import Problem
 from tarry.store.store import Store
@@ -12,4 +12,5 @@ __all__ = [
     "QuestionPage",
     "Store",
     "StoreUnavailableError",
+    "TrailBreak",
 ]

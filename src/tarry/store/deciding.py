@@ -41,9 +41,9 @@ from tarry.errors import InvalidAnswerError, NotAllowedError, TarryError, Unknow
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, Verdict
 from tarry.store.audit import (
-    INSERT_EVENT,
     INSERT_EVENT_BOUND,
     AttemptOutcome,
+    append_event,
     attempt_columns,
     attempt_values,
     insert_event_from,
@@ -210,7 +210,7 @@ def _record(
         decided = connection.execute(_DECIDE, values).rowcount
         call_version = connection.scalar(_BUMP_CALL, values)
         chat_version = connection.scalar(WAKE, values)
-        connection.execute(INSERT_EVENT, {key[6:]: value for key, value in values.items() if key[:6] == "event_"})
+        append_event(connection, {key[6:]: value for key, value in values.items() if key[:6] == "event_"})
     if decided != 1:  # the row lock makes this unreachable; kept so a decision can never be written twice
         raise RuntimeError(f"Question {question.id} was decided while this process held its row lock")
     return _settled(question, attempt, answer, values["now"], call_version, chat_version)

@@ -9,9 +9,10 @@ from sqlalchemy import Connection, String, Table, UniqueConstraint, column, insp
 from sqlalchemy.engine.reflection import Inspector
 
 from tarry.errors import StoreSchemaError
+from tarry.store.audit import TRAIL_TABLE
 from tarry.store.tables import metadata
 
-HEAD = "0011"
+HEAD = "0012"
 """The revision the migrations end at, so opening a store needs no Alembic; a test keeps it equal to Alembic's head."""
 MIGRATIONS = Path(__file__).parent / "migrations"
 _VERSIONS = table("alembic_version", column("version_num", String))
@@ -46,7 +47,8 @@ def require_usable(connection: Connection, where: str) -> None:
 
 
 def missing_parts(connection: Connection) -> list[str]:
-    """What the schema of this tarry's revision has and the database lacks: tables, columns, indexes, unique keys.
+    """What the schema of this tarry's revision has and the database lacks: tables, columns, indexes, unique keys
+    and, on PostgreSQL, the trail's triggers.
 
     Parts the database has beyond these are no concern (an index an operator added, say).
     """
@@ -58,6 +60,9 @@ def missing_parts(connection: Connection) -> list[str]:
             missing += _missing_of_table(found, expected)
         else:
             missing.append(f"table {expected.name}")
+    if connection.dialect.name == "postgresql" and TRAIL_TABLE in tables:  # a missing table's triggers go with it
+        present = set(connection.scalars(_TRIGGERS))
+        missing += [f"trigger {name}" for name in TRIGGERS if name not in present]
     return missing
 
 
@@ -81,6 +86,13 @@ def _missing_of_table(found: Inspector, expected: Table) -> list[str]:
         if isinstance(wanted, UniqueConstraint) and frozenset(wanted.columns.keys()) not in unique
     ]
     return missing
+
+
+TRIGGERS = ("tarry_trail_append", "tarry_trail_refuse", "tarry_trail_refuse_truncate")
+"""PostgreSQL: the triggers on the trail that chain each row tarry appends and refuse to change or remove rows."""
+_TRIGGERS = text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgrelid = to_regclass(:trail)").bindparams(
+    trail=TRAIL_TABLE
+)
 
 
 def require_complete(connection: Connection, where: str) -> None:

@@ -26,7 +26,7 @@ from tarry.messages import Message, Model, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import AnswerNeeded, Decision, Question, check_note
 from tarry.running import sync_twin
-from tarry.store.audit import DecisionEvent, read_history
+from tarry.store.audit import DecisionEvent, TrailBreak, read_history, verify_trail
 from tarry.store.cursor import fetch_all, fetch_value, run
 from tarry.store.deciding import (
     AnswerOf,
@@ -144,8 +144,8 @@ class Store:
         """Raise the [`StoreError`][tarry.errors.StoreError] that using this store would raise, if any.
 
         That is: the database cannot be reached, is damaged, or has no schema or one this tarry
-        cannot use, or misses a table, column, index or unique constraint of its revision (each one
-        named). Every store checks the revision once, before it first reads or writes; call this to
+        cannot use, or misses a table, column, index, unique constraint or (PostgreSQL) trigger of its
+        revision (each one named). Every store checks the revision once, before it first reads or writes; call this to
         fail early, as ``tarry worker`` and ``tarry db check`` do before they start.
         """
         await self.db.check_schema()
@@ -602,6 +602,19 @@ class Store:
             return []  # no event comes after it, and the databases refuse a larger number
         limit = None if limit is None else min(limit, LARGEST_ID)
         return await self.db.run_read(lambda connection: read_history(connection, chat_id, question_id, after, limit))
+
+    async def verify_trail(self) -> TrailBreak | None:
+        """Check the audit trail's hash chains: the first place where it is not as tarry wrote it (a row changed,
+        removed or inserted by anything but tarry), or ``None`` when the whole trail is intact.
+
+        The trail is several chains (lanes), a chat's events all in one. Each event's hash covers
+        its content, its place and the hash of the event before it in its lane, so a change
+        anywhere shows at that event. A lane's newest events removed leave no gap to find: compare
+        each lane's last [`DecisionEvent.hash`][tarry.store.DecisionEvent.hash] with one kept
+        elsewhere (``tarry history --jsonl`` sends the trail to a log system); on PostgreSQL the
+        trail's trigger refuses to remove rows.
+        """
+        return await self.db.run_read(verify_trail)
 
     async def _decide(
         self,

@@ -260,8 +260,15 @@ decision_events = Table(
     Column("by_name", String(200)),
     Column("channel", String(16), nullable=False),
     Column("detail", Text),
+    # The chains (0012): the row's lane (one of several chains, by its chat), its place in the lane and the
+    # SHA-256 of its content and of the lane's row before it (tarry.store.chain). A row written by anything
+    # but tarry has none of them.
+    Column("lane", Integer),
+    Column("seq", Id),
+    Column("hash", String(64)),
     Index("ix_tarry_decision_events_chat", "chat_id", "id"),
     Index("ix_tarry_decision_events_question", "question_id"),
+    Index("ix_tarry_decision_events_lane", "lane", "seq", unique=True),
 )
 
 # The MCP server's rows (tarry.mcp_server): its tasks (0006) and the events of its resumable streams (0009).
