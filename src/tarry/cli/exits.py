@@ -16,6 +16,7 @@ from tarry.errors import (
     StoreError,
     StoreSchemaError,
     ToolCallRunningError,
+    UnknownGrantError,
     UnknownQuestionError,
 )
 from tarry.specs import SpecError
@@ -37,7 +38,7 @@ class Exit(IntEnum):
     INVALID = 5
     """The answer does not fit the question; each field's problem is on stderr."""
     UNKNOWN = 6
-    """No question or chat has the id (or, for an id's prefix, several have it)."""
+    """No question, chat or grant has the id (or, for an id's prefix, several have it)."""
     DATABASE = 7
     """The database cannot be used: unreachable, missing the schema, or holding unreadable rows."""
     RUNNING = 8
@@ -52,6 +53,7 @@ _BY_ERROR: tuple[tuple[type[BaseException], Exit], ...] = (
     (SpecError, Exit.USAGE),
     (InvalidAnswerError, Exit.INVALID),
     (UnknownQuestionError, Exit.UNKNOWN),
+    (UnknownGrantError, Exit.UNKNOWN),
     (AmbiguousIdError, Exit.UNKNOWN),
     (ChatNotFoundError, Exit.UNKNOWN),
     (QuestionExpiredError, Exit.EXPIRED),
