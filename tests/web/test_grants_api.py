@@ -3,6 +3,7 @@ identifies; a grant approves matching calls at once; the shared token cannot gra
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -11,8 +12,8 @@ from starlette.requests import HTTPConnection
 from tarry.principals import Principal
 from tarry.store import Store
 from tarry.testing import ScriptedModel
-from tests.web.client import AUTH, Inbox, problem
-from tests.web.tools import TOOLS, call, run
+from tests.web.client import AUTH, TOKEN, Inbox, problem
+from tests.web.tools import TOOLS, call, pending, run
 
 AS_JSON = {"content-type": "application/json"}
 
@@ -83,4 +84,39 @@ def test_the_shared_token_cannot_grant(any_database: str) -> None:
         refused = problem(client.post("/api/grants", json={"tool": "refund"}, headers={**AUTH, **AS_JSON}), 403)
         assert "self-declared" in refused["detail"]
         assert client.get("/api/grants", headers=AUTH).json() == []
+        client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert found, "the page has no CSRF token"
+    return found.group(1)
+
+
+def test_the_inbox_approves_and_allows_the_tool_in_the_conversation_for_an_hour(identified: Inbox) -> None:
+    client, ada = identified.client, {"x-user": "ada"}
+    chat, waiting = ask_refund(identified.url, 5)
+    assert waiting
+    [asked] = pending(identified.url, chat)
+    page = client.get("/", headers=ada).text
+    assert 'name="allow" value="chat-hour"' in page and "allow refund in this conversation for an hour" in page
+    done = client.post(
+        f"/questions/{asked.id}/approve",
+        data={"csrf_token": csrf_of(page), "allow": "chat-hour"},
+        headers={**ada, "Origin": "http://127.0.0.1"},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303 and "outcome=allowed" in done.headers["location"], done.text
+    assert "allowed in this conversation for an hour" in client.get(done.headers["location"], headers=ada).text
+    [grant] = client.get("/api/grants", headers=ada).json()
+    assert (grant["chat_id"], grant["question_id"], grant["granted_by"]["id"]) == (chat, asked.id, "ada")
+    assert grant["expires_at"] is not None
+
+
+def test_the_shared_token_is_not_offered_a_grant(any_database: str) -> None:
+    inbox = Inbox(any_database)
+    with inbox.client as client:
+        ask_refund(any_database, 5)
+        page = client.get(f"/login?token={TOKEN}").text
+        assert "Approve</button>" in page and 'name="allow"' not in page
         client.portal.call(inbox.store.close)  # type: ignore[union-attr]
