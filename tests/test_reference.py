@@ -34,6 +34,7 @@ MODULES = [
     "tarry.testing",
     "tarry.errors",
     "tarry.approvals",
+    "tarry.grants",
     "tarry.principals",
     "tarry.clock",
 ]

@@ -53,18 +53,21 @@ def judge(
     decision: Decision,
     principal: Principal | None,
     may_decide: MayDecide | None,
+    *,
+    through_grant: bool = False,
 ) -> Verdict:
     """Apply the question's approval policy to one decision; raises [`NotAllowedError`][tarry.errors.NotAllowedError]
     when it refuses.
 
     Call it under the lock, after the question was found open. A cancellation (the chat's own)
-    is never refused.
+    is never refused. ``through_grant``: a standing grant approves, as ``principal`` (its granter): one
+    approval, or all that is needed when the policy says ``grant_suffices``.
     """
     reason = refusal(question, decision, principal, may_decide)
     if reason is not None:
         raise NotAllowedError(reason)
     policy = question.policy
-    if policy is None or decision != "accept" or policy.count == 1:
+    if policy is None or decision != "accept" or policy.count == 1 or (through_grant and policy.grant_suffices):
         return "decide"
     return "decide" if len(question.votes) + 1 >= policy.count else "count"
 

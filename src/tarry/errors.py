@@ -26,6 +26,10 @@ class UnknownQuestionError(TarryError, ValueError):
     """The question id names no question of this chat or store."""
 
 
+class UnknownGrantError(TarryError, ValueError):
+    """The grant id names no standing grant of this store."""
+
+
 class AmbiguousIdError(TarryError, ValueError):
     """An id prefix that several questions (or chats) share; the message lists them."""
 

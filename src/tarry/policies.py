@@ -27,25 +27,36 @@ class Approval:
     ``by=None`` lets anyone decide. A decision without an identity, or by a self-declared one
     (a [`Principal`][tarry.principals.Principal] with ``verified=False``), cannot satisfy a policy
     that names ``by`` or counts more than one person, and is refused.
+
+    A standing grant ([`tarry.grants`][tarry.grants]) that approves a call counts as one approval, its
+    granter's; ``grant_suffices=True`` lets it approve the call alone, whatever ``count`` says.
     """
 
     count: int = 1
     by: str | None = None
+    grant_suffices: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
             raise ValueError(f"Approval count must be a positive int, got {self.count!r}")
         if self.by is not None and (not isinstance(self.by, str) or not self.by):
             raise ValueError(f"Approval by must be a non-empty str (a group or an identity) or None, got {self.by!r}")
+        if not isinstance(self.grant_suffices, bool):
+            raise TypeError(f"Approval grant_suffices must be a bool, got {type(self.grant_suffices).__name__}")
 
     def to_dict(self) -> dict[str, Any]:
         """The policy as JSON-safe data."""
-        return {"count": self.count, "by": self.by}
+        data: dict[str, Any] = {"count": self.count, "by": self.by}
+        if self.grant_suffices:  # written only when set: a policy stored before grants reads back the same
+            data["grant_suffices"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Approval:
         """The policy [`to_dict`][tarry.approvals.Approval.to_dict] wrote."""
-        return cls(count=int(data.get("count", 1)), by=data.get("by"))
+        return cls(
+            count=int(data.get("count", 1)), by=data.get("by"), grant_suffices=data.get("grant_suffices") is True
+        )
 
 
 @dataclass(frozen=True)

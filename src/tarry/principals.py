@@ -9,9 +9,10 @@ from tarry.text import unstorable
 
 __all__ = ["CHANNELS", "MAX_IDENTITY", "Channel", "Principal", "check_channel", "principal_of"]
 
-Channel = Literal["api", "web", "cli", "code", "mcp"]
-"""Through what a decision came: the JSON API, the inbox page, the ``tarry`` command, Python code, an MCP client."""
-CHANNELS: tuple[Channel, ...] = ("api", "web", "cli", "code", "mcp")
+Channel = Literal["api", "web", "cli", "code", "mcp", "grant"]
+"""Through what a decision came: the JSON API, the inbox page, the ``tarry`` command, Python code, an MCP client,
+or a standing grant ([`tarry.grants`][tarry.grants]; only the store decides through it)."""
+CHANNELS: tuple[Channel, ...] = ("api", "web", "cli", "code", "mcp", "grant")
 MAX_IDENTITY = 200
 """The most characters a principal's id or name holds: what the store keeps of who decided."""
 
@@ -81,9 +82,12 @@ def principal_of(by: str | Principal | None) -> Principal | None:
 
 
 def check_channel(channel: str) -> Channel:
-    """``channel`` when it is one of [`CHANNELS`][tarry.principals.CHANNELS]; raises ``ValueError`` naming them
-    otherwise."""
-    for known in CHANNELS:
+    """``channel`` when a caller may name it: one of [`CHANNELS`][tarry.principals.CHANNELS] but ``grant``, which
+    only a standing grant's decision uses; raises ``ValueError`` naming them otherwise."""
+    given = [known for known in CHANNELS if known != "grant"]
+    if channel == "grant":
+        raise ValueError("channel 'grant' is for the decisions standing grants make; name your own channel")
+    for known in given:
         if channel == known:
             return known
-    raise ValueError(f"channel must be one of {', '.join(CHANNELS)}; got {channel!r}")
+    raise ValueError(f"channel must be one of {', '.join(given)}; got {channel!r}")

@@ -69,7 +69,19 @@ async def race(url: str, chat_id: str, start_file: str, calls: str, text: str = 
         print(json.dumps({"reply": None if reply is None else reply.content}))
 
 
-COMMANDS = {"decide": decide, "carry": carry, "run": run, "race": race}
+async def grant(url: str, tool: str, by: str, within: str = "") -> None:
+    """Make a standing grant of ``tool`` as ``by`` (``within``: ``name=min..max``); print its id."""
+    bounds = {}
+    if within:
+        name, _, span = within.partition("=")
+        low, _, high = span.partition("..")
+        bounds[name] = (float(low), float(high))
+    async with Store(url) as store:
+        made = await store.grant(tool, by=by, within=bounds)
+    print(made.id)
+
+
+COMMANDS = {"decide": decide, "carry": carry, "run": run, "race": race, "grant": grant}
 
 if __name__ == "__main__":
     asyncio.run(COMMANDS[sys.argv[1]](*sys.argv[2:]))

@@ -699,8 +699,10 @@ async def test_start_chat_saves_the_chat_with_its_first_message_then_runs_it(dat
         event.listen(store.db.sync_engine, "before_cursor_execute", lambda _c, _k, sql, *_: sent.append(sql))
         chat = await store.start_chat("Pay Ann", reactive_model(transfer), all_tools(), "Be brief", agent="payer")
         assert chat.waiting and chat.last_reply is not None and chat.last_reply.tool_calls
-        if not database_url.startswith("sqlite"):  # the chat with its message, the reply with its call: nothing else
-            assert len(sent) == 2 and " ".join(sent[0].split()).startswith("WITH created AS (INSERT INTO tarry_chats")
+        if not database_url.startswith("sqlite"):  # the chat with its message, the reply with its call, the look for
+            # standing grants of its approval: nothing else
+            assert len(sent) == 3 and " ".join(sent[0].split()).startswith("WITH created AS (INSERT INTO tarry_chats")
+            assert " ".join(sent[2].split()).startswith("SELECT tarry_grants.id,")
         (summary,) = await other.list_chats()
         assert (summary.id, summary.agent, summary.messages, summary.open_calls) == (chat.id, "payer", 2, 1)
         elsewhere = await other.load_chat(chat.id, reactive_model(transfer), all_tools())
@@ -988,7 +990,9 @@ async def test_on_postgresql_an_answer_and_a_user_message_take_no_transaction(po
         event.listen(store.db.sync_engine, "before_cursor_execute", note)
         event.listen(store.db.sync_engine, "begin", begin)
         await chat.ask("Pay Bob")
-        assert sent == ["WITH asking", "WITH bumped"], "the user's message and the model's reply are one each"
+        assert sent == ["WITH asking", "WITH bumped", "SELECT tarry_grants.id,"], (
+            "the user's message and the model's reply are one each, and one looks for standing grants of its approval"
+        )
         assert began == [], "no transaction begins"
         assert off_the_loop == [], "each was sent from the event loop"
         (approval,) = await store.pending_questions(chat.id)

@@ -235,6 +235,8 @@ def test_the_openapi_schema_documents_problems_and_no_422(inbox: Inbox) -> None:
     assert PROBLEM in answer["responses"]["410"]["content"]
     assert set(schema["paths"]) == {
         "/api/chats/{chat_id}/approve-all",
+        "/api/grants",
+        "/api/grants/{grant_id}/revoke",
         "/api/history",
         "/api/questions",
         "/api/questions/{question_id}",

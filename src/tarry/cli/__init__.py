@@ -399,6 +399,15 @@ def _add_inbox(commands: Any) -> None:
         "waiting calls. Exit status 0 when asked, 3 when it was asked already.",
     )
     cancel.add_argument("chat_id", metavar="CHAT_ID")
+    from tarry.cli.grants import add_parser as add_grants
+
+    add_grants(add).set_defaults(handler=_grants)
+
+
+def _grants(arguments: argparse.Namespace) -> int:
+    from tarry.cli import grants, inbox
+
+    return inbox.run(grants.grants, arguments)
 
 
 def _check_approve(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:

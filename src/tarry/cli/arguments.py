@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from typing import Any
 
 
 def importable_working_directory() -> None:
@@ -30,3 +32,18 @@ def positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
     return int(text)
+
+
+def json_pairs(pairs: list[str], option: str) -> dict[str, Any]:
+    """``option NAME=VALUE`` options (``--setting``, ``--equal``) as a dict: each value read as JSON when it parses
+    (``5``, ``true``, ``"5"``), else as text; raises ``ValueError`` for one without ``NAME=``."""
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"{option} takes NAME=VALUE, got {pair!r}")
+        try:
+            values[name] = json.loads(text)
+        except ValueError:
+            values[name] = text
+    return values

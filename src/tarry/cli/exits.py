@@ -17,6 +17,7 @@ from tarry.errors import (
     StoreError,
     StoreSchemaError,
     ToolCallRunningError,
+    UnknownGrantError,
     UnknownQuestionError,
 )
 from tarry.specs import SpecError
@@ -39,7 +40,7 @@ class Exit(IntEnum):
     """The answer does not fit the question (or a result was given for what is not a call's approval); each field's
     problem is on stderr."""
     UNKNOWN = 6
-    """No question or chat has the id (or, for an id's prefix, several have it)."""
+    """No question, chat or grant has the id (or, for an id's prefix, several have it)."""
     DATABASE = 7
     """The database cannot be used: unreachable, missing the schema, or holding unreadable rows."""
     RUNNING = 8
@@ -57,6 +58,7 @@ _BY_ERROR: tuple[tuple[type[BaseException], Exit], ...] = (
     (InvalidAnswerError, Exit.INVALID),
     (NotRespondableError, Exit.INVALID),
     (UnknownQuestionError, Exit.UNKNOWN),
+    (UnknownGrantError, Exit.UNKNOWN),
     (AmbiguousIdError, Exit.UNKNOWN),
     (ChatNotFoundError, Exit.UNKNOWN),
     (QuestionExpiredError, Exit.EXPIRED),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import shlex
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from rich.console import Console
 
 from tarry.agents import Agent
 from tarry.chat import Chat
+from tarry.cli.arguments import json_pairs
 from tarry.cli.asking import Asker
 from tarry.cli.exits import Exit, fail
 from tarry.cli.identity import install_may_decide
@@ -285,16 +285,7 @@ async def open_chat(store: Store, arguments: argparse.Namespace, tools: list[Any
 
 def model_settings(pairs: list[str]) -> dict[str, Any]:
     """``--setting NAME=VALUE`` options as model settings: each value as JSON when it parses, else as text."""
-    settings: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--setting takes NAME=VALUE, got {pair!r}")
-        try:
-            settings[name] = json.loads(text)
-        except ValueError:
-            settings[name] = text
-    return settings
+    return json_pairs(pairs, "--setting")
 
 
 async def run(arguments: argparse.Namespace, started: list[str]) -> None:

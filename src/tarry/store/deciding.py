@@ -76,7 +76,8 @@ _LOCKED_QUESTION = _QUESTION_NOW.with_for_update(of=questions, key_share=True)
 
 @dataclass(frozen=True)
 class Attempt:
-    """One attempt to decide a question: the decision, the check of its answer, a note, who decides, through what."""
+    """One attempt to decide a question: the decision, the check of its answer, a note, who decides, through what,
+    and the standing grant that decides (``grant``, its id; the channel is then ``grant``)."""
 
     question_id: str
     decision: Decision
@@ -84,6 +85,13 @@ class Attempt:
     note: str | None
     by: Principal | None
     channel: Channel
+    grant: str | None = None
+
+    def detail(self, reason: str | None = None) -> str | None:
+        """What the trail's row says beside the outcome: ``reason``, and the grant that decided, if one did."""
+        if self.grant is None:
+            return reason
+        return f"grant {self.grant}" if reason is None else f"grant {self.grant}: {reason}"
 
 
 @dataclass(frozen=True)
@@ -163,7 +171,7 @@ def decide_question(
     facts = Facts(question, decision, running=running, closed=closed, now=now)
     rule = first_stop(facts)
     if rule is not None and rule.outcome == "lost":
-        trail("lost", answer=answer, detail=_why_lost(question))
+        trail("lost", answer=answer, detail=attempt.detail(_why_lost(question)))
         return Settled()
     refusal: TarryError | None = None
     outcome: AttemptOutcome = "refused"
@@ -171,18 +179,19 @@ def decide_question(
         refusal, outcome = rule.error(facts), "expired" if rule.outcome == "expired" else "running"
     else:  # no rule stopped it, or only its approval policy is left to apply
         try:
-            verdict = judge(question, decision, by, may_decide)
+            verdict = judge(question, decision, by, may_decide, through_grant=attempt.grant is not None)
         except NotAllowedError as error:
             refusal = error
     if refusal is not None:
-        trail(outcome, answer=answer, detail=str(refusal))
+        trail(outcome, answer=answer, detail=attempt.detail(str(refusal)))
         return Settled(refusal=refusal)
     if question.policy is not None and by is not None and decision == "accept":
         question = question.with_vote(Vote(by, now))
     if verdict == "count":
         connection.execute(update(questions).where(questions.c.id == question.id).values(votes=_votes(question)))
         assert question.policy is not None
-        trail("counted", answer=answer, detail=f"{len(question.votes)} of {question.policy.count} approvals")
+        counted = f"{len(question.votes)} of {question.policy.count} approvals"
+        trail("counted", answer=answer, detail=attempt.detail(counted))
         return Settled(question)
     values = _decision_values(question, row["tool_call_id"], attempt, answer, now, _votes(question))
     return _record(connection, question, attempt, answer, values, postgres=postgres)
@@ -308,7 +317,9 @@ def _decision_values(
     No key is a column's name: see ``WAKE``.
     """
     decision, by, channel, note = attempt.decision, attempt.by, attempt.channel, attempt.note
-    event = attempt_values(question, decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note)
+    event = attempt_values(
+        question, decision, "decided", at=now, by=by, channel=channel, answer=answer, note=note, detail=attempt.detail()
+    )
     return {"call_row": call_row, "woken_chat": question.chat_id, **_recorded(attempt, answer, now, votes, event)}
 
 

@@ -90,6 +90,8 @@ class Host(Protocol):
 
     async def _announce(self, settled: Settled, decision: Decision) -> Settled: ...
 
+    async def _apply_grants(self, chat_id: str, asked: Sequence[Question]) -> bool: ...
+
 
 logger = logging.getLogger("tarry.store")
 T = TypeVar("T")
@@ -223,7 +225,8 @@ class StoreJournal:
         raises [`ClaimLostError`][tarry.errors.ClaimLostError], recording nothing, when another process holds the turn
         by then. With ``claim_turn`` (a user message) it claims the turn for the model's reply instead.
         When no other process wrote to the chat since the chat object last looked, the session's next
-        ``refresh`` asks nothing.
+        ``refresh`` asks nothing. The approvals the records ask are then decided by the standing grants that
+        match them, if any (``Store._apply_grants``).
         """
         self._view.unsure()
         if self._unsaved is not None:
@@ -232,6 +235,9 @@ class StoreJournal:
             alone = await self._append_user_alone(message, claim_turn=claim_turn)
             version = alone if alone is not None else await self._append(message, records, claim_turn=claim_turn)
         self._view.current = self._view.wrote(version) and self._sessions > 0
+        asked = [question for record in records for question in record.questions if question.kind == "approval"]
+        if asked and await self.store._apply_grants(self.chat_id, asked):
+            self._view.behind()  # a standing grant decided: the chat reads the decision back before it plans
 
     async def _append_user_alone(self, message: Message, *, claim_turn: bool) -> int | None:
         """PostgreSQL, at a known version: save a user message in one statement (no ``BEGIN``, no ``COMMIT``);

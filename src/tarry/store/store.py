@@ -9,7 +9,8 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from functools import partial
 from types import TracebackType
 from typing import Any, Literal
@@ -21,7 +22,16 @@ from tarry.approvals import MayDecide, check_may_decide
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.decisions import given_result
-from tarry.errors import AmbiguousIdError, ChatNotFoundError, CorruptStateError, UnknownQuestionError
+from tarry.errors import (
+    AmbiguousIdError,
+    ChatNotFoundError,
+    CorruptStateError,
+    NotAllowedError,
+    TarryError,
+    UnknownGrantError,
+    UnknownQuestionError,
+)
+from tarry.grants import Allow, Grant, constraints_of, expiry_of
 from tarry.messages import Message, Model, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
 from tarry.questions import AnswerNeeded, Decision, Question, check_note
@@ -39,6 +49,7 @@ from tarry.store.deciding import (
     decide_unread_together,
 )
 from tarry.store.engine import Database, Durability, database_url
+from tarry.store.granting import grants_for, insert_grant, read_grants, revoke
 from tarry.store.journal import CHAT_VERSION, INSERT_CHAT, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
@@ -444,6 +455,7 @@ class Store:
         note: str | None = None,
         by: str | Principal | None = None,
         channel: Channel = "code",
+        allow: Allow | None = None,
     ) -> Question | None:
         """Record ``decision`` on a question by id; returns the question as this decision left it, or ``None`` when
         another decision came first (or the question's call ended meanwhile).
@@ -467,6 +479,10 @@ class Store:
         [`decline`][tarry.store.Store.decline] do, and [`NotRespondableError`][tarry.errors.NotRespondableError]
         (``respond`` to anything but the approval a call waits on before it runs); ``ValueError`` for another
         decision, an answer to a decline or a note on an acceptance or a response.
+
+        ``allow`` (an [`Allow`][tarry.grants.Allow], with ``"accept"`` of an approval only) also makes a standing
+        grant for the call's tool in the same transaction, if this approval is recorded (decided or counted): see
+        [`grant`][tarry.store.Store.grant].
         """
         if decision == "decline":
             if answer is not None:
@@ -482,6 +498,8 @@ class Store:
                 answer_of = _approval if answer is None else partial(_answered, answer)
         else:
             raise ValueError(f"A question is decided by id with 'accept', 'decline' or 'respond', got {decision!r}")
+        if allow is not None:
+            return await self._decide_and_grant(question_id, decision, answer_of, by, channel, allow)
         # Without values to check, the decision needs no read of the question first (decide_unread); a response
         # needs its question read, to check that it is a call's approval.
         unread = answer is None and decision != "respond"
@@ -507,13 +525,22 @@ class Store:
         given = values if value is None else {**value, **values} if isinstance(value, Mapping) else value
         return await self.decide(question_id, "accept", given, by=by, channel=channel) is not None
 
-    async def approve(self, question_id: str, *, by: str | Principal | None = None, channel: Channel = "code") -> bool:
+    async def approve(
+        self,
+        question_id: str,
+        *,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+        allow: Allow | None = None,
+    ) -> bool:
         """Approve a question by id; see [`answer`][tarry.store.Store.answer].
 
         With an [`Approval`][tarry.approvals.Approval] policy that needs several people, ``True``
         means this approval was counted; the question stays listed until enough people approved.
+        ``allow`` also makes a standing grant, in the same transaction ("approve, and allow this for this chat
+        for an hour": ``allow=Allow("chat", ttl=3600)``); see [`decide`][tarry.store.Store.decide].
         """
-        return await self.decide(question_id, "accept", by=by, channel=channel) is not None
+        return await self.decide(question_id, "accept", by=by, channel=channel, allow=allow) is not None
 
     async def decline(
         self,
@@ -629,6 +656,7 @@ class Store:
         unread: bool = False,
         claim: ClaimAlong | None = None,
         on_claimed: Callable[[], None] | None = None,
+        grant: str | None = None,
     ) -> Settled:
         """Record a decision (``decide_question``), log it and run the decision hooks.
 
@@ -637,15 +665,14 @@ class Store:
         (``decide_unread``). ``claim``: the decision's statement may also claim
         the question's call (``ClaimAlong``); when it did, ``on_claimed``
         is called as the statement ends, before the hooks run (a cancelled caller's too), so the claim is
-        kept from then on.
+        kept from then on. ``grant``: the id of the standing grant that decides, through the ``grant`` channel.
 
         Returns what the attempt came to: the question as it left it (decided, or one more
         approval counted; ``None`` when another decision came first) and the versions it wrote;
         raises the refusal the trail recorded.
         """
-        attempt = Attempt(
-            _question_id(question_id), decision, answer_of, note, principal_of(by), check_channel(channel)
-        )
+        through: Channel = "grant" if grant is not None else check_channel(channel)
+        attempt = Attempt(_question_id(question_id), decision, answer_of, note, principal_of(by), through, grant)
         settled = None
         if not self.db.is_sqlite:  # the common case in one or two statements, without BEGIN and COMMIT
             if unread and known is None:
@@ -687,6 +714,133 @@ class Store:
         mark(f"decision {decision}", decision_attributes(question))
         await self._run_hooks(question)
         return settled
+
+    # Standing grants
+
+    async def grant(
+        self,
+        tool: str,
+        *,
+        by: str | Principal,
+        chat_id: str | None = None,
+        agent: str | None = None,
+        equal: Mapping[str, Any] | None = None,
+        within: Mapping[str, tuple[float | None, float | None]] | None = None,
+        ttl: float | None = None,
+        expires_at: datetime | None = None,
+    ) -> Grant:
+        """Make a standing grant: calls of ``tool`` are approved at once, as ``by``, through the ``grant`` channel.
+
+        Its scope is one chat (``chat_id``), the chats of one agent (``agent``), or every chat (neither).
+        ``equal`` (argument name to a JSON value) and ``within`` (argument name to ``(min, max)``, ``None`` for an
+        open end) constrain the arguments of the calls it approves. It ends ``ttl`` seconds from now, at
+        ``expires_at``, or (neither) when revoked ([`revoke_grant`][tarry.store.Store.revoke_grant]).
+
+        A stored chat whose model makes a matching call records its approval question and decides it at once,
+        by the same rules as any decision: the call's [`Approval`][tarry.approvals.Approval] policy must admit
+        ``by`` (else the attempt is refused on the trail and the call waits for a person), and under a policy that
+        needs several people the grant counts as one approval unless the policy says ``grant_suffices``.
+        A grant needs a verified ``by``: a self-declared name cannot grant
+        ([`NotAllowedError`][tarry.errors.NotAllowedError]). Raises ``ValueError`` for bad constraints, a scope of
+        both a chat and an agent, or an expiry in the past, and
+        [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown ``chat_id``.
+        """
+        granter = _granter(by)
+        now = utcnow()
+        made = Grant(
+            str(uuid.uuid4()),
+            tool,
+            granter,
+            now,
+            constraints_of(equal, within),
+            chat_id=chat_id,
+            agent=agent,
+            expires_at=expiry_of(now, ttl, expires_at),
+        )
+        if chat_id is not None and unstorable(chat_id):
+            raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
+
+        def write(connection: Connection) -> None:
+            if chat_id is not None and connection.scalar(select(chats.c.id).where(chats.c.id == chat_id)) is None:
+                raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
+            insert_grant(connection, made)
+
+        await self.db.run_write(write)
+        logger.info("Granted %s calls (%s) by %s as grant %s", tool, made.scope, granter.label, made.id)
+        return made
+
+    async def grants(self, *, include_ended: bool = False) -> list[Grant]:
+        """The standing grants, oldest first: those that apply now (neither revoked nor expired), or all of them
+        with ``include_ended``."""
+        live_at = None if include_ended else utcnow()
+        return await self.db.run_read(lambda connection: read_grants(connection, live_at=live_at))
+
+    async def revoke_grant(self, grant_id: str, *, by: str | Principal) -> Grant:
+        """Revoke a standing grant by id, as ``by``; it approves nothing from then on. Returns the grant as it now
+        stands: revoking one revoked already changes nothing (the first revocation stands).
+
+        Raises [`UnknownGrantError`][tarry.errors.UnknownGrantError] for an unknown id.
+        """
+        revoker = principal_of(by)
+        if revoker is None:
+            raise ValueError("Revoking a grant needs to know who revokes it (by=...)")
+        if not isinstance(grant_id, str) or unstorable(grant_id):
+            raise UnknownGrantError(f"No grant has the id {grant_id!r}")
+        revoked = await self.db.run_write(partial(revoke, grant_id=grant_id, by=revoker, at=utcnow()))
+        logger.info("Revoked grant %s of %s calls by %s", revoked.id, revoked.tool, revoker.label)
+        return revoked
+
+    async def _decide_and_grant(
+        self,
+        question_id: str,
+        decision: Decision,
+        answer_of: AnswerOf,
+        by: str | Principal | None,
+        channel: Channel,
+        allow: Allow,
+    ) -> Question | None:
+        """Approve a question under its row lock and, if the approval is recorded, make the grant ``allow`` says,
+        in one transaction."""
+        if decision != "accept" or not isinstance(allow, Allow):
+            raise ValueError("A grant goes with an approval: decide(..., 'accept', allow=Allow(...))")
+        granter = _granter(by)
+        attempt = Attempt(_question_id(question_id), decision, answer_of, None, granter, check_channel(channel))
+        postgres = not self.db.is_sqlite
+
+        def write(connection: Connection) -> Settled:
+            settled = decide_question(connection, attempt, self.may_decide, postgres=postgres)
+            if settled.refusal is None and settled.question is not None:
+                insert_grant(connection, _allowed(connection, settled.question, granter, allow))
+            return settled
+
+        settled = await self.db.run_write(write, may_block=self.may_decide is not None)
+        return (await self._announce(settled, decision)).question
+
+    async def _apply_grants(self, chat_id: str, asked: Sequence[Question]) -> bool:
+        """Decide each of ``asked`` (approvals a chat has just recorded) that a live grant matches, as its granter
+        through the ``grant`` channel; whether any was decided or counted.
+
+        The grants are tried oldest first until one's attempt is recorded: one refused (its policy does not
+        admit the granter, say) is on the trail, and the call waits for a person if no other grant approves it.
+        """
+        now = utcnow()
+        tools = {question.tool_call.name for question in asked if question.tool_call is not None}
+        look = partial(grants_for, chat_id=chat_id, tools=tools, now=now)
+        agent, found = await self.db.run_direct(look, write=False)  # one statement, no transaction
+        recorded = False
+        for question in asked:
+            call = question.tool_call
+            for grant in [grant for grant in found if call is not None and grant.matches(call, chat_id, agent, now)]:
+                try:
+                    settled = await self._decide(
+                        question.id, "accept", _approval, None, grant.granted_by, "grant", question, grant=grant.id
+                    )
+                except TarryError as error:  # refused or expired: on the trail already
+                    logger.warning("Grant %s did not approve question %s: %s", grant.id, question.id, error)
+                    continue
+                recorded = recorded or settled.question is not None
+                break
+        return recorded
 
     async def cancel(self, chat_id: str) -> bool:
         """Ask whichever process carries the chat on to cancel it; returns ``False`` when it was already asked.
@@ -733,6 +887,9 @@ class Store:
     messages_sync = sync_twin(messages)
     chat_version_sync = sync_twin(chat_version)
     cancel_sync = sync_twin(cancel)
+    grant_sync = sync_twin(grant)
+    grants_sync = sync_twin(grants)
+    revoke_grant_sync = sync_twin(revoke_grant)
 
     async def _run_hooks(self, question: Question) -> None:
         await _call_hooks(self.decision_hooks, question, f"decision hook for question {question.id}")
@@ -769,6 +926,43 @@ _QUESTION_WITH_CALL = select(questions, tool_calls.c.call_id, tool_calls.c.name,
     tool_calls, questions.c.tool_call_id == tool_calls.c.id
 )
 """Questions with their call's id, name and arguments (``None`` for a chat's own questions)."""
+
+
+def _granter(by: str | Principal | None) -> Principal:
+    """The principal ``by`` names, who may make a standing grant: known and verified."""
+    granter = principal_of(by)
+    if granter is None:
+        raise ValueError("A grant needs to know who grants it (by=...)")
+    if not granter.verified:
+        raise NotAllowedError(
+            f"{granter.label} is a self-declared name that nobody checked: a standing grant approves calls as its "
+            "granter, so it needs a verified identity"
+        )
+    return granter
+
+
+def _allowed(connection: Connection, question: Question, granter: Principal, allow: Allow) -> Grant:
+    """The grant ``allow`` makes along with ``granter``'s approval of ``question`` (read in ``connection``)."""
+    call = question.tool_call
+    if question.kind != "approval" or call is None:
+        raise ValueError(f"Question {question.id} is no call's approval: only an approval can make a grant")
+    agent = None
+    if allow.scope == "agent":
+        agent = connection.scalar(select(chats.c.agent).where(chats.c.id == question.chat_id))
+        if agent is None:
+            raise ValueError(f"Chat {question.chat_id} records no agent: a grant for its agent has none to name")
+    now = utcnow()
+    return Grant(
+        str(uuid.uuid4()),
+        call.name,
+        granter,
+        now,
+        constraints_of(allow.equal, allow.within),
+        chat_id=question.chat_id if allow.scope == "chat" else None,
+        agent=agent,
+        expires_at=expiry_of(now, allow.ttl, None),
+        question_id=question.id,
+    )
 
 
 def _approval(question: Question) -> dict[str, Any]:

@@ -308,3 +308,24 @@ stream_events = Table(
     Index("ix_tarry_stream_events_stream", "scope", "stream", "seq"),
     Index("ix_tarry_stream_events_expires", "expires_at"),
 )
+
+grants = Table(
+    # Standing grants (0013): "always allow" a tool's calls, within constraints and a scope, until an expiry or
+    # a revocation. Rows are never deleted: a revoked or expired grant stays for the record, as the trail does.
+    "tarry_grants",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("tool", String(200), nullable=False),
+    Column("constraints", Json),
+    Column("chat_id", String(36)),
+    Column("agent", String(200)),
+    Column("granted_by", String(200), nullable=False),
+    Column("granted_by_name", String(200)),
+    Column("granted_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime),
+    Column("revoked_at", UTCDateTime),
+    Column("revoked_by", String(200)),
+    Column("revoked_by_name", String(200)),
+    Column("question_id", String(36)),
+    Index("ix_tarry_grants_tool", "tool"),
+)

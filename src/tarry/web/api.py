@@ -1,4 +1,5 @@
-"""The JSON API: list what waits, read a question, answer, approve, decline or respond to it."""
+"""The JSON API: list what waits, read a question, answer, approve, decline or respond to it; list, make and
+revoke standing grants."""
 
 from __future__ import annotations
 
@@ -7,13 +8,25 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
-from tarry.errors import NotAllowedError, QuestionExpiredError
+from tarry.errors import ChatNotFoundError, NotAllowedError, QuestionExpiredError
+from tarry.grants import Grant
+from tarry.principals import Principal
 from tarry.store.tables import LARGEST_ID
-from tarry.web.access import Forbidden, NotLoggedIn
+from tarry.web.access import ChatRef, Forbidden, NotLoggedIn
 from tarry.web.decisions import Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
-from tarry.web.schemas import DecisionEventOut, DecisionOut, DeclineIn, QuestionOut, RespondIn, TaskOut, TurnOut
+from tarry.web.schemas import (
+    DecisionEventOut,
+    DecisionOut,
+    DeclineIn,
+    GrantIn,
+    GrantOut,
+    QuestionOut,
+    RespondIn,
+    TaskOut,
+    TurnOut,
+)
 from tarry.web.views import PAGE_SIZE
 
 PROBLEM_DETAILS = {
@@ -218,6 +231,67 @@ def api_router(decider: Decider) -> APIRouter:
     ) -> list[DecisionEventOut]:
         events = await store.history(chat_id, question_id, after=after, limit=limit)
         return [DecisionEventOut.of(event) for event in await access.shown(request, events)]
+
+    async def granter(request: Request) -> Principal:
+        """Who a grant of this request is made or revoked as; a problem when nobody the store can record."""
+        problem = await access.identity_problem(request)
+        if problem is not None:
+            raise Problem(400, problem, errors={"identity": problem})
+        by = await access.principal(request)
+        if by is None:
+            raise Problem(403, "A standing grant needs to know who grants it: this inbox does not say who you are.")
+        return by
+
+    async def shown_grant(request: Request, grant: Grant) -> bool:
+        return await access.allowed(request, None if grant.chat_id is None else ChatRef(grant.chat_id))
+
+    @router.get("/grants", response_model=list[GrantOut], summary="Standing grants, oldest first")
+    async def list_grants(
+        request: Request,
+        include_ended: bool = Query(default=False, description="Also revoked and expired grants."),
+    ) -> list[GrantOut]:
+        listed = await store.grants(include_ended=include_ended)
+        return [GrantOut.of(grant) for grant in listed if await shown_grant(request, grant)]
+
+    @writes.post(
+        "/grants",
+        response_model=GrantOut,
+        status_code=201,
+        summary="Make a standing grant: matching calls are approved at once, as you",
+        description=(
+            "Needs a verified identity (403 with the shared token). A call the grant matches is still judged by its "
+            "approval policy, with you as the approver: a policy that does not admit you refuses it."
+        ),
+    )
+    async def add_grant(request: Request, body: GrantIn) -> GrantOut:
+        by = await granter(request)
+        if body.chat_id is not None and not await access.allowed(request, ChatRef(body.chat_id)):
+            raise Problem(403, "You may not see this chat.", chat_id=body.chat_id)
+        try:
+            made = await store.grant(
+                body.tool,
+                by=by,
+                chat_id=body.chat_id,
+                agent=body.agent,
+                equal=body.equal,
+                within=body.within,
+                ttl=body.ttl,
+            )
+        except NotAllowedError as error:
+            raise Problem(403, str(error)) from None
+        except ChatNotFoundError:
+            raise Problem(404, "No chat has this id.", chat_id=body.chat_id) from None
+        except ValueError as error:
+            raise Problem(400, str(error)) from None
+        return GrantOut.of(made)
+
+    @writes.post("/grants/{grant_id}/revoke", response_model=GrantOut, summary="Revoke a standing grant")
+    async def revoke_grant(request: Request, grant_id: str) -> GrantOut:
+        by = await granter(request)
+        found = {grant.id: grant for grant in await store.grants(include_ended=True)}.get(grant_id)
+        if found is None or not await shown_grant(request, found):
+            raise Problem(404, "No grant has this id.", grant_id=grant_id)
+        return GrantOut.of(await store.revoke_grant(grant_id, by=by))
 
     router.include_router(writes)
     return router

@@ -22,6 +22,7 @@ from tarry.errors import (
     ToolCallRunningError,
     UnknownQuestionError,
 )
+from tarry.grants import Allow
 from tarry.principals import Channel, Principal
 from tarry.questions import Question
 from tarry.store import Store
@@ -113,9 +114,12 @@ class Decider:
         values: Mapping[str, Any] | None = None,
         note: str | None = None,
         channel: Channel = "web",
+        allow: Allow | None = None,
     ) -> Result:
         """Answer, approve, decline or respond as whoever ``Access.principal`` says; raises
         ``NotLoggedIn``/``Forbidden``.
+
+        ``allow`` (with ``approve``) also makes the standing grant it says, in the decision's transaction.
 
         One read of the question (to check who may see it), then the decision through
         [`Store.decide`][tarry.store.Store.decide], whose question the result holds; the question is read
@@ -131,7 +135,7 @@ class Decider:
             return Result("invalid", question, {"identity": problem})
         by = await self.access.principal(request)
         try:
-            decided = await self._record(question, action, values, note, by, channel)
+            decided = await self._record(question, action, values, note, by, channel, allow)
         except (NotAllowedError, InvalidAnswerError, QuestionExpiredError, ToolCallRunningError) as error:
             return _refused(question, error)
         except NotRespondableError as error:
@@ -181,8 +185,10 @@ class Decider:
         note: str | None,
         by: Principal | None,
         channel: Channel,
+        allow: Allow | None = None,
     ) -> Question | None:
-        """Record the decision ``action`` makes; the question as it left it, ``None`` when another came first."""
+        """Record the decision ``action`` makes (with ``allow``, an approval's grant too); the question as it left
+        it, ``None`` when another came first."""
         if action == "decline":
             return await self.store.decide(question.id, "decline", note=note, by=by, channel=channel)
         if action == "respond":
@@ -190,8 +196,9 @@ class Decider:
             return await self.store.respond(question.id, result, by=by, channel=channel)
         if question.kind == "url" and not safe_url(question.url):
             raise InvalidAnswerError({"url": "only http and https links can be accepted"})
-        answer = None if action == "approve" else dict(values or {})
-        return await self.store.decide(question.id, "accept", answer, by=by, channel=channel)
+        if action == "approve":
+            return await self.store.decide(question.id, "accept", by=by, channel=channel, allow=allow)
+        return await self.store.decide(question.id, "accept", dict(values or {}), by=by, channel=channel)
 
     async def _outcome(self, request: Request, question: Question, action: Action, decided: Question | None) -> Result:
         """What came of a decision that was not refused: recorded (``decided``), counted, or taken by another."""

@@ -21,6 +21,7 @@ from starlette.templating import Jinja2Templates
 from tarry.approvals import refusals
 from tarry.clock import utcnow
 from tarry.errors import ChatNotFoundError, NotAllowedError, QuestionExpiredError
+from tarry.grants import Allow
 from tarry.principals import Principal
 from tarry.questions import Question
 from tarry.store.paging import QuestionPage
@@ -36,6 +37,11 @@ NOTE_LIMIT = 10_000
 NOTICES = {
     "answered": ("ok", "Your answer was recorded. The chat carries on when a process runs it (a worker, or the app)."),
     "approved": ("ok", "Approved. The call runs when a process carries the chat on (a worker, or the app)."),
+    "allowed": (
+        "ok",
+        "Approved, and allowed in this conversation for an hour: its next calls of this tool are approved at once, "
+        "as you. The call runs when a process carries the chat on (a worker, or the app).",
+    ),
     "counted": ("ok", "Your approval was counted. The call needs more people's approval before it runs."),
     "declined": ("ok", "Declined. Your note goes to the model."),
     "responded": ("ok", "Your result was recorded in the tool's place. The tool will not run; the model reads it."),
@@ -65,6 +71,8 @@ NOTICES = {
     "all-invalid": ("warn", "Your identity cannot be recorded, so nothing was approved."),
 }
 """What the page says after a decision, by outcome: a tone and a sentence."""
+ALLOW_FOR_AN_HOUR = Allow("chat", ttl=3600)
+"""The standing grant the approval form's second button makes: this tool, in this conversation, for an hour."""
 
 
 def templates() -> Jinja2Templates:
@@ -196,6 +204,7 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
             "tasks": tasks,
             "chat": chat,
             "approve_all": _approvable_together(cards, chat) if page.next_cursor is None else 0,
+            "can_grant": me is not None and me.verified,
             "chats": chats,
             "query": _query(chat=chat, cursor=cursor),
             "more": _query(chat=chat, cursor=page.next_cursor) if page.next_cursor else None,
@@ -305,8 +314,9 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
         note = (_text(form, "note") or "").strip()[:NOTE_LIMIT].replace("\x00", "")
         typed = _typed(form)
         values = {"result": _text(form, "result") or ""} if action == "respond" else _values(typed)
+        allow = ALLOW_FOR_AN_HOUR if action == "approve" and _text(form, "allow") == "chat-hour" else None
         try:
-            result = await decider.decide(request, question_id, action, values, note or None)
+            result = await decider.decide(request, question_id, action, values, note or None, allow=allow)
         except (NotLoggedIn, Forbidden):
             raise Refused(403, "forbidden") from None
         if result.outcome == "invalid":
@@ -314,7 +324,8 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
             context = await inbox_context(request, chat, invalid=invalid)
             notice = {"tone": "error", "text": "Some answers need another look.", "about": result.question}
             return pages.render(request, "inbox.html", {**context, "notice": {**notice, "outcome": "invalid"}}, 400)
-        query = {"outcome": result.outcome, "question": question_id}
+        outcome = "allowed" if allow is not None and result.outcome == "approved" else result.outcome
+        query = {"outcome": outcome, "question": question_id}
         if chat:
             query["chat"] = chat
         return RedirectResponse(f"{root_of(request)}/?{urlencode(query)}", status_code=303)

@@ -8,8 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tarry.approvals import Approval, Vote
+from tarry.grants import Grant
 from tarry.messages import ToolCall
-from tarry.principals import Principal
+from tarry.principals import Channel, Principal
 from tarry.questions import Question
 from tarry.store.audit import DecisionEvent
 from tarry.store.waiting import WaitingTask
@@ -32,11 +33,14 @@ class PolicyOut(BaseModel):
 
     count: int
     by: str | None
+    grant_suffices: bool = Field(default=False, description="Whether one standing grant approves the call alone.")
 
     @classmethod
     def of(cls, policy: Approval | None) -> PolicyOut | None:
         """The body for ``policy``, or ``None``."""
-        return None if policy is None else cls(count=policy.count, by=policy.by)
+        if policy is None:
+            return None
+        return cls(count=policy.count, by=policy.by, grant_suffices=policy.grant_suffices)
 
 
 class VoteOut(BaseModel):
@@ -86,7 +90,7 @@ class QuestionOut(BaseModel):
     decided_by: PrincipalOut | None = Field(
         description="Who decided; null when undecided or decided without an identity."
     )
-    channel: Literal["api", "web", "cli", "code", "mcp"] | None = Field(description="Through what it was decided.")
+    channel: Channel | None = Field(description="Through what it was decided (`grant`: a standing grant).")
     policy: PolicyOut | None = Field(description="The approval's policy, when its tool names one.")
     votes: list[VoteOut] = Field(description="The approvals counted so far toward the policy's count.")
 
@@ -186,8 +190,10 @@ class DecisionEventOut(BaseModel):
     answer: dict[str, Any] | None = Field(description="The answer's values; a secret field's value reads [secret].")
     note: str | None
     by: PrincipalOut | None
-    channel: Literal["api", "web", "cli", "code", "mcp"]
-    detail: str | None = Field(description="What stopped an attempt that did not decide.")
+    channel: Channel
+    detail: str | None = Field(
+        description="What stopped an attempt that did not decide; `grant <id>` first when a standing grant tried."
+    )
 
     @classmethod
     def of(cls, event: DecisionEvent) -> DecisionEventOut:
@@ -211,3 +217,49 @@ class DecisionEventOut(BaseModel):
             channel=event.channel,
             detail=event.detail,
         )
+
+
+class ConstraintOut(BaseModel):
+    """A condition a grant sets on one argument: equal to ``equal``, or a number within ``min`` and ``max``."""
+
+    name: str
+    equal: Any = None
+    min: float | None = None
+    max: float | None = None
+
+
+class GrantOut(BaseModel):
+    """A standing grant: calls of ``tool`` that meet its constraints, in its scope, are approved at once."""
+
+    id: str
+    tool: str
+    constraints: list[ConstraintOut]
+    chat_id: str | None = Field(description="Only this chat's calls (`null`: see `agent`).")
+    agent: str | None = Field(description="Only the calls of chats made from this agent (`null` with no chat: all).")
+    scope: str = Field(description="The scope in words: `chat <id>`, `agent <name>` or `everywhere`.")
+    granted_by: PrincipalOut
+    granted_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    revoked_by: PrincipalOut | None
+    question_id: str | None = Field(description="The decision the grant was made with, if any.")
+
+    @classmethod
+    def of(cls, grant: Grant) -> GrantOut:
+        """The body for ``grant``."""
+        return cls.model_validate(grant.to_dict())
+
+
+class GrantIn(BaseModel):
+    """A standing grant to make, as whoever sends the request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(min_length=1, max_length=200, description="The tool whose calls it approves.")
+    chat_id: str | None = Field(default=None, max_length=200, description="Only this chat's calls.")
+    agent: str | None = Field(default=None, max_length=200, description="Only the calls of this agent's chats.")
+    equal: dict[str, Any] = Field(default_factory=dict, description="Arguments that must equal these values.")
+    within: dict[str, tuple[float | None, float | None]] = Field(
+        default_factory=dict, description="Arguments that must be numbers within `[min, max]` (`null`: open)."
+    )
+    ttl: float | None = Field(default=None, gt=0, description="Seconds until the grant ends (`null`: until revoked).")
