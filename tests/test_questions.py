@@ -318,7 +318,9 @@ def fields(draw: st.DrawFn) -> Field:
             low, high = draw(bounds(st.integers(-1000, 1000)))
             extra.update(minimum=low, maximum=high)
     elif kind == "number":
-        low, high = draw(bounds(st.floats(-1e6, 1e6, allow_nan=False) | st.integers(-1000, 1000)))
+        # + 0.0 turns -0.0 into 0.0: bounds of 0.0 and -0.0 compare equal but make no range st.floats accepts.
+        floats = st.floats(-1e6, 1e6, allow_nan=False).map(lambda number: number + 0.0)
+        low, high = draw(bounds(floats | st.integers(-1000, 1000)))
         extra.update(minimum=low, maximum=high)
     field = Field(kind, **extra)
     if draw(st.booleans()):
