@@ -1,18 +1,19 @@
 """The audit trail: one append-only row per attempt to decide a question, and reading it back.
 
 Rows are only ever inserted, in the transaction of the attempt they describe; nothing in tarry
-updates or deletes them. An attempt that lost (another decision came first, the question had
+updates them, and only a prune that is told not to keep the trail deletes the rows of the chats it
+removes (``remove_trail``). An attempt that lost (another decision came first, the question had
 expired, a policy refused it) is recorded too, with what stopped it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import CTE, ColumnElement, Connection, Insert, Join, bindparam, insert, null, select
+from sqlalchemy import CTE, ColumnElement, Connection, Insert, Join, Select, bindparam, delete, insert, null, select
 
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, QuestionKind
@@ -205,6 +206,10 @@ def insert_event_of_decided(decided: CTE, *, decisions_too: bool = False) -> Ins
     return insert_event_from(with_its_call(decided), of_the_question)
 
 
+TRAIL = decision_events.name
+"""The trail's table, by name."""
+
+
 def read_history(
     connection: Connection,
     chat_id: str | None,
@@ -222,6 +227,21 @@ def read_history(
         query = query.where(decision_events.c.id > after)
     if limit is not None:
         query = query.limit(limit)
+    return _events(connection, query)
+
+
+def trail_of(connection: Connection, chat_ids: Collection[str]) -> list[DecisionEvent]:
+    """The trail's events of the chats ``chat_ids`` names, oldest first."""
+    query = select(decision_events).where(decision_events.c.chat_id.in_(list(chat_ids)))
+    return _events(connection, query.order_by(decision_events.c.id))
+
+
+def remove_trail(connection: Connection, chat_ids: Collection[str]) -> int:
+    """Delete the trail's events of the chats ``chat_ids`` names (a prune that does not keep it); how many went."""
+    return connection.execute(delete(decision_events).where(decision_events.c.chat_id.in_(list(chat_ids)))).rowcount
+
+
+def _events(connection: Connection, query: Select[Any]) -> list[DecisionEvent]:
     return [
         DecisionEvent(
             id=row["id"],

@@ -11,7 +11,7 @@ from sqlalchemy.engine.reflection import Inspector
 from tarry.errors import StoreSchemaError
 from tarry.store.tables import metadata
 
-HEAD = "0011"
+HEAD = "0012"
 """The revision the migrations end at, so opening a store needs no Alembic; a test keeps it equal to Alembic's head."""
 MIGRATIONS = Path(__file__).parent / "migrations"
 _VERSIONS = table("alembic_version", column("version_num", String))
