@@ -6,6 +6,8 @@ import asyncio
 import io
 import json
 import os
+import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -23,6 +25,7 @@ from tarry.messages import Message, ModelRequest
 from tarry.store import PruneReport, Store
 from tarry.store.tables import chats, decision_events, messages, questions, served_tasks, tool_calls
 from tarry.testing import ScriptedModel
+from tests.store.test_cli_db import tarry
 from tests.store.test_store import park
 from tests.store.tools import all_tools, reactive_model
 
@@ -284,3 +287,65 @@ def finish(process: subprocess.Popen[str], timeout: float = 120) -> str:
     out, err = process.communicate(timeout=timeout)
     assert process.returncode == 0, err
     return out
+
+
+async def test_the_command_prunes_and_says_what_went(database_url: str, tmp_path: Path) -> None:
+    async with Store(database_url) as store:
+        await store.setup()
+        done, waiting = await finished(store), await park(store, TRANSFER)
+        moment = await later()
+    done_ = tarry("db", "prune", "--url", database_url, "--finished-before", moment.isoformat(), cwd=tmp_path)
+    assert done_.returncode == 0, done_.stderr
+    lines = done_.stdout.splitlines()
+    assert lines[0].startswith("Removed 1 chat(s) of ") and lines[0].endswith(f"finished before {moment.isoformat()}.")
+    assert lines[1:3] == [
+        "Rows removed: 4 messages, 1 tool calls, 1 questions, 0 served MCP tasks, 0 trail events.",
+        "Their audit trail is kept.",
+    ]
+    assert any(line.startswith("Database file: ") for line in lines) == database_url.startswith("sqlite")
+    async with Store(database_url) as store:
+        assert [summary.id for summary in await store.list_chats()] == [waiting]
+        assert [event.chat_id for event in await store.history()] == [done]
+
+
+async def test_the_command_exports_the_trail_it_drops_and_vacuums_an_older_file(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as older:  # a file made before its first table had auto_vacuum: NONE, for good
+        older.execute("CREATE TABLE made_before (x)")
+    url = f"sqlite:///{path}"
+    async with Store(url) as store:
+        await store.setup()
+        done = [await finished(store) for _ in range(3)]
+        for _ in range(20):
+            await (await store.create_chat(reactive_model([]))).ask("x" * 10_000)
+        moment = (await later()).isoformat()
+    trail = tmp_path / "trail.jsonl"
+    kept = tarry("db", "prune", "--url", url, "--finished-before", moment, "--batch-size", "2", cwd=tmp_path)
+    assert kept.returncode == 0, kept.stderr
+    assert "Removed 23 chat(s)" in kept.stdout and "`tarry db prune --vacuum` gives them back" in kept.stdout
+    async with Store(url) as store:
+        done.append(await finished(store))
+        moment = (await later()).isoformat()
+    options = ("--drop-trail", "--trail-to", str(trail), "--vacuum")
+    dropped = tarry("db", "prune", "--url", url, "--finished-before", moment, *options, cwd=tmp_path)
+    assert dropped.returncode == 0, dropped.stderr
+    assert f"Their audit trail went too: 1 event(s) written to {trail}." in dropped.stdout
+    assert [json.loads(line)["chat_id"] for line in trail.read_text().splitlines()] == done[-1:]
+    sizes = re.search(r"Database file: (\d+) bytes before, (\d+) bytes after\.", dropped.stdout)
+    assert sizes is not None and int(sizes[2]) < int(sizes[1]) - 150_000
+    with sqlite3.connect(path) as vacuumed:
+        assert vacuumed.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # INCREMENTAL from now on
+
+
+def test_the_command_refuses_bad_options_naming_them(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tarry.db'}"
+    assert tarry("db", "upgrade", "--url", url, cwd=tmp_path).returncode == 0
+    for options, said in (
+        (["--finished-before", "last tuesday"], "expected an ISO 8601 date or time"),
+        (["--finished-before", "2999-01-01"], "finished_before must not be in the future"),
+        (["--finished-before", "2020-01-01", "--trail-to", "t.jsonl"], "give --drop-trail with it"),
+        (["--finished-before", "2020-01-01", "--batch-size", "0"], "expected a whole number of at least 1"),
+        ([], "--finished-before"),
+    ):
+        refused = tarry("db", "prune", "--url", url, *options, cwd=tmp_path)
+        assert refused.returncode == 2 and said in refused.stderr, (options, refused.stderr)
