@@ -49,3 +49,24 @@ def test_the_report_runs_every_part_with_tiny_counts(tmp_path: Path) -> None:
     if importlib.util.find_spec("matplotlib") is not None:
         assert (page.parent / "img" / "latency.png").stat().st_size > 0
         assert (page.parent / "img" / "bytes-per-step.png").stat().st_size > 0
+
+
+def test_the_pruning_benchmark_runs_with_tiny_counts(tmp_path: Path) -> None:
+    page = tmp_path / "benchmarks-pruning.md"
+    postgres = os.environ.get("TARRY_TEST_POSTGRES_URL", "")
+    options = ["--chats", "40", "--baseline", "10", "--waiting", "1", "--sqlite-chats", "5", "--out", str(page)]
+    done = subprocess.run(
+        [sys.executable, "bench/prune_bench.py", *options, *(["--postgres", postgres] if postgres else [])],
+        cwd=ROOT,
+        env={**os.environ, "TARRY_TEST_POSTGRES_URL": postgres},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert "## Bytes per chat (SQLite)" in text and "| after the prune |" in text
+    if postgres:
+        assert "## Decision latency while a prune runs (PostgreSQL)" in text
+        assert "Removed 41 chat(s)" in text  # the copies and the chat they were copied from
+        assert re.search(r"\| while the prune runs \| \d+ \| [\d.]+ ms \| [\d.]+ ms \|", text)

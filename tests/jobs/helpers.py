@@ -26,7 +26,8 @@ CHATS = int(os.environ.get("TARRY_TEST_JOBS_CHATS", "200"))
 
 
 def environment(markers: Path) -> dict[str, str]:
-    return {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])  # the tree's own code, not an installed tarry
+    return {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": path}
 
 
 def start(command: list[str], markers: Path) -> subprocess.Popen[str]:

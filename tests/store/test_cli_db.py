@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def tarry(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-c", "from tarry.cli import main; raise SystemExit(main())", *args]
-    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=120, check=False)
 
 

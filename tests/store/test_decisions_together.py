@@ -306,7 +306,7 @@ async def test_approvers_in_three_processes_each_approving_everything_at_once_re
 
 def approver(url: str, ids_file: Path, start_file: Path, who: str) -> subprocess.Popen[str]:
     """A process that approves every question in ``ids_file`` as ``who``, all at once, once ``start_file`` appears."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     command = [sys.executable, "-m", "tests.store.approvers", url, str(ids_file), str(start_file), who, "at-once"]
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

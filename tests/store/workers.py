@@ -20,7 +20,7 @@ class Worker:
     """One ``machine_worker`` process: commands go in as JSON lines, replies are collected by a reader thread."""
 
     def __init__(self, url: str, lease: float, folder: Path, markers: Path, log: Path) -> None:
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        path = os.pathsep.join(filter(None, [str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": path}
         self.log = log
         with log.open("a") as stderr:

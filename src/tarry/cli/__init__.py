@@ -94,6 +94,22 @@ def _db_check(arguments: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _db_prune(arguments: argparse.Namespace) -> int:
+    from tarry.cli.exits import refuse_database
+    from tarry.cli.prune import run
+
+    refused = refuse_database(arguments.url)
+    if refused is not None:
+        return refused
+    try:
+        lines = _store_run(run(arguments))
+    except (ValueError, TypeError, OSError) as error:  # a --finished-before ahead of now, a --trail-to it cannot open
+        print(f"tarry: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
 def _serve(arguments: argparse.Namespace) -> int:
     from tarry.cli.exits import refuse_database
     from tarry.web.serve import serve
@@ -198,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--url", help=URL_HELP)
     check.set_defaults(handler=_db_check)
+    from tarry.cli.prune import add_parser as add_prune
+
+    add_prune(database_commands, _db_prune)
     serve = commands.add_parser(
         "serve",
         help="serve the web inbox and JSON API for what stored chats wait on",

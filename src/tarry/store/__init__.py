@@ -4,11 +4,13 @@ from tarry.errors import StoreUnavailableError
 from tarry.store.audit import DecisionEvent, TrailBreak
 from tarry.store.paging import QuestionPage
 from tarry.store.problems import Problem
+from tarry.store.prune import PruneReport
 from tarry.store.store import Store
 
 __all__ = [
     "DecisionEvent",
     "Problem",
+    "PruneReport",
     "QuestionPage",
     "Store",
     "StoreUnavailableError",

@@ -10,7 +10,7 @@ but tarry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -21,10 +21,12 @@ from sqlalchemy import (
     Connection,
     Insert,
     Join,
+    Select,
     RowMapping,
     Text,
     bindparam,
     cast,
+    delete,
     func,
     insert,
     null,
@@ -295,6 +297,10 @@ def insert_event_of_decided(decided: CTE, *, decisions_too: bool = False) -> Ins
     return insert_event_from(with_its_call(decided), of_the_question)
 
 
+TRAIL = decision_events.name
+"""The trail's table, by name."""
+
+
 def read_history(
     connection: Connection,
     chat_id: str | None,
@@ -312,6 +318,21 @@ def read_history(
         query = query.where(decision_events.c.id > after)
     if limit is not None:
         query = query.limit(limit)
+    return _events(connection, query)
+
+
+def trail_of(connection: Connection, chat_ids: Collection[str]) -> list[DecisionEvent]:
+    """The trail's events of the chats ``chat_ids`` names, oldest first."""
+    query = select(decision_events).where(decision_events.c.chat_id.in_(list(chat_ids)))
+    return _events(connection, query.order_by(decision_events.c.id))
+
+
+def remove_trail(connection: Connection, chat_ids: Collection[str]) -> int:
+    """Delete the trail's events of the chats ``chat_ids`` names (a prune that does not keep it); how many went."""
+    return connection.execute(delete(decision_events).where(decision_events.c.chat_id.in_(list(chat_ids)))).rowcount
+
+
+def _events(connection: Connection, query: Select[Any]) -> list[DecisionEvent]:
     return [
         DecisionEvent(
             id=row["id"],

@@ -130,6 +130,10 @@ def _configure_sqlite(engine: Engine, durability: Durability) -> None:
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
+        if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
+            # A new file (auto_vacuum takes before the first table only) gives back the pages Store.prune frees;
+            # an older one keeps its mode until a VACUUM (tarry db prune --vacuum).
+            cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
         for pragma in ("journal_mode=WAL", "busy_timeout=30000", f"synchronous={synchronous}", "foreign_keys=ON"):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()

@@ -55,6 +55,7 @@ from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
 from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor, pending_query, position_of
 from tarry.store.problems import Problem, find_problems
+from tarry.store.prune import PruneReport, TrailTo, prune_chats, vacuum_file
 from tarry.store.rows import message_from_row, question_and_call_from_row, read_each
 from tarry.store.schedule import wake
 from tarry.store.tables import LARGEST_ID, chats, questions, tool_calls
@@ -869,6 +870,39 @@ class Store:
         await _call_hooks(self.cancel_hooks, chat_id, f"cancel hook for chat {chat_id}")
         return True
 
+    # Retention
+
+    async def prune(
+        self,
+        *,
+        finished_before: datetime,
+        keep_trail: bool = True,
+        trail_to: TrailTo | None = None,
+        batch_size: int = 500,
+    ) -> PruneReport:
+        """Remove the chats that finished before ``finished_before``, with everything they own; returns what went.
+
+        Finished and cancelled chats go with their messages, calls, questions and served MCP tasks.
+        A chat that still waits (an open call or question), works (a claimed call or turn, a worker
+        looking at it) or is due for the model's turn is never touched, nor one active at or after
+        ``finished_before`` (an aware datetime, not in the future). Each batch of ``batch_size``
+        chats is one short transaction that checks each chat again under its row's lock, so a chat a
+        process touches meanwhile stays whole (``PruneReport.skipped``).
+
+        The audit trail of the chats is kept by default (its rows name the chat by id). With
+        ``keep_trail=False`` it goes too, written first as JSON Lines to ``trail_to`` (a file's path,
+        appended to, or a writable text stream) when given, and flushed before each batch commits.
+        On SQLite the freed pages go back to the file system when the file has
+        ``auto_vacuum=INCREMENTAL`` (new databases do); see [`vacuum`][tarry.store.Store.vacuum].
+        """
+        return await prune_chats(self, finished_before, keep_trail=keep_trail, trail_to=trail_to, batch_size=batch_size)
+
+    async def vacuum(self) -> None:
+        """SQLite: rewrite the database's file without its free pages, and switch it to ``auto_vacuum=INCREMENTAL``
+        so that later prunes give their space back by themselves. It takes the database for itself while it
+        runs and needs free disk space about the size of the file. Does nothing on PostgreSQL."""
+        await vacuum_file(self)
+
     setup_sync = sync_twin(setup)
     close_sync = sync_twin(close)
     create_chat_sync = sync_twin(create_chat)
@@ -890,6 +924,8 @@ class Store:
     grant_sync = sync_twin(grant)
     grants_sync = sync_twin(grants)
     revoke_grant_sync = sync_twin(revoke_grant)
+    prune_sync = sync_twin(prune)
+    vacuum_sync = sync_twin(vacuum)
 
     async def _run_hooks(self, question: Question) -> None:
         await _call_hooks(self.decision_hooks, question, f"decision hook for question {question.id}")

@@ -118,6 +118,8 @@ tool_calls = Table(
     Column("created_at", UTCDateTime, nullable=False),
     UniqueConstraint("chat_id", "call_id", name="uq_tarry_tool_calls_chat_call"),
     Index("ix_tarry_tool_calls_chat_position", "chat_id", "message_position"),
+    # Pruning (0014): deleting a message looks up the calls whose result it is.
+    Index("ix_tarry_tool_calls_result", "result_message_id"),
     Index(
         "ix_tarry_tool_calls_open",
         "chat_id",
@@ -167,6 +169,8 @@ questions = Table(
     Column("decided_by_name", String(200)),
     Column("channel", String(16)),
     Index("ix_tarry_questions_call", "tool_call_id"),
+    # Pruning (0014): deleting a chat deletes its questions (and its served tasks) by chat.
+    Index("ix_tarry_questions_chat", "chat_id"),
     # Listing order (0010): the undecided questions of calls by (call, number), a chat's own by (number, id).
     Index(
         "ix_tarry_questions_undecided",
@@ -239,8 +243,9 @@ mcp_logins = Table(
 
 decision_events = Table(
     # The audit trail (0007): one row per attempt to decide, written in the decision's own transaction.
-    # Append-only: tarry never updates or deletes these rows (a test reads the code to check), and it
-    # keeps them when a chat goes (no foreign key), so the trail outlives what it describes.
+    # Append-only: tarry never updates these rows, and deletes them only when asked to prune a chat's trail
+    # with it (``Store.prune(keep_trail=False)``; a test reads the code to check). It keeps them when a chat
+    # goes (no foreign key), so by default the trail outlives what it describes.
     "tarry_decision_events",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
@@ -291,6 +296,7 @@ served_tasks = Table(
     Column("result", Json),
     Index("ix_tarry_served_tasks_expires", "expires_at"),
     Index("ix_tarry_served_tasks_owner", "owner", "created_at"),
+    Index("ix_tarry_served_tasks_chat", "chat_id"),
 )
 
 MAX_STREAM = 200
