@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import os
 import re
@@ -165,27 +164,23 @@ async def test_batches_of_one_remove_every_finished_chat(store: Store) -> None:
     assert [summary.id for summary in await store.list_chats()] == [waiting]
 
 
-async def test_without_the_trail_it_is_written_out_as_json_lines_first(store: Store, tmp_path: Path) -> None:
-    first, second = await finished(store), await finished(store)
-    events = [event.to_dict() for event in await store.history()]
-    assert [event["chat_id"] for event in events] == [first, second]
-    stream = io.StringIO()
-    report = await store.prune(finished_before=await later(), keep_trail=False, trail_to=stream)
-    assert report.trail_exported == 2 and report.rows["tarry_decision_events"] == 2
-    assert [json.loads(line) for line in stream.getvalue().splitlines()] == events
-    assert await store.history() == []
-    third = await finished(store)
-    path = tmp_path / "trail.jsonl"
-    path.write_text(stream.getvalue())
-    await store.prune(finished_before=await later(), keep_trail=False, trail_to=path)  # appended to
-    assert [json.loads(line)["chat_id"] for line in path.read_text().splitlines()] == [first, second, third]
-
-
-async def test_without_the_trail_and_nowhere_to_write_it_the_trail_just_goes(store: Store) -> None:
-    done = await finished(store)
-    report = await store.prune(finished_before=await later(), keep_trail=False)
-    assert report.trail_exported == 0 and report.rows["tarry_decision_events"] == 1
-    assert await rows_of(store, [done]) == dict.fromkeys(TABLES, 0)
+async def test_the_trail_of_pruned_chats_stays_whole_and_verifies(store: Store) -> None:
+    first = await finished(store)
+    waiting = await park(store, TRANSFER)
+    (question,) = await store.pending_questions(waiting)
+    assert await store.decline(question.id, by="bob")  # the kept chat's trail row comes between the pruned ones'
+    second, stopped = await finished(store), await cancelled(store)
+    events = await store.history()
+    assert [event.chat_id for event in events] == [first, waiting, second, stopped]
+    report = await store.prune(finished_before=await later())
+    assert report.chats == 3 and "tarry_decision_events" not in report.rows
+    assert {summary.id for summary in await store.list_chats()} == {waiting}
+    assert (await rows_of(store, [first, second, stopped]))["tarry_decision_events"] == 3
+    assert await store.history() == events  # every row as it was, hashes and all
+    assert await store.verify_trail() is None
+    later_chat = await finished(store)  # the chains go on after a prune
+    assert [event.chat_id for event in await store.history()][-1] == later_chat
+    assert await store.verify_trail() is None
 
 
 async def test_bad_arguments_are_refused_naming_what_is_wrong(store: Store) -> None:
@@ -199,10 +194,6 @@ async def test_bad_arguments_are_refused_naming_what_is_wrong(store: Store) -> N
     for size in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="batch_size must be a whole number"):
             await store.prune(finished_before=now, batch_size=size)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="keep_trail=False"):
-        await store.prune(finished_before=now, trail_to=io.StringIO())
-    with pytest.raises(TypeError, match="writable text stream"):
-        await store.prune(finished_before=now, keep_trail=False, trail_to=42)  # type: ignore[arg-type]
 
 
 def test_the_sync_twin_prunes(database_url: str) -> None:
@@ -308,7 +299,7 @@ async def test_the_command_prunes_and_says_what_went(database_url: str, tmp_path
         assert [event.chat_id for event in await store.history()] == [done]
 
 
-async def test_the_command_exports_the_trail_it_drops_and_vacuums_an_older_file(tmp_path: Path) -> None:
+async def test_the_command_vacuums_an_older_file_and_keeps_the_trail(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as older:  # a file made before its first table had auto_vacuum: NONE, for good
         older.execute("CREATE TABLE made_before (x)")
@@ -319,22 +310,22 @@ async def test_the_command_exports_the_trail_it_drops_and_vacuums_an_older_file(
         for _ in range(20):
             await (await store.create_chat(reactive_model([]))).ask("x" * 10_000)
         moment = (await later()).isoformat()
-    trail = tmp_path / "trail.jsonl"
     kept = tarry("db", "prune", "--url", url, "--finished-before", moment, "--batch-size", "2", cwd=tmp_path)
     assert kept.returncode == 0, kept.stderr
     assert "Removed 23 chat(s)" in kept.stdout and "`tarry db prune --vacuum` gives them back" in kept.stdout
     async with Store(url) as store:
         done.append(await finished(store))
         moment = (await later()).isoformat()
-    options = ("--drop-trail", "--trail-to", str(trail), "--vacuum")
-    dropped = tarry("db", "prune", "--url", url, "--finished-before", moment, *options, cwd=tmp_path)
-    assert dropped.returncode == 0, dropped.stderr
-    assert f"Their audit trail went too: 1 event(s) written to {trail}." in dropped.stdout
-    assert [json.loads(line)["chat_id"] for line in trail.read_text().splitlines()] == done[-1:]
-    sizes = re.search(r"Database file: (\d+) bytes before, (\d+) bytes after\.", dropped.stdout)
+    again = tarry("db", "prune", "--url", url, "--finished-before", moment, "--vacuum", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "Removed 1 chat(s)" in again.stdout and "Their audit trail is kept." in again.stdout
+    sizes = re.search(r"Database file: (\d+) bytes before, (\d+) bytes after\.", again.stdout)
     assert sizes is not None and int(sizes[2]) < int(sizes[1]) - 150_000
     with sqlite3.connect(path) as vacuumed:
         assert vacuumed.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # INCREMENTAL from now on
+    async with Store(url) as store:
+        assert [event.chat_id for event in await store.history()] == done
+        assert await store.verify_trail() is None
 
 
 def test_the_command_refuses_bad_options_naming_them(tmp_path: Path) -> None:
@@ -343,7 +334,7 @@ def test_the_command_refuses_bad_options_naming_them(tmp_path: Path) -> None:
     for options, said in (
         (["--finished-before", "last tuesday"], "expected an ISO 8601 date or time"),
         (["--finished-before", "2999-01-01"], "finished_before must not be in the future"),
-        (["--finished-before", "2020-01-01", "--trail-to", "t.jsonl"], "give --drop-trail with it"),
+        (["--finished-before", "2020-01-01", "--drop-trail"], "unrecognized arguments: --drop-trail"),
         (["--finished-before", "2020-01-01", "--batch-size", "0"], "expected a whole number of at least 1"),
         ([], "--finished-before"),
     ):

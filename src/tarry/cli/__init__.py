@@ -103,7 +103,7 @@ def _db_prune(arguments: argparse.Namespace) -> int:
         return refused
     try:
         lines = _store_run(run(arguments))
-    except (ValueError, TypeError, OSError) as error:  # a --finished-before ahead of now, a --trail-to it cannot open
+    except (ValueError, TypeError) as error:  # a --finished-before ahead of now
         print(f"tarry: {error}", file=sys.stderr)
         return 2
     print("\n".join(lines))

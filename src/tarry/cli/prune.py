@@ -34,8 +34,8 @@ def add_parser(database_commands: Any, handler: Any) -> None:
             "Remove the chats that finished (or were cancelled) before --finished-before, with their messages, "
             "tool calls, questions and served MCP tasks, in short transactions that other processes' decisions "
             "and workers go between. A chat that still waits, works or is due is never touched. The audit trail "
-            "of the removed chats is kept unless --drop-trail (after writing it to --trail-to as JSON Lines, when "
-            "given). On SQLite, the freed space goes back to the file system when the file has "
+            "of the removed chats is kept: it is append-only and tamper-evident (tarry history --jsonl sends it to "
+            "a log system). On SQLite, the freed space goes back to the file system when the file has "
             "auto_vacuum=INCREMENTAL (new databases have it); --vacuum rewrites an older file once (VACUUM), "
             "which needs the database for itself."
         ),
@@ -48,12 +48,6 @@ def add_parser(database_commands: Any, handler: Any) -> None:
         metavar="DATE",
         help="an ISO 8601 date or time; without a time zone it is UTC",
     )
-    trail = prune.add_mutually_exclusive_group()
-    trail.add_argument(
-        "--keep-trail", dest="keep_trail", action="store_true", default=True, help="keep the audit trail (default)"
-    )
-    trail.add_argument("--drop-trail", dest="keep_trail", action="store_false", help="remove the chats' audit trail")
-    prune.add_argument("--trail-to", metavar="FILE", help="with --drop-trail: append the trail to FILE as JSON Lines")
     prune.add_argument("--batch-size", type=positive_int, default=500, help="chats per transaction (default: 500)")
     prune.add_argument("--vacuum", action="store_true", help="SQLite: VACUUM the file afterwards")
     prune.set_defaults(handler=handler)
@@ -64,16 +58,9 @@ async def run(arguments: argparse.Namespace) -> list[str]:
     from tarry.store import Store
     from tarry.store.prune import sqlite_space
 
-    if arguments.trail_to is not None and arguments.keep_trail:
-        raise ValueError("--trail-to writes out the trail that --drop-trail removes: give --drop-trail with it")
     async with Store(arguments.url) as store:
         before = await sqlite_space(store)
-        report = await store.prune(
-            finished_before=arguments.finished_before,
-            keep_trail=arguments.keep_trail,
-            trail_to=arguments.trail_to,
-            batch_size=arguments.batch_size,
-        )
+        report = await store.prune(finished_before=arguments.finished_before, batch_size=arguments.batch_size)
         if arguments.vacuum:
             await store.vacuum()
         after = await sqlite_space(store)
@@ -90,10 +77,7 @@ def report_lines(report: PruneReport, arguments: argparse.Namespace, where: str)
     lines = [f"Removed {report.chats} chat(s) of {where} finished before {arguments.finished_before.isoformat()}."]
     if report.chats:
         lines.append(f"Rows removed: {owned}.")
-    if arguments.keep_trail:
-        lines.append("Their audit trail is kept.")
-    elif arguments.trail_to is not None:
-        lines.append(f"Their audit trail went too: {report.trail_exported} event(s) written to {arguments.trail_to}.")
+    lines.append("Their audit trail is kept.")
     if report.skipped:
         lines.append(f"Kept {report.skipped} chat(s) that another process touched while the prune ran.")
     return lines

@@ -10,7 +10,7 @@ but tarry.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -21,12 +21,11 @@ from sqlalchemy import (
     Connection,
     Insert,
     Join,
-    Select,
     RowMapping,
+    Select,
     Text,
     bindparam,
     cast,
-    delete,
     func,
     insert,
     null,
@@ -319,17 +318,6 @@ def read_history(
     if limit is not None:
         query = query.limit(limit)
     return _events(connection, query)
-
-
-def trail_of(connection: Connection, chat_ids: Collection[str]) -> list[DecisionEvent]:
-    """The trail's events of the chats ``chat_ids`` names, oldest first."""
-    query = select(decision_events).where(decision_events.c.chat_id.in_(list(chat_ids)))
-    return _events(connection, query.order_by(decision_events.c.id))
-
-
-def remove_trail(connection: Connection, chat_ids: Collection[str]) -> int:
-    """Delete the trail's events of the chats ``chat_ids`` names (a prune that does not keep it); how many went."""
-    return connection.execute(delete(decision_events).where(decision_events.c.chat_id.in_(list(chat_ids)))).rowcount
 
 
 def _events(connection: Connection, query: Select[Any]) -> list[DecisionEvent]:

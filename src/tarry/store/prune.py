@@ -18,20 +18,18 @@ takes its row's lock.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Engine, Table, and_, delete, exists, not_, or_, select
 
 from tarry.clock import utcnow
 from tarry.errors import StoreConflictError, StoreError
-from tarry.store.audit import TRAIL, remove_trail, trail_of
+from tarry.store.audit import TRAIL
 from tarry.store.moment import NOW, lease_values
 from tarry.store.tables import chats, messages, questions, served_tasks, tool_calls
 
@@ -39,8 +37,6 @@ if TYPE_CHECKING:
     from tarry.store.store import Store
 
 T = TypeVar("T")
-TrailTo = str | Path | IO[str]
-"""Where a prune writes the trail it removes: a file's path (appended to) or a writable text stream."""
 OWNED: tuple[tuple[Table, ColumnElement[Any]], ...] = (
     (questions, questions.c.chat_id),
     (served_tasks, served_tasks.c.chat_id),
@@ -57,20 +53,17 @@ RETRIES = 3
 
 @dataclass
 class PruneReport:
-    """What a prune removed: ``chats`` (how many), ``rows`` (rows deleted per table, the chats' own included,
-    and the trail's when it was not kept), ``trail_exported`` (trail rows written out as JSON Lines), and
-    ``skipped`` (chats that were finished when a batch found them, but that another process touched before
-    the batch deleted them: they stay whole)."""
+    """What a prune removed: ``chats`` (how many), ``rows`` (rows deleted per table: the chats' own, never the
+    audit trail's, which a prune keeps), and ``skipped`` (chats that were finished when a batch found them,
+    but that another process touched before the batch deleted them: they stay whole)."""
 
     chats: int = 0
     rows: dict[str, int] = field(default_factory=dict)
-    trail_exported: int = 0
     skipped: int = 0
 
     def add(self, other: PruneReport) -> None:
         """Count ``other`` (one batch's report) in."""
         self.chats += other.chats
-        self.trail_exported += other.trail_exported
         self.skipped += other.skipped
         for table, count in other.rows.items():
             self.rows[table] = self.rows.get(table, 0) + count
@@ -90,40 +83,15 @@ def check_prune(finished_before: datetime, batch_size: int) -> None:
         raise ValueError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
 
 
-async def prune_chats(
-    store: Store, finished_before: datetime, *, keep_trail: bool, trail_to: TrailTo | None, batch_size: int
-) -> PruneReport:
-    """Remove the chats that finished before ``finished_before``, a batch at a time (``Store.prune``)."""
+async def prune_chats(store: Store, finished_before: datetime, *, batch_size: int) -> PruneReport:
+    """Remove the chats that finished before ``finished_before``, a batch at a time (``Store.prune``); the audit
+    trail stays (append-only and tamper-evident: its rows name the chat by id)."""
     check_prune(finished_before, batch_size)
-    if trail_to is not None and keep_trail:
-        raise ValueError("trail_to exports the trail a prune removes: pass keep_trail=False with it")
-    if isinstance(trail_to, str | Path):
-        stream = await asyncio.to_thread(Path(trail_to).open, "a", encoding="utf-8")
-        try:
-            return await _batches(store, finished_before, keep_trail, stream, batch_size)
-        finally:
-            await asyncio.to_thread(stream.close)
-    if trail_to is not None and not callable(getattr(trail_to, "write", None)):
-        raise TypeError(f"trail_to must be a file's path or a writable text stream, got {trail_to!r}")
-    return await _batches(store, finished_before, keep_trail, trail_to, batch_size)
-
-
-async def _batches(
-    store: Store, cutoff: datetime, keep_trail: bool, stream: IO[str] | None, batch_size: int
-) -> PruneReport:
     report = PruneReport()
     after: str | None = ""
     postgres = not store.db.is_sqlite
     while after is not None:
-        work = partial(
-            _prune_batch,
-            after=after,
-            cutoff=cutoff,
-            size=batch_size,
-            postgres=postgres,
-            keep_trail=keep_trail,
-            stream=stream,
-        )
+        work = partial(_prune_batch, after=after, cutoff=finished_before, size=batch_size, postgres=postgres)
         batch, after = await _with_retries(partial(store.db.run_write, work, may_block=True))
         report.add(batch)
         await asyncio.sleep(0)  # between two batches, the store's other work goes first
@@ -190,8 +158,6 @@ def _prune_batch(
     cutoff: datetime,
     size: int,
     postgres: bool,
-    keep_trail: bool,
-    stream: IO[str] | None,
 ) -> tuple[PruneReport, str | None]:
     """Delete up to ``size`` finished chats whose ids come after ``after``, in one transaction.
 
@@ -211,21 +177,7 @@ def _prune_batch(
     if doomed:
         for table, chat_id in OWNED:
             report.rows[table.name] = connection.execute(delete(table).where(chat_id.in_(doomed))).rowcount
-        if not keep_trail:  # after the questions' deletes, which waited for any decision on them to commit
-            report.trail_exported = _export(connection, doomed, stream)
-            report.rows[TRAIL] = remove_trail(connection, doomed)
     return report, ids[-1]
-
-
-def _export(connection: Connection, chat_ids: list[str], stream: IO[str] | None) -> int:
-    """Write the chats' trail to ``stream`` as JSON Lines (one event a line, as ``tarry history --json`` shows
-    it), and flush it before the transaction commits; how many events it wrote."""
-    if stream is None:
-        return 0
-    events = trail_of(connection, chat_ids)
-    stream.writelines(json.dumps(event.to_dict(), ensure_ascii=False) + "\n" for event in events)
-    stream.flush()
-    return len(events)
 
 
 def _reclaim_some(connection: Connection) -> bool:
@@ -287,6 +239,6 @@ ROW_NAMES: Mapping[str, str] = {
     "tarry_tool_calls": "tool calls",
     "tarry_questions": "questions",
     "tarry_served_tasks": "served MCP tasks",
-    TRAIL: "trail events",
+    TRAIL: "trail events",  # always 0: a prune keeps the trail
 }
 """What each table's rows are, as the command line says them."""

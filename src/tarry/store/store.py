@@ -55,7 +55,7 @@ from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
 from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor, pending_query, position_of
 from tarry.store.problems import Problem, find_problems
-from tarry.store.prune import PruneReport, TrailTo, prune_chats, vacuum_file
+from tarry.store.prune import PruneReport, prune_chats, vacuum_file
 from tarry.store.rows import message_from_row, question_and_call_from_row, read_each
 from tarry.store.schedule import wake
 from tarry.store.tables import LARGEST_ID, chats, questions, tool_calls
@@ -876,8 +876,6 @@ class Store:
         self,
         *,
         finished_before: datetime,
-        keep_trail: bool = True,
-        trail_to: TrailTo | None = None,
         batch_size: int = 500,
     ) -> PruneReport:
         """Remove the chats that finished before ``finished_before``, with everything they own; returns what went.
@@ -889,13 +887,13 @@ class Store:
         chats is one short transaction that checks each chat again under its row's lock, so a chat a
         process touches meanwhile stays whole (``PruneReport.skipped``).
 
-        The audit trail of the chats is kept by default (its rows name the chat by id). With
-        ``keep_trail=False`` it goes too, written first as JSON Lines to ``trail_to`` (a file's path,
-        appended to, or a writable text stream) when given, and flushed before each batch commits.
+        The audit trail of the chats stays: it is append-only and tamper-evident (see
+        [`verify_trail`][tarry.store.Store.verify_trail]), and its rows name the chat by id.
+        ``tarry history --jsonl`` sends it to a log system.
         On SQLite the freed pages go back to the file system when the file has
         ``auto_vacuum=INCREMENTAL`` (new databases do); see [`vacuum`][tarry.store.Store.vacuum].
         """
-        return await prune_chats(self, finished_before, keep_trail=keep_trail, trail_to=trail_to, batch_size=batch_size)
+        return await prune_chats(self, finished_before, batch_size=batch_size)
 
     async def vacuum(self) -> None:
         """SQLite: rewrite the database's file without its free pages, and switch it to ``auto_vacuum=INCREMENTAL``

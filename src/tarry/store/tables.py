@@ -243,9 +243,9 @@ mcp_logins = Table(
 
 decision_events = Table(
     # The audit trail (0007): one row per attempt to decide, written in the decision's own transaction.
-    # Append-only: tarry never updates these rows, and deletes them only when asked to prune a chat's trail
-    # with it (``Store.prune(keep_trail=False)``; a test reads the code to check). It keeps them when a chat
-    # goes (no foreign key), so by default the trail outlives what it describes.
+    # Append-only: tarry never updates or deletes these rows (a test reads the code to check; on PostgreSQL
+    # migration 0012's trigger refuses it). They stay when a chat is pruned (no foreign key), so the trail
+    # outlives what it describes.
     "tarry_decision_events",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
