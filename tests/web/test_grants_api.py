@@ -120,3 +120,48 @@ def test_the_shared_token_is_not_offered_a_grant(any_database: str) -> None:
         page = client.get(f"/login?token={TOKEN}").text
         assert "Approve</button>" in page and 'name="allow"' not in page
         client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def granted_by_ada(url: str) -> str:
+    """The id of a grant of every refund, made by Ada."""
+
+    async def made() -> str:
+        async with Store(url) as store:
+            await store.setup()
+            return (await store.grant("refund", by=Principal("ada"))).id
+
+    return run(made)
+
+
+def test_the_grants_page_refuses_to_revoke_as_nobody_as_the_api_does(any_database: str) -> None:
+    grant_id = granted_by_ada(any_database)
+    inbox = Inbox(any_database, authorize=lambda request, item: True)  # it says who may see, not who they are
+    with inbox.client as client:
+        page = client.get("/grants").text
+        assert f'data-grant="{grant_id}"' in page
+        done = client.post(
+            f"/grants/{grant_id}/revoke",
+            data={"csrf_token": csrf_of(page)},
+            headers={"Origin": "http://127.0.0.1"},
+            follow_redirects=False,
+        )
+        assert done.status_code == 303 and done.headers["location"].endswith("/grants?outcome=nobody"), done.text
+        shown = client.get(done.headers["location"]).text
+        assert "not revoked: this inbox does not say who you are" in shown and f'data-grant="{grant_id}"' in shown
+        problem(client.post(f"/api/grants/{grant_id}/revoke", headers=AS_JSON), 403)
+        assert [grant["id"] for grant in client.get("/api/grants").json()] == [grant_id]
+        client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def test_the_grants_page_refuses_an_identity_the_store_cannot_record(any_database: str) -> None:
+    grant_id = granted_by_ada(any_database)
+    inbox = Inbox(any_database, authorize=lambda request, item: True, identify=lambda request: "x" * 100_000)
+    with inbox.client as client:
+        page = client.get("/grants").text
+        done = client.post(
+            f"/grants/{grant_id}/revoke", data={"csrf_token": csrf_of(page)}, headers={"Origin": "http://127.0.0.1"}
+        )
+        assert "Your identity cannot be recorded, so the grant was not revoked" in done.text
+        problem(client.post(f"/api/grants/{grant_id}/revoke", headers=AS_JSON), 400)
+        assert [grant["id"] for grant in client.get("/api/grants").json()] == [grant_id]
+        client.portal.call(inbox.store.close)  # type: ignore[union-attr]

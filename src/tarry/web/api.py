@@ -9,11 +9,10 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
 from tarry.errors import ChatNotFoundError, NotAllowedError, QuestionExpiredError
-from tarry.grants import Grant
 from tarry.principals import Principal
 from tarry.store.tables import LARGEST_ID
 from tarry.web.access import ChatRef, Forbidden, NotLoggedIn
-from tarry.web.decisions import Action, Decider, Result
+from tarry.web.decisions import NOBODY_GRANTS, Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
 from tarry.web.schemas import (
@@ -239,11 +238,8 @@ def api_router(decider: Decider) -> APIRouter:
             raise Problem(400, problem, errors={"identity": problem})
         by = await access.principal(request)
         if by is None:
-            raise Problem(403, "A standing grant needs to know who grants it: this inbox does not say who you are.")
+            raise Problem(403, NOBODY_GRANTS)
         return by
-
-    async def shown_grant(request: Request, grant: Grant) -> bool:
-        return await access.allowed(request, None if grant.chat_id is None else ChatRef(grant.chat_id))
 
     @router.get("/grants", response_model=list[GrantOut], summary="Standing grants, oldest first")
     async def list_grants(
@@ -251,7 +247,7 @@ def api_router(decider: Decider) -> APIRouter:
         include_ended: bool = Query(default=False, description="Also revoked and expired grants."),
     ) -> list[GrantOut]:
         listed = await store.grants(include_ended=include_ended)
-        return [GrantOut.of(grant) for grant in listed if await shown_grant(request, grant)]
+        return [GrantOut.of(grant) for grant in await decider.shown_grants(request, listed)]
 
     @writes.post(
         "/grants",
@@ -287,11 +283,14 @@ def api_router(decider: Decider) -> APIRouter:
 
     @writes.post("/grants/{grant_id}/revoke", response_model=GrantOut, summary="Revoke a standing grant")
     async def revoke_grant(request: Request, grant_id: str) -> GrantOut:
-        by = await granter(request)
-        found = {grant.id: grant for grant in await store.grants(include_ended=True)}.get(grant_id)
-        if found is None or not await shown_grant(request, found):
+        revoked = await decider.revoke_grant(request, grant_id)
+        if revoked.outcome == "invalid":
+            raise Problem(400, str(revoked.problem), errors={"identity": str(revoked.problem)})
+        if revoked.outcome == "nobody":
+            raise Problem(403, NOBODY_GRANTS)
+        if revoked.grant is None:
             raise Problem(404, "No grant has this id.", grant_id=grant_id)
-        return GrantOut.of(await store.revoke_grant(grant_id, by=by))
+        return GrantOut.of(revoked.grant)
 
     router.include_router(writes)
     return router
