@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
 from tarry.errors import ChatNotFoundError, NotAllowedError, QuestionExpiredError
+from tarry.grants import Allow
 from tarry.principals import Principal
 from tarry.store.tables import LARGEST_ID
 from tarry.web.access import ChatRef, Forbidden, NotLoggedIn
@@ -16,6 +17,7 @@ from tarry.web.decisions import NOBODY_GRANTS, Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
 from tarry.web.schemas import (
+    ApproveIn,
     DecisionEventOut,
     DecisionOut,
     DeclineIn,
@@ -119,17 +121,26 @@ def api_router(decider: Decider) -> APIRouter:
         return QuestionOut.of(question)
 
     async def decided(
-        request: Request, question_id: str, action: Action, values: dict[str, Any] | None, note: str | None
+        request: Request,
+        question_id: str,
+        action: Action,
+        values: dict[str, Any] | None,
+        note: str | None,
+        allow: Allow | None = None,
     ) -> DecisionOut:
         try:
-            result: Result = await decider.decide(request, question_id, action, values, note, "api")
+            result: Result = await decider.decide(request, question_id, action, values, note, "api", allow)
         except NotLoggedIn:
             raise Problem(401, "Log in first.") from None
         except Forbidden as error:
             raise Problem(403, error.reason) from None
         if result.outcome == "invalid":
+            errors = result.errors
             detail = (
-                result.errors.get("identity") or result.errors.get("result") or "The answer does not fit the question."
+                errors.get("identity")
+                or errors.get("result")
+                or errors.get("allow")
+                or "The answer does not fit the question."
             )
             raise Problem(400, detail, errors=result.errors, question_id=question_id)
         if result.outcome == "refused":
@@ -158,9 +169,19 @@ def api_router(decider: Decider) -> APIRouter:
         "/questions/{question_id}/approve",
         response_model=DecisionOut,
         summary="Approve a tool call (or accept a question that needs no values)",
+        description=(
+            "With `{\"allow\": {...}}`, also a standing grant of the call's tool in the question's scope, made as you "
+            "in the approval's transaction (a verified identity only: 403 with the shared token)."
+        ),
     )
-    async def approve(request: Request, question_id: str) -> DecisionOut:
-        return await decided(request, question_id, "approve", None, None)
+    async def approve(request: Request, question_id: str, body: ApproveIn | None = None) -> DecisionOut:
+        allow = None
+        if body is not None and body.allow is not None:
+            try:
+                allow = body.allow.to_allow()
+            except ValueError as error:
+                raise Problem(400, str(error), errors={"allow": str(error)}, question_id=question_id) from None
+        return await decided(request, question_id, "approve", None, None, allow)
 
     @writes.post(
         "/questions/{question_id}/decline",

@@ -161,6 +161,10 @@ class Decider:
             return Result("invalid", question, {"result": str(error)})
         except UnknownQuestionError:
             return Result("unknown")
+        except ValueError as error:  # the grant ``allow`` says cannot be made (no agent to name, no call's approval)
+            if allow is None:
+                raise
+            return Result("invalid", question, {"allow": str(error)})
         return await self._outcome(request, question, action, decided)
 
     async def approve_all(self, request: Request, chat_id: str, channel: Channel = "web") -> TurnResult:
