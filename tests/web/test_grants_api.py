@@ -1,10 +1,12 @@
 """Standing grants through the JSON API, on SQLite and PostgreSQL: made, listed and revoked as the person the inbox
-identifies; a grant approves matching calls at once; the shared token cannot grant."""
+identifies, also along with an approval; a grant approves matching calls at once; the shared token cannot grant;
+the inbox's grants page revokes under the API's rule."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from starlette.requests import HTTPConnection
@@ -119,4 +121,82 @@ def test_the_shared_token_is_not_offered_a_grant(any_database: str) -> None:
         ask_refund(any_database, 5)
         page = client.get(f"/login?token={TOKEN}").text
         assert "Approve</button>" in page and 'name="allow"' not in page
+        client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def granted_by_ada(url: str) -> str:
+    """The id of a grant of every refund, made by Ada."""
+
+    async def made() -> str:
+        async with Store(url) as store:
+            await store.setup()
+            return (await store.grant("refund", by=Principal("ada"))).id
+
+    return run(made)
+
+
+def test_the_grants_page_refuses_to_revoke_as_nobody_as_the_api_does(any_database: str) -> None:
+    grant_id = granted_by_ada(any_database)
+    inbox = Inbox(any_database, authorize=lambda request, item: True)  # it says who may see, not who they are
+    with inbox.client as client:
+        page = client.get("/grants").text
+        assert f'data-grant="{grant_id}"' in page
+        done = client.post(
+            f"/grants/{grant_id}/revoke",
+            data={"csrf_token": csrf_of(page)},
+            headers={"Origin": "http://127.0.0.1"},
+            follow_redirects=False,
+        )
+        assert done.status_code == 303 and done.headers["location"].endswith("/grants?outcome=nobody"), done.text
+        shown = client.get(done.headers["location"]).text
+        assert "not revoked: this inbox does not say who you are" in shown and f'data-grant="{grant_id}"' in shown
+        problem(client.post(f"/api/grants/{grant_id}/revoke", headers=AS_JSON), 403)
+        assert [grant["id"] for grant in client.get("/api/grants").json()] == [grant_id]
+        client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def test_the_grants_page_refuses_an_identity_the_store_cannot_record(any_database: str) -> None:
+    grant_id = granted_by_ada(any_database)
+    inbox = Inbox(any_database, authorize=lambda request, item: True, identify=lambda request: "x" * 100_000)
+    with inbox.client as client:
+        page = client.get("/grants").text
+        done = client.post(
+            f"/grants/{grant_id}/revoke", data={"csrf_token": csrf_of(page)}, headers={"Origin": "http://127.0.0.1"}
+        )
+        assert "Your identity cannot be recorded, so the grant was not revoked" in done.text
+        problem(client.post(f"/api/grants/{grant_id}/revoke", headers=AS_JSON), 400)
+        assert [grant["id"] for grant in client.get("/api/grants").json()] == [grant_id]
+        client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+
+
+def test_the_api_approves_and_allows(identified: Inbox) -> None:
+    client, ada = identified.client, {**AS_JSON, "x-user": "ada"}
+    chat, _ = ask_refund(identified.url, 5)
+    [asked] = pending(identified.url, chat)
+
+    def approve(allow: dict[str, Any]) -> Any:
+        return client.post(f"/api/questions/{asked.id}/approve", json={"allow": allow}, headers=ada)
+
+    assert "reversed" in problem(approve({"within": {"amount": [9, 1]}}), 400)["detail"]
+    assert "records no agent" in problem(approve({"scope": "agent"}), 400)["detail"]
+    assert "body.allow.tl" in problem(approve({"scope": "chat", "tl": 1}), 400)["errors"]
+    assert [waiting.id for waiting in pending(identified.url, chat)] == [asked.id], "nothing was recorded"
+    assert client.get("/api/grants", headers=ada).json() == []
+    done = approve({"scope": "chat", "ttl": 3600})
+    assert done.status_code == 200 and done.json()["question"]["decision"] == "accept", done.text
+    [grant] = client.get("/api/grants", headers=ada).json()
+    assert (grant["tool"], grant["chat_id"], grant["question_id"]) == ("refund", chat, asked.id)
+    assert grant["granted_by"]["id"] == "ada" and grant["expires_at"] is not None
+
+
+def test_the_shared_token_cannot_approve_and_allow(any_database: str) -> None:
+    inbox = Inbox(any_database)
+    with inbox.client as client:
+        chat, _ = ask_refund(any_database, 5)
+        [asked] = pending(any_database, chat)
+        allow = {"allow": {"ttl": 60}}
+        refused = problem(client.post(f"/api/questions/{asked.id}/approve", json=allow, headers=AUTH), 403)
+        assert "self-declared" in refused["detail"]
+        assert [waiting.id for waiting in pending(any_database, chat)] == [asked.id]
+        assert client.get("/api/grants", headers=AUTH).json() == []
         client.portal.call(inbox.store.close)  # type: ignore[union-attr]

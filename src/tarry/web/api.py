@@ -9,14 +9,15 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
 from tarry.errors import ChatNotFoundError, NotAllowedError, QuestionExpiredError
-from tarry.grants import Grant
+from tarry.grants import Allow
 from tarry.principals import Principal
 from tarry.store.tables import LARGEST_ID
 from tarry.web.access import ChatRef, Forbidden, NotLoggedIn
-from tarry.web.decisions import Action, Decider, Result
+from tarry.web.decisions import NOBODY_GRANTS, Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
 from tarry.web.schemas import (
+    ApproveIn,
     DecisionEventOut,
     DecisionOut,
     DeclineIn,
@@ -120,17 +121,26 @@ def api_router(decider: Decider) -> APIRouter:
         return QuestionOut.of(question)
 
     async def decided(
-        request: Request, question_id: str, action: Action, values: dict[str, Any] | None, note: str | None
+        request: Request,
+        question_id: str,
+        action: Action,
+        values: dict[str, Any] | None,
+        note: str | None,
+        allow: Allow | None = None,
     ) -> DecisionOut:
         try:
-            result: Result = await decider.decide(request, question_id, action, values, note, "api")
+            result: Result = await decider.decide(request, question_id, action, values, note, "api", allow)
         except NotLoggedIn:
             raise Problem(401, "Log in first.") from None
         except Forbidden as error:
             raise Problem(403, error.reason) from None
         if result.outcome == "invalid":
+            errors = result.errors
             detail = (
-                result.errors.get("identity") or result.errors.get("result") or "The answer does not fit the question."
+                errors.get("identity")
+                or errors.get("result")
+                or errors.get("allow")
+                or "The answer does not fit the question."
             )
             raise Problem(400, detail, errors=result.errors, question_id=question_id)
         if result.outcome == "refused":
@@ -159,9 +169,19 @@ def api_router(decider: Decider) -> APIRouter:
         "/questions/{question_id}/approve",
         response_model=DecisionOut,
         summary="Approve a tool call (or accept a question that needs no values)",
+        description=(
+            "With `{\"allow\": {...}}`, also a standing grant of the call's tool in the question's scope, made as you "
+            "in the approval's transaction (a verified identity only: 403 with the shared token)."
+        ),
     )
-    async def approve(request: Request, question_id: str) -> DecisionOut:
-        return await decided(request, question_id, "approve", None, None)
+    async def approve(request: Request, question_id: str, body: ApproveIn | None = None) -> DecisionOut:
+        allow = None
+        if body is not None and body.allow is not None:
+            try:
+                allow = body.allow.to_allow()
+            except ValueError as error:
+                raise Problem(400, str(error), errors={"allow": str(error)}, question_id=question_id) from None
+        return await decided(request, question_id, "approve", None, None, allow)
 
     @writes.post(
         "/questions/{question_id}/decline",
@@ -239,11 +259,8 @@ def api_router(decider: Decider) -> APIRouter:
             raise Problem(400, problem, errors={"identity": problem})
         by = await access.principal(request)
         if by is None:
-            raise Problem(403, "A standing grant needs to know who grants it: this inbox does not say who you are.")
+            raise Problem(403, NOBODY_GRANTS)
         return by
-
-    async def shown_grant(request: Request, grant: Grant) -> bool:
-        return await access.allowed(request, None if grant.chat_id is None else ChatRef(grant.chat_id))
 
     @router.get("/grants", response_model=list[GrantOut], summary="Standing grants, oldest first")
     async def list_grants(
@@ -251,7 +268,7 @@ def api_router(decider: Decider) -> APIRouter:
         include_ended: bool = Query(default=False, description="Also revoked and expired grants."),
     ) -> list[GrantOut]:
         listed = await store.grants(include_ended=include_ended)
-        return [GrantOut.of(grant) for grant in listed if await shown_grant(request, grant)]
+        return [GrantOut.of(grant) for grant in await decider.shown_grants(request, listed)]
 
     @writes.post(
         "/grants",
@@ -287,11 +304,14 @@ def api_router(decider: Decider) -> APIRouter:
 
     @writes.post("/grants/{grant_id}/revoke", response_model=GrantOut, summary="Revoke a standing grant")
     async def revoke_grant(request: Request, grant_id: str) -> GrantOut:
-        by = await granter(request)
-        found = {grant.id: grant for grant in await store.grants(include_ended=True)}.get(grant_id)
-        if found is None or not await shown_grant(request, found):
+        revoked = await decider.revoke_grant(request, grant_id)
+        if revoked.outcome == "invalid":
+            raise Problem(400, str(revoked.problem), errors={"identity": str(revoked.problem)})
+        if revoked.outcome == "nobody":
+            raise Problem(403, NOBODY_GRANTS)
+        if revoked.grant is None:
             raise Problem(404, "No grant has this id.", grant_id=grant_id)
-        return GrantOut.of(await store.revoke_grant(grant_id, by=by))
+        return GrantOut.of(revoked.grant)
 
     router.include_router(writes)
     return router

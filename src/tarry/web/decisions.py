@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -20,9 +20,10 @@ from tarry.errors import (
     NotRespondableError,
     QuestionExpiredError,
     ToolCallRunningError,
+    UnknownGrantError,
     UnknownQuestionError,
 )
-from tarry.grants import Allow
+from tarry.grants import Allow, Grant
 from tarry.principals import Channel, Principal
 from tarry.questions import Question
 from tarry.store import Store
@@ -86,6 +87,24 @@ class TurnResult:
     errors: dict[str, str] = field(default_factory=dict)
 
 
+NOBODY_GRANTS = "A standing grant needs to know who grants it: this inbox does not say who you are."
+"""Why a grant is not made or revoked for a request that identifies nobody."""
+RevokeOutcome = Literal["revoked", "unknown", "invalid", "nobody"]
+"""What came of revoking a standing grant: ``revoked``; ``unknown`` (no grant the person may see has the id);
+``invalid`` (an identity the store cannot record); ``nobody`` (the inbox does not say who the person is)."""
+
+
+@dataclass
+class Revocation:
+    """What came of one attempt to revoke a standing grant."""
+
+    outcome: RevokeOutcome
+    grant: Grant | None = None
+    """For ``revoked``: the grant as it now stands."""
+    problem: str | None = None
+    """For ``invalid``: why the identity cannot be recorded."""
+
+
 def safe_url(url: str | None) -> bool:
     """True for an absolute ``http`` or ``https`` URL: the only links the inbox offers to open."""
     if not url or any(character.isspace() or ord(character) < 32 for character in url):
@@ -142,6 +161,10 @@ class Decider:
             return Result("invalid", question, {"result": str(error)})
         except UnknownQuestionError:
             return Result("unknown")
+        except ValueError as error:  # the grant ``allow`` says cannot be made (no agent to name, no call's approval)
+            if allow is None:
+                raise
+            return Result("invalid", question, {"allow": str(error)})
         return await self._outcome(request, question, action, decided)
 
     async def approve_all(self, request: Request, chat_id: str, channel: Channel = "web") -> TurnResult:
@@ -170,6 +193,31 @@ class Decider:
                 self._remember(question.id, who)
             await self._after(question)
         return TurnResult("approved" if approved else "nothing", approved)
+
+    async def shown_grants(self, request: Request, grants: Iterable[Grant]) -> list[Grant]:
+        """The grants the request may see: those of chats it may see, and the inbox's own (no chat)."""
+        return [
+            grant
+            for grant in grants
+            if await self.access.allowed(request, None if grant.chat_id is None else ChatRef(grant.chat_id))
+        ]
+
+    async def revoke_grant(self, request: Request, grant_id: str) -> Revocation:
+        """Revoke a standing grant the request may see, as whoever ``Access.principal`` says (the shared token's
+        holder too: revoking only takes a permission away); the page and the API follow this one rule."""
+        problem = await self.access.identity_problem(request)
+        if problem is not None:
+            return Revocation("invalid", problem=problem)
+        by = await self.access.principal(request)
+        if by is None:
+            return Revocation("nobody")
+        found = [grant for grant in await self.store.grants(include_ended=True) if grant.id == grant_id]
+        if not await self.shown_grants(request, found):
+            return Revocation("unknown")
+        try:
+            return Revocation("revoked", await self.store.revoke_grant(grant_id, by=by))
+        except UnknownGrantError:
+            return Revocation("unknown")
 
     def _remember(self, question_id: str, who: str) -> None:
         """Remember who decided ``question_id`` through this app, to tell them later it was them."""

@@ -71,6 +71,16 @@ NOTICES = {
     "all-invalid": ("warn", "Your identity cannot be recorded, so nothing was approved."),
 }
 """What the page says after a decision, by outcome: a tone and a sentence."""
+GRANT_NOTICES = {
+    "revoked": ("ok", "Revoked. The grant approves nothing from now on: its tool's calls wait for a person again."),
+    "unknown": ("warn", "There is no such grant. Nothing was changed."),
+    "invalid": ("warn", "Your identity cannot be recorded, so the grant was not revoked."),
+    "nobody": (
+        "warn",
+        "The grant was not revoked: this inbox does not say who you are, and a revocation records who made it.",
+    ),
+}
+"""What the grants page says after a revocation, by outcome: a tone and a sentence."""
 ALLOW_FOR_AN_HOUR = Allow("chat", ttl=3600)
 """The standing grant the approval form's second button makes: this tool, in this conversation, for an hour."""
 
@@ -359,6 +369,21 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
             query["outcome"] = "all-expired" if isinstance(reason, QuestionExpiredError) else f"all-{refused}"
             query["question"] = result.stopped.question_id
         return RedirectResponse(f"{root_of(request)}/?{urlencode(query)}", status_code=303)
+
+    @seen.get("/grants")
+    async def grants(request: Request, outcome: str | None = None) -> Response:
+        await access.principal(request)  # who the revoke forms' CSRF tokens are for
+        listed = await decider.shown_grants(request, await store.grants())
+        notice = None
+        if outcome in GRANT_NOTICES:
+            tone, text = GRANT_NOTICES[outcome]
+            notice = {"tone": tone, "text": text, "outcome": outcome}
+        return pages.render(request, "grants.html", {"grants": listed, "notice": notice})
+
+    @posts.post("/grants/{grant_id}/revoke")
+    async def revoke_grant(request: Request, grant_id: str) -> Response:
+        revoked = await decider.revoke_grant(request, grant_id)
+        return RedirectResponse(f"{root_of(request)}/grants?{urlencode({'outcome': revoked.outcome})}", 303)
 
     router.include_router(seen)
     router.include_router(posts)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tarry.approvals import Approval, Vote
-from tarry.grants import Grant
+from tarry.grants import Allow, Grant
 from tarry.messages import ToolCall
 from tarry.principals import Channel, Principal
 from tarry.questions import Question
@@ -140,6 +140,32 @@ class DeclineIn(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     note: str | None = Field(default=None, max_length=10_000)
+
+
+class AllowIn(BaseModel):
+    """A standing grant to make along with an approval: the call's tool, in the question's scope."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: Literal["chat", "agent", "everywhere"] = Field(
+        default="chat", description="The question's chat, that chat's agent's chats, or every chat."
+    )
+    equal: dict[str, Any] = Field(default_factory=dict, description="Arguments that must equal these values.")
+    within: dict[str, tuple[float | None, float | None]] = Field(
+        default_factory=dict, description="Arguments that must be numbers within `[min, max]` (`null`: open)."
+    )
+    ttl: float | None = Field(default=None, gt=0, description="Seconds until the grant ends (`null`: until revoked).")
+
+    def to_allow(self) -> Allow:
+        """The [`Allow`][tarry.grants.Allow] this body says; ``ValueError`` for bad constraints."""
+        return Allow(self.scope, equal=self.equal, within=self.within, ttl=self.ttl)
+
+
+class ApproveIn(BaseModel):
+    """An optional standing grant to make in the approval's transaction ("approve, and allow")."""
+
+    model_config = ConfigDict(extra="forbid")
+    allow: AllowIn | None = Field(default=None, description="The grant to make along with the approval.")
 
 
 class RespondIn(BaseModel):
