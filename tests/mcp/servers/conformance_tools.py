@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from tarry import Field, Task, Tool, tool
@@ -19,8 +20,7 @@ from tarry.tools import ask
 def _keyed(task: Task, key: str) -> Task:
     """The task with its question asked under ``key`` (the scenarios expect named input requests)."""
     assert task.question is not None
-    task.question.key = key
-    return task
+    return task.with_question(replace(task.question, key=key))
 
 
 @tool
@@ -193,9 +193,8 @@ class MultiInput(Tool):
     name = "multi_input"
 
     def execute(self) -> Task:
-        name = ask("What is your name?", name=str)
-        confirm = ask("Go ahead?", confirm=bool)
-        name.key, confirm.key = "name", "confirm"
+        name = replace(ask("What is your name?", name=str), key="name")
+        confirm = replace(ask("Go ahead?", confirm=bool), key="confirm")
         return Task(status="input_required").with_question(name, confirm)
 
 
