@@ -11,6 +11,7 @@ from typing import Any
 from tarry import planning
 from tarry.calls import CallRecord, CallState, Claim, Outcome, Standing, call_state, mint
 from tarry.clock import utcnow
+from tarry.edits import as_ran, asks_more, with_note
 from tarry.errors import ClaimLostError, InvalidArgumentsError, MissingToolsError, ToolCallError
 from tarry.journal import Journal
 from tarry.live import LiveCall, current_call
@@ -265,16 +266,39 @@ class CallCarrier:
         return lambda: self._resume(record, task, run)
 
     async def _execute(self, record: CallRecord, run: ToolRun) -> Outcome:
-        call = record.call
+        call = as_ran(record)  # with a person's changes, if they made any
         tool = self.tools.get(call.name)
         if tool is None:
             available = ", ".join(self.tools) or "none"
             return Outcome(result=error_result(call, f"Unknown tool {call.name!r}. Available tools: {available}."))
+        refused = self._needs_more(record, tool, call)
+        if refused is not None:
+            return Outcome(result=with_note(error_result(call, refused), record))
         try:
             arguments = tool.validate(call.arguments)
         except InvalidArgumentsError as error:
-            return Outcome(result=error_result(call, str(error)))
-        return await self._invoke(record, run, tool.execute, arguments)
+            return Outcome(result=with_note(error_result(call, str(error)), record))
+        return _told(await self._invoke(record, run, tool.execute, arguments), record)
+
+    def _needs_more(self, record: CallRecord, tool: Tool, call: ToolCall) -> str | None:
+        """Why the call as a person changed it may not run on the approval it got (its tool's policy for the changed
+        call asks for more), or ``None`` when it may (or nobody changed it)."""
+        approval = record.approval
+        if approval is None or call is record.call:
+            return None
+        try:
+            asked = tool.approval_policy(call)
+        except Exception:
+            logger.exception("The approval rule of %s raised on changed arguments", call.name)
+            return f"The approval rule of {call.name} failed on the changed arguments; the call did not run."
+        if not asks_more(asked, approval.policy):
+            return None
+        assert asked is not None
+        who = f" allowed as {asked.by!r}" if asked.by else ""
+        return (
+            f"The {call.name} call as changed needs the approval of {asked.count} people{who}, more than it got; "
+            "it did not run. Make the call again with these arguments to ask for that approval."
+        )
 
     async def _resume(self, record: CallRecord, task: Task, run: ToolRun) -> Outcome:
         own = [question for question in task.questions if question.source is None]
@@ -284,10 +308,10 @@ class CallCarrier:
         if tool is None:
             return Outcome(result=error_result(record.call, f"The {record.call.name} tool is no longer available."))
         try:
-            arguments = tool.validate(record.call.arguments)
+            arguments = tool.validate(as_ran(record).arguments)
         except InvalidArgumentsError as error:  # the tool's parameters changed since the call was made
-            return Outcome(result=error_result(record.call, str(error)))
-        return await self._invoke(record, run, tool.resume, arguments, task)
+            return Outcome(result=with_note(error_result(record.call, str(error)), record))
+        return _told(await self._invoke(record, run, tool.resume, arguments, task), record)
 
     async def _invoke(
         self,
@@ -358,6 +382,14 @@ class CallCarrier:
             await cancel(question)
         cancelled = error_result(record.call, f"The {record.call.name} call was cancelled.")
         await self.save(record, Outcome(result=cancelled))
+
+
+def _told(outcome: Outcome, record: CallRecord) -> Outcome:
+    """``outcome``, whose result (if it has one) tells the model first of a person's change to the call's
+    arguments."""
+    if outcome.result is None:
+        return outcome
+    return Outcome(result=with_note(outcome.result, record), task=outcome.task, questions=outcome.questions)
 
 
 def error_result(call: ToolCall, text: str, **extra: Any) -> Message:

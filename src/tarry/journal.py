@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
-from tarry.approvals import Vote, judge
+from tarry.approvals import judge
 from tarry.calls import CallRecord, Claim, Outcome, check_decision
 from tarry.changes import Changes
 from tarry.clock import utcnow
+from tarry.edits import recorded_answer, vote_for
 from tarry.errors import QuestionExpiredError
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
@@ -220,12 +221,13 @@ class MemoryJournal:
             return None
         decided = copy.copy(question)
         decided.votes = list(question.votes)
-        if judge(question, decision, by, None) == "count":
-            assert by is not None
-            decided.votes.append(Vote(by, now))
-            return decided
+        verdict = judge(question, decision, by, None, answer)
         if question.policy is not None and by is not None and decision == "accept":
-            decided.votes.append(Vote(by, now))
+            decided.votes.append(vote_for(question, by, now, answer))
+        if verdict == "count":
+            return decided
+        if decision == "accept":
+            answer = recorded_answer(question, answer)
         decided.decision, decided.answer, decided.note, decided.decided_at = decision, answer, note, now
         decided.decided_by, decided.channel = by, channel
         mark(f"decision {decision}", decision_attributes(decided))

@@ -82,6 +82,9 @@ class Question:
     messages_said: int | None = None
     """For a question of the chat itself (a login): how many messages the chat held when it asked. Once a person
     declines or cancels it, the chat stays stopped until the user says something after them."""
+    editable: dict[str, Any] | None = None
+    """For an approval: the JSON schema of the call's parameters a person may change while approving (``None``: its
+    tool allows no change). See [`tarry.edits`][tarry.edits]."""
 
     def __post_init__(self) -> None:
         if self.kind not in QUESTION_KINDS:
@@ -107,6 +110,18 @@ class Question:
     def is_open(self, now: datetime) -> bool:
         """True while an answer may still come: nobody decided the question and its time to live has not run out."""
         return self.decision is None and not self.expired(now)
+
+    @property
+    def proposal(self) -> dict[str, Any] | None:
+        """For a call's approval, the arguments it would run with as things stand: those the decision recorded, else
+        the latest approval's (a person may have changed them), else the model's; ``None`` for other questions."""
+        if self.tool_call is None or self.kind != "approval":
+            return None
+        if self.answer is not None and isinstance(self.answer.get("arguments"), Mapping):
+            return dict(self.answer["arguments"])
+        if self.votes and self.votes[-1].arguments is not None:
+            return dict(self.votes[-1].arguments)
+        return dict(self.tool_call.arguments)
 
     @property
     def requested_schema(self) -> dict[str, Any]:
@@ -176,6 +191,7 @@ class Question:
         self.source, self.key, self.policy = earlier.source, earlier.key, earlier.policy
         self.asked_at, self.expires_at, self.ttl = earlier.asked_at, earlier.expires_at, earlier.ttl
         self.awaited, self.after, self.messages_said = earlier.awaited, earlier.after, earlier.messages_said
+        self.editable = earlier.editable
         self.extra = dict(earlier.extra)
         self.take_decision(earlier)
         self.answer = None if earlier.answer is None else dict(earlier.answer)
@@ -214,6 +230,8 @@ class Question:
             "policy": None if self.policy is None else self.policy.to_dict(),
             "votes": [vote.to_dict() for vote in self.votes],
             "source": self.source,
+            "editable": self.editable,
+            "proposal": self.proposal,
         }
 
 

@@ -24,7 +24,12 @@ TRANSFER = [{"name": "transfer_money", "arguments": {"to": "Bob", "amount": 5}}]
 
 
 def start(*args: str, markers: Path, durability: str = "full") -> subprocess.Popen[str]:
-    env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": str(ROOT)}
+    # This tree's tarry first, whichever checkout the environment installed.
+    env = {
+        **os.environ,
+        "TARRY_TEST_MARKERS": str(markers),
+        "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT))),
+    }
     env["TARRY_TEST_DURABILITY"] = durability
     return subprocess.Popen(
         [sys.executable, "-m", "tests.store.proc", *args],

@@ -34,9 +34,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
-from tarry.approvals import MayDecide, Vote, judge
+from tarry.approvals import MayDecide, judge
 from tarry.clock import moved, utcnow
 from tarry.decision_rules import Facts, first_stop
+from tarry.edits import recorded_answer, vote_for
 from tarry.errors import InvalidAnswerError, NotAllowedError, TarryError, UnknownQuestionError
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
@@ -164,14 +165,16 @@ def decide_question(
         refusal, outcome = rule.error(facts), "expired" if rule.outcome == "expired" else "running"
     else:  # no rule stopped it, or only its approval policy is left to apply
         try:
-            verdict = judge(question, decision, by, may_decide)
+            verdict = judge(question, decision, by, may_decide, answer)
         except NotAllowedError as error:
             refusal = error
     if refusal is not None:
         trail(outcome, answer=answer, detail=str(refusal))
         return Settled(refusal=refusal)
-    if question.policy is not None and by is not None and decision == "accept":
-        question.votes.append(Vote(by, now))
+    if decision == "accept":  # the arguments approved: as changed, or as the question proposes them now
+        if question.policy is not None and by is not None:
+            question.votes.append(vote_for(question, by, now, answer))
+        answer = recorded_answer(question, answer)
     if verdict == "count":
         connection.execute(update(questions).where(questions.c.id == question.id).values(votes=_votes(question)))
         assert question.policy is not None
@@ -236,6 +239,8 @@ def decide_if_open(
     answer = _checked_answer(attempt, question)
     if first_stop(Facts(question, attempt.decision, running=running, closed=closed, now=now)) is not None:
         return None
+    if attempt.decision == "accept":  # no policy, so no votes: the arguments approved are the answer's or the model's
+        answer = recorded_answer(question, answer)
     values = _decision_values(question, None, attempt, answer, now, None)
     refuses_running = attempt.decision == "decline" and not question.awaited
     if claim is None or refuses_running:

@@ -20,6 +20,7 @@ from tarry.agents import Agent
 from tarry.approvals import MayDecide, check_may_decide
 from tarry.chat import Chat
 from tarry.clock import utcnow
+from tarry.edits import check_edit
 from tarry.errors import AmbiguousIdError, ChatNotFoundError, CorruptStateError, UnknownQuestionError
 from tarry.messages import Message, Model, ToolChoice
 from tarry.principals import Channel, Principal, check_channel, principal_of
@@ -443,6 +444,7 @@ class Store:
         note: str | None = None,
         by: str | Principal | None = None,
         channel: Channel = "code",
+        arguments: Mapping[str, Any] | None = None,
     ) -> Question | None:
         """Record ``decision`` on a question by id; returns the question as this decision left it, or ``None`` when
         another decision came first (or the question's call ended meanwhile).
@@ -454,6 +456,11 @@ class Store:
         the audit trail. The returned question is decided, or, under an [`Approval`][tarry.approvals.Approval]
         policy that needs several people, still undecided with this approval counted among its ``votes``.
 
+        ``arguments`` (with ``"accept"`` of a call's approval) changes the call's arguments: parameter names to new
+        values, applied to the arguments the question proposes now ([`Question.proposal`][tarry.Question.proposal])
+        and checked against the parameters its tool lets a person change (``Question.editable``). The call then
+        runs with them; see [`tarry.edits`][tarry.edits].
+
         Raises [`UnknownQuestionError`][tarry.errors.UnknownQuestionError],
         [`InvalidAnswerError`][tarry.errors.InvalidAnswerError],
         [`QuestionExpiredError`][tarry.errors.QuestionExpiredError],
@@ -464,18 +471,23 @@ class Store:
         a note on an acceptance.
         """
         if decision == "decline":
-            if answer is not None:
-                raise ValueError("A decline takes no answer; say why in its note")
+            if answer is not None or arguments is not None:
+                raise ValueError("A decline takes no answer or arguments; say why in its note")
             check_note(note)
             answer_of: AnswerOf = _no_answer
         elif decision == "accept":
             if note is not None:
                 raise ValueError("A note goes with a decline only")
             answer_of = _approval if answer is None else partial(_answered, answer)
+            if arguments is not None:
+                if answer is not None:
+                    raise ValueError("An approval with changed arguments takes no answer")
+                answer_of = partial(_edited, arguments)
         else:
             raise ValueError(f"A question is decided by id with 'accept' or 'decline', got {decision!r}")
         # Without values to check, the decision needs no read of the question first (decide_unread).
-        settled = await self._decide(question_id, decision, answer_of, note, by, channel, unread=answer is None)
+        unread = answer is None and arguments is None
+        settled = await self._decide(question_id, decision, answer_of, note, by, channel, unread=unread)
         return settled.question
 
     async def answer(
@@ -497,13 +509,21 @@ class Store:
         given = values if value is None else {**value, **values} if isinstance(value, Mapping) else value
         return await self.decide(question_id, "accept", given, by=by, channel=channel) is not None
 
-    async def approve(self, question_id: str, *, by: str | Principal | None = None, channel: Channel = "code") -> bool:
+    async def approve(
+        self,
+        question_id: str,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+    ) -> bool:
         """Approve a question by id; see [`answer`][tarry.store.Store.answer].
 
         With an [`Approval`][tarry.approvals.Approval] policy that needs several people, ``True``
         means this approval was counted; the question stays listed until enough people approved.
+        ``arguments`` changes the call's arguments as it approves them (see [`decide`][tarry.store.Store.decide]).
         """
-        return await self.decide(question_id, "accept", by=by, channel=channel) is not None
+        return await self.decide(question_id, "accept", arguments=arguments, by=by, channel=channel) is not None
 
     async def decline(
         self,
@@ -735,6 +755,10 @@ def _approval(question: Question) -> dict[str, Any]:
 
 def _answered(answer: Any, question: Question) -> dict[str, Any]:
     return question.check_answer(answer)
+
+
+def _edited(arguments: Mapping[str, Any], question: Question) -> dict[str, Any]:
+    return check_edit(question, arguments)
 
 
 def _no_answer(question: Question) -> None:
