@@ -13,7 +13,7 @@ from tarry.web.access import Forbidden, NotLoggedIn
 from tarry.web.decisions import Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
-from tarry.web.schemas import DecisionEventOut, DecisionOut, DeclineIn, QuestionOut, TaskOut, TurnOut
+from tarry.web.schemas import ApproveIn, DecisionEventOut, DecisionOut, DeclineIn, QuestionOut, TaskOut, TurnOut
 from tarry.web.views import PAGE_SIZE
 
 PROBLEM_DETAILS = {
@@ -145,8 +145,9 @@ def api_router(decider: Decider) -> APIRouter:
         response_model=DecisionOut,
         summary="Approve a tool call (or accept a question that needs no values)",
     )
-    async def approve(request: Request, question_id: str) -> DecisionOut:
-        return await decided(request, question_id, "approve", None, None)
+    async def approve(request: Request, question_id: str, body: ApproveIn | None = None) -> DecisionOut:
+        changes = body.arguments if body is not None else None
+        return await decided(request, question_id, "approve", changes, None)
 
     @writes.post(
         "/questions/{question_id}/decline",

@@ -180,8 +180,10 @@ class Decider:
             return await self.store.decide(question.id, "decline", note=note, by=by, channel=channel)
         if question.kind == "url" and not safe_url(question.url):
             raise InvalidAnswerError({"url": "only http and https links can be accepted"})
-        answer = None if action == "approve" else dict(values or {})
-        return await self.store.decide(question.id, "accept", answer, by=by, channel=channel)
+        if action == "approve":  # values, if any, change the call's arguments
+            changes = dict(values) if values else None
+            return await self.store.decide(question.id, "accept", by=by, channel=channel, arguments=changes)
+        return await self.store.decide(question.id, "accept", dict(values or {}), by=by, channel=channel)
 
     async def _outcome(self, request: Request, question: Question, action: Action, decided: Question | None) -> Result:
         """What came of a decision that was not refused: recorded (``decided``), counted, or taken by another."""
