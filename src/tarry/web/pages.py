@@ -28,6 +28,7 @@ from tarry.web import views
 from tarry.web.access import CSRF_FIELD, Access, ChatRef, Forbidden, NotLoggedIn
 from tarry.web.conversation import turns
 from tarry.web.decisions import Action, Decider
+from tarry.web.edit_form import changes_of, typed_arguments
 from tarry.web.events import LiveSignal, changes
 from tarry.web.views import FIELD_PREFIX, SHOWN_PREFIX
 
@@ -304,6 +305,8 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
         note = (_text(form, "note") or "").strip()[:NOTE_LIMIT].replace("\x00", "")
         typed = _typed(form)
         values = _values(typed)
+        if action == "approve":  # an approval's inputs change the call's arguments
+            typed, values = typed_arguments(form), changes_of(form)
         try:
             result = await decider.decide(request, question_id, action, values, note or None)
         except (NotLoggedIn, Forbidden):
