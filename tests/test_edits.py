@@ -74,13 +74,21 @@ async def test_a_change_the_tool_does_not_allow_or_that_does_not_fit_is_refused_
     assert question.decision is None and money.sent == []
 
 
-async def test_a_changed_call_whose_policy_asks_more_does_not_run() -> None:
+async def test_a_changed_call_whose_policy_asks_more_is_asked_again_then_runs_as_changed() -> None:
     chat, money, question, seen = await parked()
     assert await chat.approve(question, arguments={"amount": 500})
     await chat.complete()
-    assert money.sent == []
-    result = seen[0][2].result()
-    assert isinstance(result, str) and "needs the approval of 2 people, more than it got; it did not run" in result
+    assert money.sent == [] and chat.waiting
+    [again] = await chat.pending_questions()
+    assert again.id != question.id and again.tool_call == question.tool_call
+    assert again.policy == Approval(count=2) and again.proposal == {"amount": 500, "to": "bob"}
+    assert again.changed_arguments == {"amount": 500, "to": "bob"} and again.editable == question.editable
+    assert await chat.approve(again, by=Principal("ann"))
+    assert await chat.approve(again, by=Principal("bob"))
+    assert again.answer == {"arguments": {"amount": 500, "to": "bob"}}
+    await chat.complete()
+    assert money.sent == [(500, "bob")]
+    assert seen[0][2].content.endswith("sent 500 to bob")
 
 
 def test_editable_names_only_parameters_and_false_allows_nothing() -> None:

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from tarry import planning
+from tarry.approvals import Approval
 from tarry.calls import CallRecord, CallState, Claim, Outcome, Standing, call_state, mint
 from tarry.clock import utcnow
 from tarry.edits import as_ran, asks_more, with_note
@@ -144,7 +145,8 @@ class CallCarrier:
     async def _outcome(
         self, record: CallRecord, standing: Standing, claim: Claim, step: CallStep, run: ToolRun
     ) -> Outcome | None:
-        """What taking ``step`` came to; ``None`` when the claim was lost while the tool ran."""
+        """What taking ``step`` came to; ``None`` when the claim was lost while the tool ran, or when the call, as a
+        person changed it, was asked again for the approval its policy needs."""
         runs_tool = standing.state is CallState.RUNS
         reclaimed = claim is Claim.RECLAIMED
         if runs_tool and reclaimed and not self._idempotent(record):
@@ -160,6 +162,8 @@ class CallCarrier:
                     await run.start_over()
                 outcome = await step()
                 await run.finish()
+            except _AskedAgain:  # the call as changed waits on another approval now: nothing ran, nothing to save
+                return None
             except ClaimLostError:  # the tool asked a question after another process took its call over
                 logger.warning(
                     "Lost the claim on the %s call %s while it ran; another process carries it on",
@@ -271,33 +275,52 @@ class CallCarrier:
         if tool is None:
             available = ", ".join(self.tools) or "none"
             return Outcome(result=error_result(call, f"Unknown tool {call.name!r}. Available tools: {available}."))
-        refused = self._needs_more(record, tool, call)
-        if refused is not None:
-            return Outcome(result=with_note(error_result(call, refused), record))
+        asked = self._asks_more(record, tool, call)
+        if asked is not None:
+            await self._ask_again(record, tool, call, asked)
+            raise _AskedAgain
         try:
             arguments = tool.validate(call.arguments)
         except InvalidArgumentsError as error:
             return Outcome(result=with_note(error_result(call, str(error)), record))
         return _told(await self._invoke(record, run, tool.execute, arguments), record)
 
-    def _needs_more(self, record: CallRecord, tool: Tool, call: ToolCall) -> str | None:
-        """Why the call as a person changed it may not run on the approval it got (its tool's policy for the changed
-        call asks for more), or ``None`` when it may (or nobody changed it)."""
+    def _asks_more(self, record: CallRecord, tool: Tool, call: ToolCall) -> Approval | None:
+        """The approval ``call``, as a person changed it, needs when its tool's policy asks more of it than its
+        approval met (more people, or another group); ``None`` when it asks no more (or nobody changed the call)."""
         approval = record.approval
         if approval is None or call is record.call:
             return None
         try:
             asked = tool.approval_policy(call)
-        except Exception:
+        except Exception:  # as for the call the model made: one person's approval, which it had
             logger.exception("The approval rule of %s raised on changed arguments", call.name)
-            return f"The approval rule of {call.name} failed on the changed arguments; the call did not run."
-        if not asks_more(asked, approval.policy):
             return None
-        assert asked is not None
-        who = f" allowed as {asked.by!r}" if asked.by else ""
-        return (
-            f"The {call.name} call as changed needs the approval of {asked.count} people{who}, more than it got; "
-            "it did not run. Make the call again with these arguments to ask for that approval."
+        return asked if asks_more(asked, approval.policy) else None
+
+    async def _ask_again(self, record: CallRecord, tool: Tool, call: ToolCall, policy: Approval) -> None:
+        """Ask for the approval ``policy`` of ``call``, ``record``'s call as a person changed it: a new approval
+        question of the same call, proposing the changed arguments, which the call waits on now."""
+        approval = record.approval
+        assert approval is not None
+        again = Question(
+            id="",
+            kind="approval",
+            message=f"Approve the {call.name} call as a person changed it?",
+            ttl=tool.approval_ttl,
+            policy=None if policy == Approval() else policy,
+            editable=approval.editable,
+            changed_arguments=dict(call.arguments),
+        )
+        mint(again, record.call, self.chat_id)
+        await self.journal.add_question(record.call.id, len(record.questions), again)
+        record.questions.append(again)
+        logger.info(
+            "The %s call as changed needs another approval (%s people%s); asked again",
+            call.name,
+            policy.count,
+            f", allowed as {policy.by!r}" if policy.by else "",
+            extra=self._ids(record),
         )
 
     async def _resume(self, record: CallRecord, task: Task, run: ToolRun) -> Outcome:
@@ -382,6 +405,10 @@ class CallCarrier:
             await cancel(question)
         cancelled = error_result(record.call, f"The {record.call.name} call was cancelled.")
         await self.save(record, Outcome(result=cancelled))
+
+
+class _AskedAgain(Exception):
+    """The call, as a person changed it, was asked again for an approval its policy needs: it does not run now."""
 
 
 def _told(outcome: Outcome, record: CallRecord) -> Outcome:

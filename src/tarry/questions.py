@@ -85,6 +85,9 @@ class Question:
     editable: dict[str, Any] | None = None
     """For an approval: the JSON schema of the call's parameters a person may change while approving (``None``: its
     tool allows no change). See [`tarry.edits`][tarry.edits]."""
+    changed_arguments: dict[str, Any] | None = None
+    """For an approval asked again because a person changed the call's arguments and its tool's policy asks more of
+    the call as changed: those arguments, which it proposes (``None`` for any other question)."""
 
     def __post_init__(self) -> None:
         if self.kind not in QUESTION_KINDS:
@@ -114,13 +117,16 @@ class Question:
     @property
     def proposal(self) -> dict[str, Any] | None:
         """For a call's approval, the arguments it would run with as things stand: those the decision recorded, else
-        the latest approval's (a person may have changed them), else the model's; ``None`` for other questions."""
+        the latest approval's (a person may have changed them), else those it was asked again for
+        (``changed_arguments``), else the model's; ``None`` for other questions."""
         if self.tool_call is None or self.kind != "approval":
             return None
         if self.answer is not None and isinstance(self.answer.get("arguments"), Mapping):
             return dict(self.answer["arguments"])
         if self.votes and self.votes[-1].arguments is not None:
             return dict(self.votes[-1].arguments)
+        if self.changed_arguments is not None and not self.votes:
+            return dict(self.changed_arguments)
         return dict(self.tool_call.arguments)
 
     @property
@@ -191,7 +197,7 @@ class Question:
         self.source, self.key, self.policy = earlier.source, earlier.key, earlier.policy
         self.asked_at, self.expires_at, self.ttl = earlier.asked_at, earlier.expires_at, earlier.ttl
         self.awaited, self.after, self.messages_said = earlier.awaited, earlier.after, earlier.messages_said
-        self.editable = earlier.editable
+        self.editable, self.changed_arguments = earlier.editable, earlier.changed_arguments
         self.extra = dict(earlier.extra)
         self.take_decision(earlier)
         self.answer = None if earlier.answer is None else dict(earlier.answer)

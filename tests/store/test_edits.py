@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from tarry import Message
+from tarry import Approval, Message, ToolCall
 from tarry.edits import arguments_digest
 from tarry.errors import InvalidAnswerError, NotAllowedError
 from tarry.principals import Principal
@@ -161,3 +161,35 @@ async def test_eight_racing_processes_run_an_edited_call_once(database_url: str,
         chat = await store.load_chat(chat_id, reactive_model(SEND), [TransferMoney()])
         results = [message for message in chat.messages if message.role == "tool"]
     assert len(results) == 1 and results[0].content.endswith("Sent 7 to Eve")
+
+
+class GuardedTransfer(TransferMoney):
+    """Moves money; over 100 needs two of finance."""
+
+    def requires_approval(self, call: ToolCall) -> Approval:  # type: ignore[override]
+        return Approval(count=2, by="finance") if call.arguments["amount"] > 100 else Approval()
+
+
+async def test_a_changed_call_whose_policy_asks_more_waits_on_a_new_approval(finance: Store, markers: Path) -> None:
+    calls = [{"name": "guarded_transfer", "arguments": {"to": "Bob", "amount": 50}}]
+    chat = await finance.create_chat(reactive_model(calls), [GuardedTransfer()])
+    await chat.ask("Send Bob 50")
+    [first] = await finance.pending_questions(chat.id)
+    assert first.policy is None
+    assert await finance.approve(first.id, arguments={"amount": 5000}, by="ann")
+
+    loaded = await finance.load_chat(chat.id, reactive_model(calls), [GuardedTransfer()])
+    await loaded.complete()
+    assert loaded.waiting and marker_lines(markers, "transfer") == []
+    [again] = await finance.pending_questions(chat.id)
+    assert again.id != first.id and again.policy == Approval(count=2, by="finance")
+    assert again.proposal == again.changed_arguments == {"to": "Bob", "amount": 5000}
+    assert again.message == "Approve the guarded_transfer call as a person changed it?"
+
+    assert await finance.approve(again.id, by="ann")
+    assert await finance.approve(again.id, by="bob")
+    other = await finance.load_chat(chat.id, reactive_model(calls), [GuardedTransfer()])
+    await other.complete()
+    assert not other.waiting and marker_lines(markers, "transfer") == ["Bob:5000"]
+    assert other.messages[-2].content.endswith("Sent 5000 to Bob")
+    await check_trail(finance)
