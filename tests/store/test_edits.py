@@ -149,18 +149,32 @@ async def test_eight_racing_processes_run_an_edited_call_once(database_url: str,
     async with Store(database_url) as store:
         await store.setup()
         chat_id, question_id = await waiting_transfer(store)
-        assert await store.approve(question_id, arguments={"amount": 7, "to": "Eve"})
-    go = tmp_path / "go"
-    racers = [start("race", database_url, chat_id, str(go), json.dumps(SEND), markers=markers) for _ in range(8)]
+    go, carry = tmp_path / "go", tmp_path / "carry"
+    approvers = [
+        start("approve_with", database_url, question_id, str(amount), str(go), markers=markers)
+        for amount in range(1, 9)
+    ]
     time.sleep(0.5)  # let the processes import and connect; correctness does not depend on it
     go.touch()
+    recorded = [json.loads(finish(process))["recorded"] for process in approvers]
+    assert recorded.count(True) == 1, "one approval with changes wins"
+    winner = recorded.index(True) + 1
+    async with Store(database_url) as store:
+        decided = await store.question(question_id)
+        assert decided.answer == {"arguments": {"to": "Bob", "amount": winner}}
+        assert decided.decided_by is not None and decided.decided_by.id == f"p{winner}"
+        assert [event.outcome for event in await store.history(question_id=question_id)].count("decided") == 1
+
+    racers = [start("race", database_url, chat_id, str(carry), json.dumps(SEND), markers=markers) for _ in range(8)]
+    time.sleep(0.5)
+    carry.touch()
     for process in racers:
         finish(process)
-    assert Counter(marker_lines(markers, "transfer")) == {"Eve:7": 1}, "the edited call ran exactly once"
+    assert Counter(marker_lines(markers, "transfer")) == {f"Bob:{winner}": 1}, "the edited call ran exactly once"
     async with Store(database_url) as store:
         chat = await store.load_chat(chat_id, reactive_model(SEND), [TransferMoney()])
         results = [message for message in chat.messages if message.role == "tool"]
-    assert len(results) == 1 and results[0].content.endswith("Sent 7 to Eve")
+    assert len(results) == 1 and results[0].content.endswith(f"Sent {winner} to Bob")
 
 
 class GuardedTransfer(TransferMoney):
@@ -193,3 +207,19 @@ async def test_a_changed_call_whose_policy_asks_more_waits_on_a_new_approval(fin
     assert not other.waiting and marker_lines(markers, "transfer") == ["Bob:5000"]
     assert other.messages[-2].content.endswith("Sent 5000 to Bob")
     await check_trail(finance)
+
+
+async def test_a_stored_chat_approves_with_changed_arguments_and_carries_the_call_on(
+    store: Store, markers: Path
+) -> None:
+    chat = await store.create_chat(reactive_model(SEND), [TransferMoney()])
+    await chat.ask("Send Bob 500")
+    [question] = await chat.pending_questions()
+    with pytest.raises(InvalidAnswerError) as caught:
+        await chat.approve(question, arguments={"amount": -0.5})
+    assert caught.value.errors == {"amount": "-0.5 is not of type 'integer'"}
+    assert await chat.approve(question, arguments={"to": "Ann"}, by="ann")
+    assert question.answer == {"arguments": {"to": "Ann", "amount": 500}}
+    assert (await chat.complete()).content == "All done."
+    assert marker_lines(markers, "transfer") == ["Ann:500"]
+    assert (await store.question(question.id)).answer == question.answer
