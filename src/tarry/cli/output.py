@@ -157,7 +157,7 @@ def question_lines(question: Question) -> list[str]:
         lines.append(f"    {escape(f'proposed with changed arguments: {changes}')}")
     if question.editable is not None and question.decision is None:
         names = ", ".join(question.editable.get("properties") or {})
-        lines.append(f"    {escape(f'may change: {names} (tarry approve {question.id} --set NAME=VALUE)')}")
+        lines.append(f"    {escape(f'may change: {names} (approve with --set NAME=VALUE)')}")
     policy = standing(question)
     if policy is not None:
         lines.append(f"    {escape(policy)}")
