@@ -17,6 +17,7 @@ from tarry.web.decisions import Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
 from tarry.web.schemas import (
+    ApproveIn,
     DecisionEventOut,
     DecisionOut,
     DeclineIn,
@@ -160,8 +161,9 @@ def api_router(decider: Decider) -> APIRouter:
         response_model=DecisionOut,
         summary="Approve a tool call (or accept a question that needs no values)",
     )
-    async def approve(request: Request, question_id: str) -> DecisionOut:
-        return await decided(request, question_id, "approve", None, None)
+    async def approve(request: Request, question_id: str, body: ApproveIn | None = None) -> DecisionOut:
+        changes = body.arguments if body is not None else None
+        return await decided(request, question_id, "approve", changes, None)
 
     @writes.post(
         "/questions/{question_id}/decline",
