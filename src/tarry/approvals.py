@@ -9,9 +9,10 @@ apply under their lock, so a policy means the same wherever a decision is made.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
+from tarry.edits import approved_arguments, counted_votes
 from tarry.errors import NotAllowedError
 from tarry.policies import Approval, Vote
 from tarry.principals import Principal
@@ -53,6 +54,7 @@ def judge(
     decision: Decision,
     principal: Principal | None,
     may_decide: MayDecide | None,
+    answer: Mapping[str, Any] | None = None,
     *,
     through_grant: bool = False,
 ) -> Verdict:
@@ -60,16 +62,19 @@ def judge(
     when it refuses.
 
     Call it under the lock, after the question was found open. A cancellation (the chat's own)
-    is never refused. ``through_grant``: a standing grant approves, as ``principal`` (its granter): one
-    approval, or all that is needed when the policy says ``grant_suffices``.
+    is never refused. ``answer`` is the decision's answer: an approval with changed arguments holds them
+    (``{"arguments": ...}``); without, an approval is for the arguments the question proposes now. Only the votes
+    for the same arguments count toward the policy's ``count``. ``through_grant``: a standing grant approves, as
+    ``principal`` (its granter): one approval, or all that is needed when the policy says ``grant_suffices``.
     """
-    reason = refusal(question, decision, principal, may_decide)
+    reason = refusal(question, decision, principal, may_decide, answer)
     if reason is not None:
         raise NotAllowedError(reason)
     policy = question.policy
     if policy is None or decision != "accept" or policy.count == 1 or (through_grant and policy.grant_suffices):
         return "decide"
-    return "decide" if len(question.votes) + 1 >= policy.count else "count"
+    counted = counted_votes(question, approved_arguments(question, answer))
+    return "decide" if len(counted) + 1 >= policy.count else "count"
 
 
 def refusal(
@@ -77,13 +82,15 @@ def refusal(
     decision: Decision,
     principal: Principal | None,
     may_decide: MayDecide | None,
+    answer: Mapping[str, Any] | None = None,
 ) -> str | None:
     """Why the question's approval policy refuses this decision by ``principal``, or ``None`` when it allows it.
 
     What [`judge`][tarry.approvals.judge] raises; the inbox and ``tarry pending`` ask it too, to offer a decision
     only to those who may make it. Nobody known and a self-declared principal
     (``verified=False``) are alike here: neither satisfies ``by`` nor counts toward ``count > 1``.
-    ``may_decide`` admits with ``True`` only; an awaitable it returns raises ``TypeError``.
+    ``may_decide`` admits with ``True`` only; an awaitable it returns raises ``TypeError``. A person who approved
+    may approve again only other arguments (``answer``, as for [`judge`][tarry.approvals.judge]).
     """
     policy = question.policy
     if policy is None or decision == "cancel":
@@ -97,7 +104,8 @@ def refusal(
             return reason
     if decision != "accept" or policy.count == 1:
         return None
-    if any(vote.principal.id == principal.id for vote in question.votes):
+    counted = counted_votes(question, approved_arguments(question, answer))
+    if any(vote.principal.id == principal.id for vote in counted):
         return f"{principal.label} already approved {what}; it needs {policy.count} different people"
     return None
 
@@ -157,8 +165,11 @@ def standing(question: Question) -> str | None:
     if policy.count == 1:
         return f"Needs the approval of someone {allowed}." if allowed else "Needs one person's approval."
     each = f", each {allowed}" if allowed else ""
-    labels = ", ".join(vote.principal.label for vote in question.votes)
+    counted = counted_votes(question, question.proposal)
+    labels = ", ".join(vote.principal.label for vote in counted)
+    others = len(question.votes) - len(counted)
+    other = f" ({others} for other arguments, not counted)" if others else ""
     return (
         f"Needs {policy.count} different people's approval{each}; "
-        f"{len(question.votes)} of {policy.count} so far{': ' + labels if labels else ''}."
+        f"{len(counted)} of {policy.count} so far{': ' + labels if labels else ''}{other}."
     )

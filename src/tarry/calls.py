@@ -61,8 +61,9 @@ class CallRecord:
 
     @property
     def approval(self) -> Question | None:
-        """The call's approval question, when it needs one."""
-        return next((question for question in self.questions if question.kind == "approval"), None)
+        """The call's approval question, when it needs one: the latest, when a person changed the call's arguments
+        and its policy asked again."""
+        return next((question for question in reversed(self.questions) if question.kind == "approval"), None)
 
     @property
     def waiting_question(self) -> Question | None:

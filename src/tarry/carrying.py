@@ -9,8 +9,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from tarry import planning
+from tarry.approvals import Approval
 from tarry.calls import CallRecord, CallState, Claim, Outcome, Standing, call_state, mint
 from tarry.clock import utcnow
+from tarry.edits import as_ran, asks_more, with_note
 from tarry.errors import ClaimLostError, InvalidArgumentsError, MissingToolsError, ToolCallError
 from tarry.journal import Journal
 from tarry.live import LiveCall, current_call
@@ -143,7 +145,8 @@ class CallCarrier:
     async def _outcome(
         self, record: CallRecord, standing: Standing, claim: Claim, step: CallStep, run: ToolRun
     ) -> Outcome | None:
-        """What taking ``step`` came to; ``None`` when the claim was lost while the tool ran."""
+        """What taking ``step`` came to; ``None`` when the claim was lost while the tool ran, or when the call, as a
+        person changed it, was asked again for the approval its policy needs."""
         runs_tool = standing.state is CallState.RUNS
         reclaimed = claim is Claim.RECLAIMED
         if runs_tool and reclaimed and not self._idempotent(record):
@@ -159,6 +162,8 @@ class CallCarrier:
                     await run.start_over()
                 outcome = await step()
                 await run.finish()
+            except _AskedAgain:  # the call as changed waits on another approval now: nothing ran, nothing to save
+                return None
             except ClaimLostError:  # the tool asked a question after another process took its call over
                 logger.warning(
                     "Lost the claim on the %s call %s while it ran; another process carries it on",
@@ -265,16 +270,58 @@ class CallCarrier:
         return lambda: self._resume(record, task, run)
 
     async def _execute(self, record: CallRecord, run: ToolRun) -> Outcome:
-        call = record.call
+        call = as_ran(record)  # with a person's changes, if they made any
         tool = self.tools.get(call.name)
         if tool is None:
             available = ", ".join(self.tools) or "none"
             return Outcome(result=error_result(call, f"Unknown tool {call.name!r}. Available tools: {available}."))
+        asked = self._asks_more(record, tool, call)
+        if asked is not None:
+            await self._ask_again(record, tool, call, asked)
+            raise _AskedAgain
         try:
             arguments = tool.validate(call.arguments)
         except InvalidArgumentsError as error:
-            return Outcome(result=error_result(call, str(error)))
-        return await self._invoke(record, run, tool.execute, arguments)
+            return Outcome(result=with_note(error_result(call, str(error)), record))
+        return _told(await self._invoke(record, run, tool.execute, arguments), record)
+
+    def _asks_more(self, record: CallRecord, tool: Tool, call: ToolCall) -> Approval | None:
+        """The approval ``call``, as a person changed it, needs when its tool's policy asks more of it than its
+        approval met (more people, or another group); ``None`` when it asks no more (or nobody changed the call)."""
+        approval = record.approval
+        if approval is None or call is record.call:
+            return None
+        try:
+            asked = tool.approval_policy(call)
+        except Exception:  # as for the call the model made: one person's approval, which it had
+            logger.exception("The approval rule of %s raised on changed arguments", call.name)
+            return None
+        return asked if asks_more(asked, approval.policy) else None
+
+    async def _ask_again(self, record: CallRecord, tool: Tool, call: ToolCall, policy: Approval) -> None:
+        """Ask for the approval ``policy`` of ``call``, ``record``'s call as a person changed it: a new approval
+        question of the same call, proposing the changed arguments, which the call waits on now."""
+        approval = record.approval
+        assert approval is not None
+        asked = Question(
+            id="",
+            kind="approval",
+            message=f"Approve the {call.name} call as a person changed it?",
+            ttl=tool.approval_ttl,
+            policy=None if policy == Approval() else policy,
+            editable=approval.editable,
+            changed_arguments=dict(call.arguments),
+        )
+        again = mint(asked, record.call, self.chat_id)
+        await self.journal.add_question(record.call.id, len(record.questions), again)
+        record.questions.append(again)
+        logger.info(
+            "The %s call as changed needs another approval (%s people%s); asked again",
+            call.name,
+            policy.count,
+            f", allowed as {policy.by!r}" if policy.by else "",
+            extra=self._ids(record),
+        )
 
     async def _resume(self, record: CallRecord, task: Task, run: ToolRun) -> Outcome:
         own = [question for question in task.questions if question.source is None]
@@ -284,10 +331,10 @@ class CallCarrier:
         if tool is None:
             return Outcome(result=error_result(record.call, f"The {record.call.name} tool is no longer available."))
         try:
-            arguments = tool.validate(record.call.arguments)
+            arguments = tool.validate(as_ran(record).arguments)
         except InvalidArgumentsError as error:  # the tool's parameters changed since the call was made
-            return Outcome(result=error_result(record.call, str(error)))
-        return await self._invoke(record, run, tool.resume, arguments, task)
+            return Outcome(result=with_note(error_result(record.call, str(error)), record))
+        return _told(await self._invoke(record, run, tool.resume, arguments, task), record)
 
     async def _invoke(
         self,
@@ -359,6 +406,18 @@ class CallCarrier:
             await cancel(question)
         cancelled = error_result(record.call, f"The {record.call.name} call was cancelled.")
         await self.save(record, Outcome(result=cancelled))
+
+
+class _AskedAgain(Exception):
+    """The call, as a person changed it, was asked again for an approval its policy needs: it does not run now."""
+
+
+def _told(outcome: Outcome, record: CallRecord) -> Outcome:
+    """``outcome``, whose result (if it has one) tells the model first of a person's change to the call's
+    arguments."""
+    if outcome.result is None:
+        return outcome
+    return Outcome(result=with_note(outcome.result, record), task=outcome.task, questions=outcome.questions)
 
 
 def error_result(call: ToolCall, text: str, **extra: Any) -> Message:

@@ -19,6 +19,7 @@ from tarry.decisions import (
     question_id,
     record_decision,
 )
+from tarry.edits import check_edit
 from tarry.errors import UnknownQuestionError
 from tarry.journal import Journal, MemoryJournal
 from tarry.loop import ChatLoop
@@ -219,13 +220,24 @@ class Chat:
             return await self._decide(target, "accept", accepted, None, principal_of(by), check_channel(channel))
 
     async def approve(
-        self, question: Question | str, *, by: str | Principal | None = None, channel: Channel = "code"
+        self,
+        question: Question | str,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
     ) -> bool:
-        """Approve ``question``; same arguments, return value and errors as [`answer`][tarry.Chat.answer]."""
+        """Approve ``question``; same arguments, return value and errors as [`answer`][tarry.Chat.answer].
+
+        ``arguments`` changes the call's arguments as it approves them: parameter names to new values, checked
+        against the parameters its tool lets a person change ([`InvalidAnswerError`][tarry.errors.InvalidAnswerError]
+        names each one that is wrong). See [`tarry.edits`][tarry.edits].
+        """
         async with self._journal.session():
             target = await self._find(question)
             principal, through = principal_of(by), check_channel(channel)
-            return await self._decide(target, "accept", target.check_answer(), None, principal, through)
+            accepted = target.check_answer() if arguments is None else check_edit(target, arguments)
+            return await self._decide(target, "accept", accepted, None, principal, through)
 
     async def decline(
         self,

@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
-from tarry.approvals import Vote, judge
+from tarry.approvals import judge
 from tarry.calls import CallRecord, Claim, Outcome, check_decision
 from tarry.changes import Changes
 from tarry.clock import utcnow
+from tarry.edits import recorded_answer, vote_for
 from tarry.errors import QuestionExpiredError
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
@@ -217,12 +218,14 @@ class MemoryJournal:
         now = utcnow()
         if not check_decision(question, decision, running=running, closed=closed, now=now):
             return None
-        if judge(question, decision, by, None) == "count":
-            assert by is not None
-            return question.with_vote(Vote(by, now))
+        verdict = judge(question, decision, by, None, answer)
         decided = question
         if question.policy is not None and by is not None and decision == "accept":
-            decided = question.with_vote(Vote(by, now))
+            decided = question.with_vote(vote_for(question, by, now, answer))
+        if verdict == "count":
+            return decided
+        if decision == "accept":
+            answer = recorded_answer(question, answer)
         decided = decided.decided_with(Verdict(decision, now, answer, note, by, channel))
         mark(f"decision {decision}", decision_attributes(decided))
         waiter = self._waiters.get(question.id)

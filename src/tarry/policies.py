@@ -61,16 +61,31 @@ class Approval:
 
 @dataclass(frozen=True)
 class Vote:
-    """One approval counted toward a policy's ``count``: who and when."""
+    """One approval counted toward a policy's ``count``: who, when, and for which arguments of the call.
+
+    ``digest`` is [`arguments_digest`][tarry.edits.arguments_digest] of the arguments approved (``None``, as in votes
+    recorded before votes carried one: the call's arguments as the model sent them); ``arguments`` holds them when
+    the approver changed them (``None``: as the model sent them).
+    """
 
     principal: Principal
     at: datetime
+    digest: str | None = None
+    arguments: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The vote as JSON-safe data."""
-        return {**self.principal.to_dict(), "at": self.at.isoformat()}
+        bound = {"digest": self.digest} if self.digest is not None else {}
+        edited = {"arguments": self.arguments} if self.arguments is not None else {}
+        return {**self.principal.to_dict(), "at": self.at.isoformat(), **bound, **edited}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Vote:
         """The vote [`to_dict`][tarry.approvals.Vote.to_dict] wrote."""
-        return cls(Principal(str(data["id"]), data.get("name")), datetime.fromisoformat(str(data["at"])))
+        digest, arguments = data.get("digest"), data.get("arguments")
+        return cls(
+            Principal(str(data["id"]), data.get("name")),
+            datetime.fromisoformat(str(data["at"])),
+            digest if isinstance(digest, str) else None,
+            dict(arguments) if isinstance(arguments, Mapping) else None,
+        )

@@ -109,6 +109,12 @@ class Question:
     messages_said: int | None = None
     """For a question of the chat itself (a login): how many messages the chat held when it asked. Once a person
     declines or cancels it, the chat stays stopped until the user says something after them."""
+    editable: dict[str, Any] | None = None
+    """For an approval: the JSON schema of the call's parameters a person may change while approving (``None``: its
+    tool allows no change). See [`tarry.edits`][tarry.edits]."""
+    changed_arguments: dict[str, Any] | None = None
+    """For an approval asked again because a person changed the call's arguments and its tool's policy asks more of
+    the call as changed: those arguments, which it proposes (``None`` for any other question)."""
 
     def __post_init__(self) -> None:
         if self.kind not in QUESTION_KINDS:
@@ -166,6 +172,21 @@ class Question:
     def is_open(self, now: datetime) -> bool:
         """True while an answer may still come: nobody decided the question and its time to live has not run out."""
         return self.decision is None and not self.expired(now)
+
+    @property
+    def proposal(self) -> dict[str, Any] | None:
+        """For a call's approval, the arguments it would run with as things stand: those the decision recorded, else
+        the latest approval's (a person may have changed them), else those it was asked again for
+        (``changed_arguments``), else the model's; ``None`` for other questions."""
+        if self.tool_call is None or self.kind != "approval":
+            return None
+        if self.answer is not None and isinstance(self.answer.get("arguments"), Mapping):
+            return dict(self.answer["arguments"])
+        if self.votes and self.votes[-1].arguments is not None:
+            return dict(self.votes[-1].arguments)
+        if self.changed_arguments is not None and not self.votes:
+            return dict(self.changed_arguments)
+        return dict(self.tool_call.arguments)
 
     @property
     def requested_schema(self) -> dict[str, Any]:
@@ -258,6 +279,8 @@ class Question:
             "policy": None if self.policy is None else self.policy.to_dict(),
             "votes": [vote.to_dict() for vote in self.votes],
             "source": self.source,
+            "editable": self.editable,
+            "proposal": self.proposal,
         }
 
 

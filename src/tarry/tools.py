@@ -9,12 +9,13 @@ import json
 import re
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, Self, TypeVar, get_type_hints, overload, runtime_checkable
 
 import pydantic
 
 from tarry.approvals import Approval
+from tarry.edits import editable_schema
 from tarry.errors import InvalidArgumentsError, TarryWarning
 from tarry.messages import ToolCall, ToolSchema
 from tarry.questions import Field, FieldType, Question
@@ -79,6 +80,9 @@ class Tool:
       (``Approval(count=2, by="finance")``: two people of finance), or a method
       ``(self, call) -> bool | Approval``.
     - ``approval_ttl``: seconds a person has to approve, or ``None`` for no limit.
+    - ``editable``: what a person may change of a call's arguments while approving it: ``True`` (every parameter,
+      the default), ``False`` (nothing) or the names of the parameters that may change (see
+      [`tarry.edits`][tarry.edits]).
     - ``idempotent``: ``True`` when running a call twice is harmless, so a call whose
       process died is run again instead of being closed as interrupted.
     - ``task_class``: the [`Task`][tarry.Task] subclass [`load_task`][tarry.Tool.load_task] rebuilds.
@@ -88,6 +92,7 @@ class Tool:
     description: str = ""
     requires_approval: bool | Approval | Callable[..., bool | Approval] = False
     approval_ttl: float | None = None
+    editable: bool | Collection[str] = True
     idempotent: bool = False
     task_class: ClassVar[type[Task]] = Task
 
@@ -141,6 +146,11 @@ class Tool:
         if isinstance(verdict, Approval):
             return verdict
         return Approval() if verdict else None
+
+    def editable_schema(self) -> dict[str, Any] | None:
+        """The JSON schema of the parameters a person may change while approving a call (``editable`` applied), or
+        ``None`` when they may change none; raises ``ValueError`` when ``editable`` names no parameter of the tool."""
+        return editable_schema(self.name, self.parameters, self.editable)
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments ``execute`` receives; raises [`InvalidArgumentsError`][tarry.errors.InvalidArgumentsError]
@@ -260,6 +270,7 @@ class FunctionTool(Tool):
         requires_approval: bool | Approval | Callable[[ToolCall], bool | Approval] = False,
         approval_ttl: float | None = None,
         idempotent: bool = False,
+        editable: bool | Collection[str] = True,
     ) -> None:
         self.function = function
         self.name = name or function.__name__
@@ -267,7 +278,9 @@ class FunctionTool(Tool):
         self.requires_approval = requires_approval
         self.approval_ttl = approval_ttl
         self.idempotent = idempotent
+        self.editable = editable
         self._function_model = _arguments_model(function, f"{_camel_case(self.name)}Arguments")
+        self.editable_schema()  # refuse now an editable that names no parameter
         _warn_if_unclear(f"Tool {self.name}", self.description, function)
 
     def execute(self, **arguments: Any) -> Any:
@@ -291,6 +304,7 @@ def tool(
     requires_approval: bool | Approval | Callable[[ToolCall], bool | Approval] = False,
     approval_ttl: float | None = None,
     idempotent: bool = False,
+    editable: bool | Collection[str] = True,
 ) -> Callable[[F], FunctionTool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -301,8 +315,12 @@ def tool(
     requires_approval: bool | Approval | Callable[[ToolCall], bool | Approval] = False,
     approval_ttl: float | None = None,
     idempotent: bool = False,
+    editable: bool | Collection[str] = True,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool of a function (sync or async): ``@tool`` or ``@tool(requires_approval=True)``.
+
+    ``editable`` says what a person may change of a call's arguments while approving it: ``True`` every parameter,
+    ``False`` none, or the names of those that may change.
 
     The name is the function's, the description its docstring, the parameters its typed
     signature. The function stays callable as before.
@@ -316,6 +334,7 @@ def tool(
             requires_approval=requires_approval,
             approval_ttl=approval_ttl,
             idempotent=idempotent,
+            editable=editable,
         )
 
     return wrap if function is None else wrap(function)

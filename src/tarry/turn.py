@@ -8,6 +8,7 @@ from typing import Any
 
 from tarry.approvals import Approval
 from tarry.calls import CallRecord, mint
+from tarry.edits import shown_as_ran
 from tarry.errors import ClaimLostError, InvalidArgumentsError, PendingToolCallsError, TarryError
 from tarry.journal import Journal
 from tarry.messages import (
@@ -79,7 +80,7 @@ class ModelTurn:
             if not self.ready():
                 return
             request = ModelRequest(
-                messages=tuple(self.messages),
+                messages=shown_as_ran(self.messages, self.records),
                 tools=tuple(tool.schema() for tool in self.tools.values()),
                 instructions=instructions,
                 tool_choice=effective_tool_choice(tool_choice, self.messages),
@@ -196,6 +197,7 @@ def records_for(
                 message=f"Approve the {call.name} call?",
                 ttl=tools[call.name].approval_ttl,
                 policy=None if policy == Approval() else policy,
+                editable=_editable_of(tools[call.name]),
             )
             record.questions.append(mint(asked, call, chat_id))
         records.append(record)
@@ -215,6 +217,14 @@ def _approval_of(call: ToolCall, tools: Mapping[str, Tool]) -> Approval | None:
     except Exception:
         logger.exception("The approval rule of %s raised; asking a person to approve the call", call.name)
         return Approval()
+
+
+def _editable_of(tool: Tool) -> dict[str, Any] | None:
+    try:
+        return tool.editable_schema()
+    except Exception:
+        logger.exception("The editable parameters of %s are not its parameters; nobody may change its calls", tool.name)
+        return None
 
 
 def _check_call_keys(call: ToolCall) -> None:

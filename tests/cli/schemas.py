@@ -62,10 +62,14 @@ QUESTION: dict[str, Any] = {
             "type": "array",
             "items": {
                 "type": "object", "required": ["id", "name", "at"], "additionalProperties": False,
-                "properties": {**PRINCIPAL["properties"], "at": TIME},
+                "properties": {
+                    **PRINCIPAL["properties"], "at": TIME, "digest": {"type": "string"}, "arguments": {"type": "object"}
+                },
             },
         },
         "source": {"type": ["string", "null"]},
+        "editable": {"type": ["object", "null"]},
+        "proposal": {"type": ["object", "null"]},
     },
 }  # fmt: skip
 PENDING = {"type": "array", "items": QUESTION}

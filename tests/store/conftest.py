@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from tarry.store import Store
+from tests.store.approvers import may_decide
 
 POSTGRES_URL = os.environ.get("TARRY_TEST_POSTGRES_URL")
 SKIP_POSTGRES = (
@@ -48,6 +49,14 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 async def store(database_url: str) -> AsyncIterator[Store]:
     """A set-up store on the fresh database."""
     async with Store(database_url) as opened:
+        await opened.setup()
+        yield opened
+
+
+@pytest.fixture
+async def finance(database_url: str) -> AsyncIterator[Store]:
+    """A set-up store on the fresh database whose ``may_decide`` admits finance (``tests.store.approvers``)."""
+    async with Store(database_url, may_decide=may_decide) as opened:
         await opened.setup()
         yield opened
 

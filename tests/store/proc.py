@@ -81,7 +81,25 @@ async def grant(url: str, tool: str, by: str, within: str = "") -> None:
     print(made.id)
 
 
-COMMANDS = {"decide": decide, "carry": carry, "run": run, "race": race, "grant": grant}
+async def approve_with(url: str, question_id: str, amount: str, start_file: str) -> None:
+    """Wait for the start signal, then approve the question with its amount changed to ``amount``; print whether
+    this process recorded the decision."""
+    async with Store(url, durability=DURABILITY) as store:
+        await store.pending_questions()  # open the pool before the start signal
+        while not Path(start_file).exists():
+            await asyncio.sleep(0.005)
+        recorded = await store.approve(question_id, arguments={"amount": int(amount)}, by=f"p{amount}")
+        print(json.dumps({"recorded": recorded}))
+
+
+COMMANDS = {
+    "decide": decide,
+    "carry": carry,
+    "run": run,
+    "race": race,
+    "grant": grant,
+    "approve_with": approve_with,
+}
 
 if __name__ == "__main__":
     asyncio.run(COMMANDS[sys.argv[1]](*sys.argv[2:]))

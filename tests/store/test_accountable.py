@@ -70,13 +70,6 @@ async def payout_question(store: Store) -> tuple[str, str]:
     return chat.id, question.id
 
 
-@pytest.fixture
-async def finance(database_url: str) -> Store:
-    async with Store(database_url, may_decide=may_decide) as opened:
-        await opened.setup()
-        yield opened  # type: ignore[misc]
-
-
 async def test_two_people_of_finance_approve_then_the_call_runs_once(
     finance: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

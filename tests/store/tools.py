@@ -32,6 +32,12 @@ class TransferMoney(Tool):
         return f"Sent {amount} to {to}"
 
 
+class LockedTransfer(TransferMoney):
+    """Moves money; a person approves its calls as the model made them, or not at all."""
+
+    editable = False
+
+
 class PickColour(Tool):
     """Asks which colour to paint."""
 

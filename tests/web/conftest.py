@@ -66,6 +66,15 @@ def inbox(database_url: str) -> Iterator[Inbox]:
         made.client.portal.call(made.store.close)  # type: ignore[union-attr]
 
 
+@pytest.fixture
+def any_inbox(any_database: str) -> Iterator[Inbox]:
+    """A TestClient on the inbox of the test's database (SQLite, then PostgreSQL), with the token."""
+    made = Inbox(any_database)
+    with made.client:
+        yield made
+        made.client.portal.call(made.store.close)  # type: ignore[union-attr]
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's Chromium, headless, launched by Playwright.

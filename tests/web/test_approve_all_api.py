@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -19,12 +18,9 @@ from tests.web.tools import call, park, pending, question, run
 
 
 @pytest.fixture
-def inbox(any_database: str) -> Iterator[Inbox]:
-    """A TestClient on the inbox of the test's database (SQLite, then PostgreSQL), with the token."""
-    made = Inbox(any_database)
-    with made.client:
-        yield made
-        made.client.portal.call(made.store.close)  # type: ignore[union-attr]
+def inbox(any_inbox: Inbox) -> Inbox:
+    """The inbox on SQLite, then PostgreSQL."""
+    return any_inbox
 
 
 def history(url: str, chat_id: str) -> list[Any]:

@@ -362,6 +362,11 @@ def _add_inbox(commands: Any) -> None:
     approve.add_argument(
         "--all", action="store_true", dest="whole_turn", help="approve all of the chat's waiting calls, or none"
     )
+    approve.add_argument(
+        "--set", action="append", default=[], dest="changes", metavar="NAME=VALUE",
+        help="approve the call with this argument changed (VALUE is read as JSON when it parses, else as text); "
+        "give it once per argument",
+    )  # fmt: skip
     approve.set_defaults(check=partial(_check_approve, approve))
     decline = add("decline", "decline a question; the note reaches the model")
     decline.add_argument("question", metavar="QUESTION_ID")
@@ -439,6 +444,11 @@ def _check_approve(parser: argparse.ArgumentParser, arguments: argparse.Namespac
         parser.error("--chat goes with --all (to approve one question, give its QUESTION_ID)")
     if not arguments.whole_turn and arguments.question is None:
         parser.error("give the QUESTION_ID to approve, or --chat CHAT_ID --all")
+    if arguments.whole_turn and arguments.changes:
+        parser.error("--set changes one call's arguments: give its QUESTION_ID, not --chat CHAT_ID --all")
+    for pair in arguments.changes:
+        if not pair.partition("=")[0] or "=" not in pair:
+            parser.error(f"--set takes NAME=VALUE, got {pair!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,6 +12,7 @@ from tarry.chat import Chat
 from tarry.cli.identity import os_user
 from tarry.cli.lines import LineReader
 from tarry.cli.output import describe_call, escape, field_hint, shown_url
+from tarry.edits import counted_votes
 from tarry.errors import (
     InvalidAnswerError,
     NotAllowedError,
@@ -41,8 +42,9 @@ class Asker:
         """The ids of questions this person may not decide (their policy refused them): not asked again."""
 
     def may_ask(self, question: Question) -> bool:
-        """Whether to put ``question`` to the person: not when they approved it already, or may not decide it."""
-        voted = any(vote.principal.id == self.who.id for vote in question.votes)
+        """Whether to put ``question`` to the person: not when they approved what it proposes already, or may not
+        decide it."""
+        voted = any(vote.principal.id == self.who.id for vote in counted_votes(question, question.proposal))
         return not voted and question.id not in self.passed
 
     async def ask(self, question: Question) -> None:
@@ -79,7 +81,8 @@ class Asker:
         counted = await self._still_waiting(question) if recorded and question.policy is not None else None
         if counted is not None and counted.policy is not None:
             self.out.print(
-                f"  [green]Your approval was counted: {len(counted.votes)} of {counted.policy.count}; "
+                f"  [green]Your approval was counted: {len(counted_votes(counted, counted.proposal))} of "
+                f"{counted.policy.count}; "
                 "the call runs once enough people approved it.[/]"
             )
             return

@@ -23,10 +23,12 @@ from tarry.cli.output import (
     describe_call,
     escape,
     print_json,
+    proposal_changes,
     question_lines,
     task_json,
     transcript_lines,
 )
+from tarry.edits import counted_votes
 from tarry.errors import InvalidAnswerError
 from tarry.messages import Message
 from tarry.principals import Principal
@@ -145,8 +147,21 @@ async def approve(store: Store, arguments: argparse.Namespace) -> int:
         for question in approved:
             print(f"Recorded: approved ({describe_call(question.tool_call)}), question {question.id}.")
         return Exit.OK
-    decided = await store.decide(arguments.question, "accept", by=by, channel="cli")
+    changes = changed_arguments(arguments.changes) if arguments.changes else None
+    decided = await store.decide(arguments.question, "accept", by=by, channel="cli", arguments=changes)
     return await _decided(store, arguments.question, decided)
+
+
+def changed_arguments(pairs: list[str]) -> dict[str, Any]:
+    """``--set NAME=VALUE`` options as changed arguments: each value read as JSON when it parses, else as text."""
+    changes: dict[str, Any] = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        try:
+            changes[name] = json.loads(value)
+        except ValueError:
+            changes[name] = value
+    return changes
 
 
 async def decline(store: Store, arguments: argparse.Namespace) -> int:
@@ -215,7 +230,10 @@ async def _decided(store: Store, question_id: str, decided: Question | None) -> 
     if decided is not None:
         call = describe_call(decided.tool_call)
         if decided.decision is None and decided.policy is not None:
-            print(f"Recorded: approval {len(decided.votes)} of {decided.policy.count} ({call}); it waits for more.")
+            counted = len(counted_votes(decided, decided.proposal))
+            changes = proposal_changes(decided)
+            what = f"{call} with {changes}" if changes else call
+            print(f"Recorded: approval {counted} of {decided.policy.count} ({what}); it waits for more.")
         else:
             print(f"Recorded: {_decision_text(decided)} ({call}).")
         return Exit.OK
@@ -231,7 +249,8 @@ async def _decided(store: Store, question_id: str, decided: Question | None) -> 
 def _decision_text(question: Question) -> str:
     if question.decision == "accept":
         if question.kind == "approval":
-            return "approved"
+            changes = proposal_changes(question)
+            return f"approved with {changes}" if changes else "approved"
         values = ", ".join(f"{name}={value!r}" for name, value in (question.answer or {}).items())
         return f"answered {values}" if values else "accepted"
     if question.decision == "decline":

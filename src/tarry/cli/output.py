@@ -152,6 +152,12 @@ def question_lines(question: Question) -> list[str]:
     if question.kind == "url" and question.url:
         lines.append(f"    url: {escape(shown_url(question.url))}")
     lines.extend(f"    - {escape(f'{field.name} ({field_hint(field)})')}" for field in question.fields)
+    changes = proposal_changes(question)
+    if changes:
+        lines.append(f"    {escape(f'proposed with changed arguments: {changes}')}")
+    if question.editable is not None and question.decision is None:
+        names = ", ".join(question.editable.get("properties") or {})
+        lines.append(f"    {escape(f'may change: {names} (approve with --set NAME=VALUE)')}")
     policy = standing(question)
     if policy is not None:
         lines.append(f"    {escape(policy)}")
@@ -162,6 +168,19 @@ def question_lines(question: Question) -> list[str]:
         where.append(f"expires {question.expires_at:%Y-%m-%d %H:%M:%S} UTC")
     lines.append(f"    [dim]{escape('; '.join(where))}[/]")
     return lines
+
+
+def proposal_changes(question: Question) -> str:
+    """The arguments a person changed in what ``question`` proposes now, as ``name=value (was value)``; empty when
+    it proposes the call as the model made it."""
+    proposal, call = question.proposal, question.tool_call
+    if proposal is None or call is None:
+        return ""
+    was = dict(call.arguments)
+    changed = [name for name in proposal if name not in was or proposal[name] != was[name]]
+    return ", ".join(
+        f"{name}={proposal[name]!r}" + (f" (was {was[name]!r})" if name in was else "") for name in changed
+    )
 
 
 def transcript_lines(messages: Sequence[Message], start: int = 0) -> list[str]:

@@ -33,10 +33,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
-from tarry.approvals import MayDecide, Vote, judge
+from tarry.approvals import MayDecide, judge
 from tarry.clock import moved, utcnow
 from tarry.decision_rules import Facts, first_stop
 from tarry.decisions import check_respondable
+from tarry.edits import recorded_answer, vote_for
 from tarry.errors import InvalidAnswerError, NotAllowedError, TarryError, UnknownQuestionError
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, Verdict
@@ -135,8 +136,10 @@ def _checked_answer(attempt: Attempt, question: Question, row: Row | None) -> di
     nothing (without ``row``, the chat that holds the question checked it against its call's record).
     """
     if attempt.decision == "respond" and row is not None:
-        # The call's own approval is its question number 0, asked because the call needs approval.
-        check_respondable(question, call_approval=row["number"] == 0 and bool(row["needs_approval"]))
+        # The call's own approval is its question number 0, asked because the call needs approval, or one asked
+        # again of the call as a person changed it (which proposes the changed arguments).
+        own = row["number"] == 0 or question.changed_arguments is not None
+        check_respondable(question, call_approval=own and bool(row["needs_approval"]))
     try:
         return attempt.answer_of(question)
     except InvalidAnswerError:
@@ -179,14 +182,16 @@ def decide_question(
         refusal, outcome = rule.error(facts), "expired" if rule.outcome == "expired" else "running"
     else:  # no rule stopped it, or only its approval policy is left to apply
         try:
-            verdict = judge(question, decision, by, may_decide, through_grant=attempt.grant is not None)
+            verdict = judge(question, decision, by, may_decide, answer, through_grant=attempt.grant is not None)
         except NotAllowedError as error:
             refusal = error
     if refusal is not None:
         trail(outcome, answer=answer, detail=attempt.detail(str(refusal)))
         return Settled(refusal=refusal)
-    if question.policy is not None and by is not None and decision == "accept":
-        question = question.with_vote(Vote(by, now))
+    if decision == "accept":  # the arguments approved: as changed, or as the question proposes them now
+        if question.policy is not None and by is not None:
+            question = question.with_vote(vote_for(question, by, now, answer))
+        answer = recorded_answer(question, answer)
     if verdict == "count":
         connection.execute(update(questions).where(questions.c.id == question.id).values(votes=_votes(question)))
         assert question.policy is not None
@@ -252,6 +257,8 @@ def decide_if_open(
     answer = _checked_answer(attempt, question, row)
     if first_stop(Facts(question, attempt.decision, running=running, closed=closed, now=now)) is not None:
         return None
+    if attempt.decision == "accept":  # no policy, so no votes: the arguments approved are the answer's or the model's
+        answer = recorded_answer(question, answer)
     values = _decision_values(question, None, attempt, answer, now, None)
     refuses_running = attempt.decision == "decline" and not question.awaited
     if claim is None or refuses_running:

@@ -145,21 +145,34 @@ def question_values(question: Question) -> dict[str, Any]:
 def _extra_value(question: Question) -> dict[str, Any] | None:
     """What the ``extra`` column holds: the question's protocol state, and its flags under the keys they always had
     there (``awaited``, ``after``, ``messages``) so rows written before the flags had fields read back the same."""
-    flags = {"awaited": question.awaited or None, "after": question.after, "messages": question.messages_said}
+    flags = {
+        "awaited": question.awaited or None,
+        "after": question.after,
+        "messages": question.messages_said,
+        "editable": question.editable,
+        "changed_arguments": question.changed_arguments,
+    }
     return {**question.extra, **{key: value for key, value in flags.items() if value is not None}} or None
 
 
-def _extra_fields(stored: object) -> tuple[dict[str, Any], bool, str | None, int | None]:
-    """The fields of a question that its ``extra`` column holds: ``extra``, ``awaited``, ``after`` and
-    ``messages_said``. Each flag is read when its value is of its type; the rest (protocol state, and a flag's value of
-    another type, which no question reads) is kept verbatim in ``extra``."""
+_Extra = tuple[dict[str, Any], bool, str | None, int | None, dict[str, Any] | None, dict[str, Any] | None]
+"""A question's fields that its ``extra`` column holds (see ``_extra_fields``)."""
+
+
+def _extra_fields(stored: object) -> _Extra:
+    """The fields of a question that its ``extra`` column holds: ``extra``, ``awaited``, ``after``,
+    ``messages_said``, ``editable`` and ``changed_arguments``. Each flag is read when its value is of its type; the
+    rest (protocol state, and a flag's value of another type, which no question reads) is kept verbatim in
+    ``extra``."""
     if stored is not None and not isinstance(stored, Mapping):
         raise TypeError(f"its extra is a JSON {_json_type(stored)}, not an object")
     extra = dict(stored or {})
     awaited = _take(extra, "awaited", lambda value: value is True)
     after = _take(extra, "after", lambda value: isinstance(value, str))
     said = _take(extra, "messages", lambda value: type(value) is int)
-    return extra, awaited is True, after, said
+    editable = _take(extra, "editable", lambda value: isinstance(value, Mapping))
+    changed = _take(extra, "changed_arguments", lambda value: isinstance(value, Mapping))
+    return extra, awaited is True, after, said, editable, changed
 
 
 def _take(extra: dict[str, Any], key: str, fits: Callable[[Any], bool]) -> Any:
@@ -195,7 +208,7 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
         if schema is not None and not isinstance(schema, Mapping):
             raise TypeError(f"its requested_schema is a JSON {_json_type(schema)}, not an object")
         fields = fields_from_schema(schema) if schema else ()
-        extra, awaited, after, said = _extra_fields(row["extra"])
+        extra, awaited, after, said, editable, changed = _extra_fields(row["extra"])
         return Question(
             id=row["id"],
             kind=row["kind"],
@@ -215,6 +228,8 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
             awaited=awaited,
             after=after,
             messages_said=said,
+            editable=editable,
+            changed_arguments=changed,
         )
     except _UNREADABLE as error:
         asker = "" if call is None else f" of the {call.name} call {call.id}"

@@ -22,6 +22,7 @@ from tarry.approvals import MayDecide, check_may_decide
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.decisions import given_result
+from tarry.edits import check_edit
 from tarry.errors import (
     AmbiguousIdError,
     ChatNotFoundError,
@@ -457,6 +458,7 @@ class Store:
         by: str | Principal | None = None,
         channel: Channel = "code",
         allow: Allow | None = None,
+        arguments: Mapping[str, Any] | None = None,
     ) -> Question | None:
         """Record ``decision`` on a question by id; returns the question as this decision left it, or ``None`` when
         another decision came first (or the question's call ended meanwhile).
@@ -471,6 +473,11 @@ class Store:
         [`Approval`][tarry.approvals.Approval] policy that needs several people, still undecided with this approval
         counted among its ``votes``.
 
+        ``arguments`` (with ``"accept"`` of a call's approval) changes the call's arguments: parameter names to new
+        values, applied to the arguments the question proposes now ([`Question.proposal`][tarry.Question.proposal])
+        and checked against the parameters its tool lets a person change (``Question.editable``). The call then
+        runs with them; see [`tarry.edits`][tarry.edits].
+
         Raises [`UnknownQuestionError`][tarry.errors.UnknownQuestionError],
         [`InvalidAnswerError`][tarry.errors.InvalidAnswerError],
         [`QuestionExpiredError`][tarry.errors.QuestionExpiredError],
@@ -483,18 +490,25 @@ class Store:
 
         ``allow`` (an [`Allow`][tarry.grants.Allow], with ``"accept"`` of an approval only) also makes a standing
         grant for the call's tool in the same transaction, if this approval is recorded (decided or counted): see
-        [`grant`][tarry.store.Store.grant].
+        [`grant`][tarry.store.Store.grant]. With ``arguments`` too, the call runs as changed and the grant is for
+        the tool's later calls, as ``allow``'s constraints say (whatever this call's changes).
         """
         if decision == "decline":
-            if answer is not None:
-                raise ValueError("A decline takes no answer; say why in its note")
+            if answer is not None or arguments is not None:
+                raise ValueError("A decline takes no answer or arguments; say why in its note")
             check_note(note)
             answer_of: AnswerOf = _no_answer
         elif decision in ("accept", "respond"):
             if note is not None:
                 raise ValueError("A note goes with a decline only")
             if decision == "respond":
+                if arguments is not None:
+                    raise ValueError("A response takes no arguments: it gives the call's result in place of running it")
                 answer_of = partial(_given, given_result(answer))
+            elif arguments is not None:
+                if answer is not None:
+                    raise ValueError("An approval with changed arguments takes no answer")
+                answer_of = partial(_edited, arguments)
             else:
                 answer_of = _approval if answer is None else partial(_answered, answer)
         else:
@@ -503,7 +517,7 @@ class Store:
             return await self._decide_and_grant(question_id, decision, answer_of, by, channel, allow)
         # Without values to check, the decision needs no read of the question first (decide_unread); a response
         # needs its question read, to check that it is a call's approval.
-        unread = answer is None and decision != "respond"
+        unread = answer is None and arguments is None and decision != "respond"
         settled = await self._decide(question_id, decision, answer_of, note, by, channel, unread=unread)
         return settled.question
 
@@ -530,6 +544,7 @@ class Store:
         self,
         question_id: str,
         *,
+        arguments: Mapping[str, Any] | None = None,
         by: str | Principal | None = None,
         channel: Channel = "code",
         allow: Allow | None = None,
@@ -540,8 +555,13 @@ class Store:
         means this approval was counted; the question stays listed until enough people approved.
         ``allow`` also makes a standing grant, in the same transaction ("approve, and allow this for this chat
         for an hour": ``allow=Allow("chat", ttl=3600)``); see [`decide`][tarry.store.Store.decide].
+        ``arguments`` changes the call's arguments as it approves them (see [`decide`][tarry.store.Store.decide]);
+        with ``allow`` too, the grant is for the tool's later calls as ``allow`` says, whatever this one's changes.
         """
-        return await self.decide(question_id, "accept", by=by, channel=channel, allow=allow) is not None
+        return (
+            await self.decide(question_id, "accept", arguments=arguments, by=by, channel=channel, allow=allow)
+            is not None
+        )
 
     async def decline(
         self,
@@ -1005,6 +1025,10 @@ def _approval(question: Question) -> dict[str, Any]:
 
 def _answered(answer: Any, question: Question) -> dict[str, Any]:
     return question.check_answer(answer)
+
+
+def _edited(arguments: Mapping[str, Any], question: Question) -> dict[str, Any]:
+    return check_edit(question, arguments)
 
 
 def _no_answer(question: Question) -> None:

@@ -170,8 +170,9 @@ def api_router(decider: Decider) -> APIRouter:
         response_model=DecisionOut,
         summary="Approve a tool call (or accept a question that needs no values)",
         description=(
-            "With `{\"allow\": {...}}`, also a standing grant of the call's tool in the question's scope, made as you "
-            "in the approval's transaction (a verified identity only: 403 with the shared token)."
+            'With `{"arguments": {...}}`, the call with those arguments changed (checked against the question\'s '
+            'editable schema). With `{"allow": {...}}`, also a standing grant of the call\'s tool in the question\'s '
+            "scope, made as you in the approval's transaction (a verified identity only: 403 with the shared token)."
         ),
     )
     async def approve(request: Request, question_id: str, body: ApproveIn | None = None) -> DecisionOut:
@@ -181,7 +182,8 @@ def api_router(decider: Decider) -> APIRouter:
                 allow = body.allow.to_allow()
             except ValueError as error:
                 raise Problem(400, str(error), errors={"allow": str(error)}, question_id=question_id) from None
-        return await decided(request, question_id, "approve", None, None, allow)
+        changes = body.arguments if body is not None else None
+        return await decided(request, question_id, "approve", changes, None, allow)
 
     @writes.post(
         "/questions/{question_id}/decline",

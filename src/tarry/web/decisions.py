@@ -244,8 +244,11 @@ class Decider:
             return await self.store.respond(question.id, result, by=by, channel=channel)
         if question.kind == "url" and not safe_url(question.url):
             raise InvalidAnswerError({"url": "only http and https links can be accepted"})
-        if action == "approve":
-            return await self.store.decide(question.id, "accept", by=by, channel=channel, allow=allow)
+        if action == "approve":  # values, if any, change the call's arguments
+            changes = dict(values) if values else None
+            return await self.store.decide(
+                question.id, "accept", by=by, channel=channel, allow=allow, arguments=changes
+            )
         return await self.store.decide(question.id, "accept", dict(values or {}), by=by, channel=channel)
 
     async def _outcome(self, request: Request, question: Question, action: Action, decided: Question | None) -> Result:

@@ -29,6 +29,7 @@ from tarry.web import views
 from tarry.web.access import CSRF_FIELD, Access, ChatRef, Forbidden, NotLoggedIn
 from tarry.web.conversation import turns
 from tarry.web.decisions import Action, Decider
+from tarry.web.edit_form import changes_of, typed_arguments
 from tarry.web.events import LiveSignal, changes
 from tarry.web.views import FIELD_PREFIX, SHOWN_PREFIX
 
@@ -325,6 +326,8 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
         typed = _typed(form)
         values = {"result": _text(form, "result") or ""} if action == "respond" else _values(typed)
         allow = ALLOW_FOR_AN_HOUR if action == "approve" and _text(form, "allow") == "chat-hour" else None
+        if action == "approve":  # an approval's inputs change the call's arguments
+            typed, values = typed_arguments(form), changes_of(form)
         try:
             result = await decider.decide(request, question_id, action, values, note or None, allow=allow)
         except (NotLoggedIn, Forbidden):

@@ -44,17 +44,22 @@ class PolicyOut(BaseModel):
 
 
 class VoteOut(BaseModel):
-    """One approval counted toward a policy: who, and when."""
+    """One approval counted toward a policy: who, when, and for which arguments."""
 
     by: PrincipalOut
     at: datetime
+    digest: str | None = Field(
+        description="The SHA-256 of the canonical JSON of the arguments approved (null: the model's, before votes "
+        "carried one)."
+    )
+    arguments: dict[str, Any] | None = Field(description="The arguments approved, when the approver changed them.")
 
     @classmethod
     def of(cls, vote: Vote) -> VoteOut:
         """The body for ``vote``."""
         by = PrincipalOut.of(vote.principal)
         assert by is not None
-        return cls(by=by, at=vote.at)
+        return cls(by=by, at=vote.at, digest=vote.digest, arguments=vote.arguments)
 
 
 class ToolCallOut(BaseModel):
@@ -93,6 +98,14 @@ class QuestionOut(BaseModel):
     channel: Channel | None = Field(description="Through what it was decided (`grant`: a standing grant).")
     policy: PolicyOut | None = Field(description="The approval's policy, when its tool names one.")
     votes: list[VoteOut] = Field(description="The approvals counted so far toward the policy's count.")
+    editable: dict[str, Any] | None = Field(
+        description="For an approval: the JSON schema of the parameters a person may change while approving (null: "
+        "none)."
+    )
+    proposal: dict[str, Any] | None = Field(
+        description="For an approval: the arguments the call would run with as things stand (a person may have "
+        "changed them)."
+    )
 
     @classmethod
     def of(cls, question: Question) -> QuestionOut:
@@ -117,6 +130,8 @@ class QuestionOut(BaseModel):
             channel=question.channel,
             policy=PolicyOut.of(question.policy),
             votes=[VoteOut.of(vote) for vote in question.votes],
+            editable=question.editable,
+            proposal=question.proposal,
         )
 
 
@@ -162,9 +177,15 @@ class AllowIn(BaseModel):
 
 
 class ApproveIn(BaseModel):
-    """An optional standing grant to make in the approval's transaction ("approve, and allow")."""
+    """Optional changes to the call's arguments, approved with it, and an optional standing grant to make in the
+    approval's transaction ("approve, and allow")."""
 
     model_config = ConfigDict(extra="forbid")
+    arguments: dict[str, Any] | None = Field(
+        default=None,
+        description="Parameter names to new values, applied to the arguments the question proposes; each is "
+        "checked against the question's editable schema.",
+    )
     allow: AllowIn | None = Field(default=None, description="The grant to make along with the approval.")
 
 

@@ -16,6 +16,7 @@ from tarry.approvals import standing
 from tarry.questions import Field, Question
 from tarry.store.waiting import WaitingTask
 from tarry.web.decisions import safe_url
+from tarry.web.edit_form import ArgumentInput, argument_inputs
 
 FIELD_PREFIX = "field:"
 """Form inputs are named ``field:<name>`` so a field can never clash with the form's own inputs."""
@@ -90,6 +91,10 @@ class QuestionView:
     """Why the person looking may not approve it (then no Approve button), or ``None``."""
     cannot_decline: str | None = None
     """Why the person looking may not decline it (then no Decline form), or ``None``."""
+    edits: list[ArgumentInput] = field(default_factory=list)
+    """The inputs of the parameters a person may change while approving (none when its tool lets none change)."""
+    asked: str | None = None
+    """The arguments as the model sent them, when a person changed what the approval proposes (``arguments``)."""
 
     @property
     def dom_id(self) -> str:
@@ -247,10 +252,14 @@ def question_view(
 ) -> QuestionView:
     """The card of ``question``; ``refusals``: why the person looking may not approve it, and may not decline it."""
     call = question.tool_call
+    proposal = question.proposal
+    asked = None if call is None or proposal in (None, dict(call.arguments)) else pretty_json(dict(call.arguments))
     return QuestionView(
         question=question,
         fields=field_views(question, typed, errors),
-        arguments=pretty_json(dict(call.arguments)) if call is not None else "{}",
+        arguments=pretty_json(proposal if proposal is not None else dict(call.arguments)) if call is not None else "{}",
+        asked=asked,
+        edits=argument_inputs(question, typed, errors) if refusals[0] is None else [],
         link_allowed=question.kind == "url" and safe_url(question.url),
         link=link_view(question.url) if question.kind == "url" and question.url else None,
         errors=dict(errors or {}),
