@@ -171,7 +171,7 @@ def api_router(decider: Decider) -> APIRouter:
         summary="Approve a tool call (or accept a question that needs no values)",
         description=(
             'With `{"arguments": {...}}`, the call with those arguments changed (checked against the question\'s '
-            'editable schema). With `{"allow": {...}}`, also a standing grant of the call\'s tool in the question\'s '
+            "editable schema). With `{\"allow\": {...}}`, also a standing grant of the call's tool in the question's "
             "scope, made as you in the approval's transaction (a verified identity only: 403 with the shared token)."
         ),
     )
