@@ -138,6 +138,20 @@ def test_r_gives_the_result_instead_and_the_tool_never_runs(chat: Terminal) -> N
     assert chat.finish() == Exit.OK
 
 
+def test_y_with_changes_approves_the_call_as_changed_and_a_bad_change_is_named(chat: Terminal) -> None:
+    chat.say("pay Bob")
+    chat.expect("y: NAME=VALUE ... = yes, with those arguments changed, r: RESULT = give the result instead> ")
+    chat.say("y: amount")
+    chat.expect("y: takes NAME=VALUE, got 'amount'")
+    chat.say("pay Bob")
+    chat.expect("Approve transfer_money(amount=20, to='Bob')?")
+    chat.say("y: amount=5")
+    chat.expect("approved")
+    chat.expect('from {"amount": 20, "to": "Bob"} to {"amount": 5, "to": "Bob"}')  # the model is told of the change
+    chat.expect("Sent 5 EUR to Bob.")  # the tool ran, with the person's amount
+    assert chat.finish() == Exit.OK
+
+
 def test_a_task_shows_its_progress_on_a_status_line(chat: Terminal) -> None:
     chat.say("render the holiday video")
     chat.expect("call render_video(name='holiday')")

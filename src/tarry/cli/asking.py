@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from tarry.chat import Chat
+from tarry.cli.arguments import json_pairs
 from tarry.cli.identity import os_user
 from tarry.cli.lines import LineReader
 from tarry.cli.output import describe_call, escape, field_hint, shown_url
@@ -74,10 +76,19 @@ class Asker:
 
     async def _approval(self, question: Question) -> None:
         self.out.print(f"[bold yellow]?[/] Approve {escape(describe_call(question.tool_call))}?")
-        await self._yes_or_no(question, partial(self._approve, question), partial(self._respond, question))
+        change = partial(self._approve_changed, question) if question.editable is not None else None
+        await self._yes_or_no(question, partial(self._approve, question), partial(self._respond, question), change)
 
-    async def _approve(self, question: Question) -> None:
-        recorded = await self.chat.approve(question, by=self.who, channel="cli")
+    async def _approve_changed(self, question: Question, changes: str) -> None:
+        """``y: NAME=VALUE ...``: approve with those arguments changed (each value JSON when it parses, else text)."""
+        try:
+            arguments = json_pairs(shlex.split(changes), "y:")
+        except ValueError as error:
+            raise InvalidAnswerError({"arguments": str(error)}) from None
+        await self._approve(question, arguments)
+
+    async def _approve(self, question: Question, arguments: dict[str, Any] | None = None) -> None:
+        recorded = await self.chat.approve(question, arguments=arguments, by=self.who, channel="cli")
         counted = await self._still_waiting(question) if recorded and question.policy is not None else None
         if counted is not None and counted.policy is not None:
             self.out.print(
@@ -111,10 +122,14 @@ class Asker:
         question: Question,
         accept: Callable[[], Awaitable[None]],
         respond: Callable[[str], Awaitable[None]] | None = None,
+        change: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         """Ask y or n (n with an optional note for the model); only a y calls ``accept``, which records and says so.
-        With ``respond`` (an approval), ``r: RESULT`` gives the call's result instead of running its tool."""
+        With ``respond`` (an approval), ``r: RESULT`` gives the call's result instead of running its tool; with
+        ``change`` (an approval whose tool allows changes), ``y: NAME=VALUE ...`` approves with those changed."""
         offer = ", r: RESULT = give the result instead" if respond is not None else ""
+        if change is not None:
+            offer = ", y: NAME=VALUE ... = yes, with those arguments changed" + offer
         while True:
             reply = await self._line(f"  y = yes, n = no, n: NOTE = no, telling the model why{offer}> ")
             choice, _, note = reply.partition(":")
@@ -122,13 +137,17 @@ class Asker:
             if choice in YES and not note:
                 await accept()
                 return
+            if change is not None and choice in YES and note.strip():
+                await change(note.strip())
+                return
             if choice in NO:
                 await self._decline(question, note.strip() or None)
                 return
             if respond is not None and choice in RESULT and note.strip():
                 await respond(note.strip())
                 return
-            self.out.print(f"  Type y, n, or n: followed by a note{', or r: followed by the result' if offer else ''}.")
+            hint = f"  Type y, n, or n: followed by a note{', or r: followed by the result' if respond else ''}."
+            self.out.print(hint + (" Or y: NAME=VALUE ... to change arguments." if change is not None else ""))
 
     async def _url(self, question: Question) -> None:
         assert question.url is not None
