@@ -130,24 +130,35 @@ class Asker:
         offer = ", r: RESULT = give the result instead" if respond is not None else ""
         if change is not None:
             offer = ", y: NAME=VALUE ... = yes, with those arguments changed" + offer
+        hint = f"  Type y, n, or n: followed by a note{', or r: followed by the result' if respond else ''}."
+        if change is not None:
+            hint += " Or y: NAME=VALUE ... to change arguments."
         while True:
             reply = await self._line(f"  y = yes, n = no, n: NOTE = no, telling the model why{offer}> ")
-            choice, _, note = reply.partition(":")
-            choice = choice.strip().lower()
-            if choice in YES and not note:
-                await accept()
+            chosen = self._chosen(reply, question, accept, respond, change)
+            if chosen is not None:
+                await chosen
                 return
-            if change is not None and choice in YES and note.strip():
-                await change(note.strip())
-                return
-            if choice in NO:
-                await self._decline(question, note.strip() or None)
-                return
-            if respond is not None and choice in RESULT and note.strip():
-                await respond(note.strip())
-                return
-            hint = f"  Type y, n, or n: followed by a note{', or r: followed by the result' if respond else ''}."
-            self.out.print(hint + (" Or y: NAME=VALUE ... to change arguments." if change is not None else ""))
+            self.out.print(hint)
+
+    def _chosen(
+        self,
+        reply: str,
+        question: Question,
+        accept: Callable[[], Awaitable[None]],
+        respond: Callable[[str], Awaitable[None]] | None,
+        change: Callable[[str], Awaitable[None]] | None,
+    ) -> Awaitable[None] | None:
+        """What ``reply`` at a yes-or-no prompt asks to do, or ``None`` when it is nothing the prompt offers."""
+        choice, _, text = reply.partition(":")
+        choice, text = choice.strip().lower(), text.strip()
+        if choice in YES:
+            return accept() if not text else change(text) if change is not None else None
+        if choice in NO:
+            return self._decline(question, text or None)
+        if choice in RESULT and text and respond is not None:
+            return respond(text)
+        return None
 
     async def _url(self, question: Question) -> None:
         assert question.url is not None
