@@ -328,8 +328,14 @@ def test_giving_the_result_instead_closes_the_call_without_running_the_tool(page
             loaded = await store.load_chat(chat, ScriptedModel(["Done."]), TOOLS)
             await loaded.answer(form.id, {"time": "19:00", "email": "a@example.com"})
             await loaded.complete()
-            return [message.content for message in loaded.messages if message.role == "tool"]
+            # By call, not by place: the two calls' results are appended as each finishes.
+            assert approval.tool_call is not None
+            return [
+                message.content
+                for message in loaded.messages
+                if message.role == "tool" and message.tool_call_id == approval.tool_call.id
+            ]
 
-    refund, _booking = run(carried_on)
+    [refund] = run(carried_on)
     assert json.loads(refund)["result"] == "Refunded 12 on C3 by hand, at the till."
     assert "Refunded 12 on C3." not in refund, "the tool ran"
