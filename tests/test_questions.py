@@ -220,6 +220,19 @@ def test_a_question_is_a_value_its_decision_a_verdict_read_through_its_propertie
         Verdict("accept", "now")  # type: ignore[arg-type]
 
 
+def test_a_restored_question_is_the_question_its_values_make() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    values: dict[str, Any] = {
+        "id": "q-3", "kind": "form", "message": "Where?", "fields": (Field("string", name="city"),),
+        "asked_at": now, "verdict": Verdict("accept", now, answer={"city": "Oslo"}), "awaited": True,
+    }  # fmt: skip
+    restored, built = Question.restored(**values), Question(**values)
+    assert dataclasses.asdict(restored) == dataclasses.asdict(built)
+    assert restored.extra == {} and restored.extra is not Question.restored(id="q-4", kind="url", message="").extra
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        restored.message = "Elsewhere?"  # type: ignore[misc]
+
+
 def test_field_labels_and_choice_titles() -> None:
     field = Field(choices={"s": "Small", "l": "Large"}, name="size")
     assert field.label == "size"

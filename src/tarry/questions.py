@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -129,6 +130,18 @@ class Question:
             raise ValueError("A URL question needs a url")
         if self.kind != "form" and self.fields:
             raise ValueError(f"A {self.kind} question has no fields")
+
+    @classmethod
+    def restored(cls, **values: Any) -> Question:
+        """The question a store recorded, from its recorded ``values``, built without the checks of ``__init__``.
+
+        For storage adapters reading their own rows, which hold only questions that passed those checks when they
+        were recorded; ``values`` name fields (any left out take their defaults), ``fields`` and ``votes`` as
+        tuples and ``extra`` as a dict the question may keep. Anything else builds a question the usual way.
+        """
+        question = object.__new__(cls)
+        question.__dict__.update({**_RESTORED_DEFAULTS, "extra": {}, **values})
+        return question
 
     @property
     def decision(self) -> Decision | None:
@@ -282,6 +295,9 @@ class Question:
             "editable": self.editable,
             "proposal": self.proposal,
         }
+
+
+_RESTORED_DEFAULTS = {item.name: item.default for item in dataclasses.fields(Question) if item.default is not MISSING}
 
 
 def check_note(note: object) -> str | None:

@@ -11,7 +11,7 @@ from tarry.changes import rebuild_task
 from tarry.errors import CorruptStateError
 from tarry.messages import Message, ToolCall, Usage
 from tarry.principals import Channel, Principal
-from tarry.questions import Question, Verdict, fields_from_schema
+from tarry.questions import QUESTION_KINDS, Question, Verdict, fields_from_schema
 from tarry.store.engine import UnreadableJson
 from tarry.store.tables import Json, metadata
 from tarry.store.text import read_text, stored_text
@@ -159,29 +159,35 @@ _Extra = tuple[dict[str, Any], bool, str | None, int | None, dict[str, Any] | No
 """A question's fields that its ``extra`` column holds (see ``_extra_fields``)."""
 
 
+_FLAGS: dict[str, Callable[[Any], bool]] = {
+    "awaited": lambda value: value is True,
+    "after": lambda value: isinstance(value, str),
+    "messages": lambda value: type(value) is int,
+    "editable": lambda value: isinstance(value, Mapping),
+    "changed_arguments": lambda value: isinstance(value, Mapping),
+}
+"""The keys of the ``extra`` column that hold a question's flags, each with what a value of its type is."""
+
+
 def _extra_fields(stored: object) -> _Extra:
     """The fields of a question that its ``extra`` column holds: ``extra``, ``awaited``, ``after``,
     ``messages_said``, ``editable`` and ``changed_arguments``. Each flag is read when its value is of its type; the
     rest (protocol state, and a flag's value of another type, which no question reads) is kept verbatim in
     ``extra``."""
-    if stored is not None and not isinstance(stored, Mapping):
+    if stored is None:
+        return {}, False, None, None, None, None
+    if not isinstance(stored, Mapping):
         raise TypeError(f"its extra is a JSON {_json_type(stored)}, not an object")
-    extra = dict(stored or {})
-    awaited = _take(extra, "awaited", lambda value: value is True)
-    after = _take(extra, "after", lambda value: isinstance(value, str))
-    said = _take(extra, "messages", lambda value: type(value) is int)
-    editable = _take(extra, "editable", lambda value: isinstance(value, Mapping))
-    changed = _take(extra, "changed_arguments", lambda value: isinstance(value, Mapping))
-    return extra, awaited is True, after, said, editable, changed
-
-
-def _take(extra: dict[str, Any], key: str, fits: Callable[[Any], bool]) -> Any:
-    """``extra[key]``, taken out of ``extra``, when it ``fits``; otherwise ``None``, leaving ``extra`` as it was."""
-    value = extra.get(key)
-    if value is None or not fits(value):
-        return None
-    del extra[key]
-    return value
+    extra = dict(stored)
+    flags = {key: extra.pop(key) for key in _FLAGS.keys() & extra.keys() if _FLAGS[key](extra[key])}
+    return (
+        extra,
+        flags.get("awaited") is True,
+        flags.get("after"),
+        flags.get("messages"),
+        flags.get("editable"),
+        flags.get("changed_arguments"),
+    )
 
 
 def decider_values(by: Principal | None, channel: Channel | None) -> dict[str, Any]:
@@ -208,8 +214,10 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
         if schema is not None and not isinstance(schema, Mapping):
             raise TypeError(f"its requested_schema is a JSON {_json_type(schema)}, not an object")
         fields = fields_from_schema(schema) if schema else ()
+        if row["kind"] not in QUESTION_KINDS:
+            raise ValueError(f"its kind {row['kind']!r} is none of {', '.join(QUESTION_KINDS)}")
         extra, awaited, after, said, editable, changed = _extra_fields(row["extra"])
-        return Question(
+        return Question.restored(
             id=row["id"],
             kind=row["kind"],
             message=read_text(row["message"]),
