@@ -180,3 +180,22 @@ async def test_the_statements_of_a_decision_look_their_rows_up_by_key_in_a_cache
         for statement, parameters in sent:
             read = whole_index_reads(generic_plan(connection, statement, parameters), set(OPEN_ONLY.split("|")))
             assert read == [], f"{statement[:70]}… reads all of {read}"
+
+
+async def test_a_later_page_of_what_waits_walks_the_undecided_questions_in_order_without_sorting(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'pages.db'}"
+    async with Store(url) as store:
+        await store.setup()
+        await store.db.run_write(lambda connection: finished_chats(2_000, connection))
+        for _ in range(12):
+            chat = await store.create_chat(reactive_model(TRANSFER), all_tools())
+            await chat.ask("Pay Bob 5")
+        first = await store.pending_questions(limit=5)
+        with statements_of(store) as sent:
+            later = await store.pending_questions(limit=5, cursor=first.next_cursor)
+    assert len(later) == 5 and not {question.id for question in later} & {question.id for question in first}
+    with sqlite3.connect(tmp_path / "pages.db") as connection:
+        ((statement, parameters),) = sent
+        plan = [row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)]
+    assert plan[0].startswith("SEARCH tarry_questions USING INDEX ix_tarry_questions_undecided"), plan
+    assert not any("TEMP B-TREE" in step for step in plan), plan

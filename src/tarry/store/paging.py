@@ -132,10 +132,12 @@ def _statement(one_chat: bool, limited: bool, phase: str) -> Select[Any]:
     ]
     if one_chat:
         undecided.append(questions.c.chat_id == bindparam("chat_id"))
+    # "+ 0" keeps SQLite from walking the calls' result index (which pruning needs) and sorting what it finds: the
+    # partial index of undecided questions, in the page's order, is the path that stops after one page.
     calls = (
         select(questions, tool_calls.c.call_id, tool_calls.c.name, tool_calls.c.arguments)
         .join(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
-        .where(*undecided, tool_calls.c.result_message_id.is_(None))
+        .where(*undecided, (tool_calls.c.result_message_id + 0).is_(None))
         .order_by(questions.c.tool_call_id, questions.c.number)
         .limit(limit)
     )
