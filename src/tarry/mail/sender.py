@@ -1,4 +1,4 @@
-"""``EmailSender``: the ``email`` channel's [`Sender`][tarry.notices.Sender], over SMTP with ``aiosmtplib``."""
+"""``EmailSender``: the ``email`` channel's sender (a ``tarry.notices.Sender``), over SMTP with ``aiosmtplib``."""
 
 from __future__ import annotations
 

@@ -177,7 +177,7 @@ class Decider:
         note: str | None = None,
     ) -> Result:
         """Answer, approve or decline as ``by``, whom the surface proved itself (a signed link names its person):
-        no ``Access`` check, the same recording, rules and policy as [`decide`][tarry.web.decisions.Decider.decide].
+        no ``Access`` check, the same recording, rules and policy as ``decide``.
 
         Another decision that came first is ``yours`` when ``by`` made it, else ``taken``.
         """
