@@ -31,9 +31,11 @@ def test_a_changed_or_foreign_link_is_refused_as_tampered() -> None:
     signer = LinkSigner(SECRET)
     token = signer.sign("q-1", ADA, "approve")
     payload, _, signature = token.rpartition(".")
-    flipped = signature[:-1] + ("A" if signature[-1] != "A" else "B")
+    flipped = signature[:-2] + ("A" if signature[-2] != "A" else "B") + signature[-1]  # [-1] ends in padding bits
+    swapped = signer.sign("q-1", ADA, "decline").rpartition(".")[0] + "." + signature  # decline's payload
     for bad in (
         f"{payload}.{flipped}",
+        swapped,
         token[:-3],
         "not-a-token",
         LinkSigner("another-secret-16chars").sign("q-1", ADA, "approve"),
