@@ -24,6 +24,7 @@ from tarry.notices import Delivery
 from tarry.store import Store
 from tarry.testing import advance_clock
 from tests.mail.mailbox import ROOT, Mailbox, links
+from tests.web.conftest import screenshot
 from tests.web.server import LiveServer
 from tests.web.tools import call, park, pending, question, run, setup
 
@@ -98,6 +99,7 @@ def test_an_approve_link_shows_the_call_and_only_its_form_approves(
     expect(page.locator(".call-name code")).to_have_text("refund")
     expect(page.locator(".arguments")).to_contain_text('"order": "A17"')
     expect(page.locator(".as")).to_contain_text("You are deciding as Ada Lovelace")
+    screenshot(page, "email-link-confirm")
     page.reload()  # a scanner may open it any number of times
     assert question(served.url, asked.id).decision is None
     assert trail(served.url, asked.id) == []

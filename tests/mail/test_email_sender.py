@@ -137,3 +137,15 @@ def test_a_sender_is_made_with_what_it_needs() -> None:
         EmailSender("smtp.example.com", sender="tarry", base_url=BASE, links=signer)
     with pytest.raises(ValueError, match="base_url must be the inbox's http"):
         EmailSender("smtp.example.com", sender="t@example.com", base_url="inbox.example.com", links=signer)
+
+
+async def test_a_notice_of_asking_that_finds_the_question_decided_offers_no_links(
+    mailbox: Mailbox, database_url: str
+) -> None:
+    question = await asked(database_url, call("refund", order="A17", amount=30))
+    verdict = Verdict("accept", datetime(2026, 12, 4, 20, 9, tzinfo=UTC), answer={}, by=ADA, channel="slack")
+    await sender(mailbox).send(delivery(question.decided_with(verdict)))
+    [message] = mailbox.messages(1)
+    assert message["Subject"] == "Decided: Approve refund?"
+    assert "Ada Lovelace approved it through slack at 2026-12-04 20:09 UTC." in bodies(message)[0]
+    assert links(message) == {}

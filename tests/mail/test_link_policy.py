@@ -14,7 +14,7 @@ from tarry.testing import ScriptedModel
 from tests.mail.mailbox import Mailbox
 from tests.mail.test_browser_links import SECRET, mailed
 from tests.web.server import LiveServer
-from tests.web.tools import call, question, run, setup
+from tests.web.tools import call, park, pending, question, run, setup
 
 ADA, BO = Principal("u-ada", "Ada Lovelace"), Principal("u-bo", "Bo")
 FORM_TOKEN = re.compile(r'name="link_csrf" value="([^"]+)"')
@@ -68,3 +68,17 @@ def test_two_peoples_links_make_a_two_person_approval(live: LiveServer, mailbox:
     decided = question(live.url, asked.id)  # type: ignore[attr-defined]
     assert decided.decision == "accept"
     assert {vote.principal.id for vote in decided.votes} == {"u-ada", "u-bo"}
+
+
+def test_a_link_to_a_page_to_visit_shows_it_and_confirms_the_visit(live: LiveServer, mailbox: Mailbox) -> None:
+    [asked] = pending(live.url, park(live.url, call("visit", url="https://calendar.example.com/login")))
+    answer = mailed(live, mailbox, asked, ADA)["Answer"]
+    with httpx.Client() as client:
+        page = client.get(answer)
+        assert page.status_code == 200
+        assert "https://calendar.example.com/login" in page.text
+        assert "I have done it" in page.text
+        [token] = FORM_TOKEN.findall(page.text)
+        assert client.post(answer, data={"link_csrf": token}).status_code == 200
+    decided = question(live.url, asked.id)
+    assert (decided.decision, decided.decided_by, decided.channel) == ("accept", ADA, "email")
