@@ -17,18 +17,18 @@ LINK = re.compile(r"(?P<title>Approve|Decline|Answer): (?P<url>\S+/links/\S+)")
 
 
 class Mailbox:
-    """A real SMTP server (aiosmtpd) in its own OS process on 127.0.0.1, saving each message under ``directory``."""
+    """A real SMTP server (aiosmtpd) in its own OS process on 127.0.0.1, saving each message under ``directory``;
+    with ``login`` (``user:password``) it takes mail only from that user, logged in."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, login: str | None = None) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen([sys.executable, "-m", "tests.mail.smtp_server", str(directory)], cwd=ROOT)
-        self.port = int(
-            self._wait(lambda: (directory / "port").exists(), "the SMTP server to listen")
-            and (directory / "port").read_text()
-        )
+        command = [sys.executable, "-m", "tests.mail.smtp_server", str(directory), *([login] if login else [])]
+        self.process = subprocess.Popen(command, cwd=ROOT)
+        self._wait(lambda: (directory / "port").exists(), "the SMTP server to listen")
+        self.port = int((directory / "port").read_text())
 
-    def _wait(self, ready: Any, what: str, seconds: float = 30) -> bool:
+    def _wait(self, ready: Any, what: str, seconds: float = 30) -> None:
         deadline = time.monotonic() + seconds
         while not ready():
             if self.process.poll() is not None:
@@ -36,7 +36,6 @@ class Mailbox:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Waited {seconds} s for {what}")
             time.sleep(0.02)
-        return True
 
     def messages(self, count: int) -> list[EmailMessage]:
         """The first ``count`` messages received, in order, waiting for them up to 30 s."""

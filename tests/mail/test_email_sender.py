@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import aiosmtplib
 import pytest
@@ -149,3 +150,20 @@ async def test_a_notice_of_asking_that_finds_the_question_decided_offers_no_link
     assert message["Subject"] == "Decided: Approve refund?"
     assert "Ada Lovelace approved it through slack at 2026-12-04 20:09 UTC." in bodies(message)[0]
     assert links(message) == {}
+
+
+async def test_it_logs_in_to_a_server_that_asks_for_a_login(database_url: str, tmp_path: Path) -> None:
+    server = Mailbox(tmp_path / "guarded", login="tarry:s3cret")
+    try:
+        question = await asked(database_url, call("refund", order="A17", amount=30))
+        signer = LinkSigner(SECRET)
+        made = {"sender": "tarry@example.com", "base_url": BASE, "links": signer}
+        with pytest.raises(aiosmtplib.SMTPResponseException, match="Authentication required"):
+            await EmailSender("127.0.0.1", server.port, **made).send(delivery(question))  # type: ignore[arg-type]
+        assert server.received() == 0
+        right = EmailSender("127.0.0.1", server.port, username="tarry", password="s3cret", **made)  # type: ignore[arg-type]
+        await right.send(delivery(question, id="d-logged-in"))
+        [message] = server.messages(1)
+        assert message[DELIVERY_HEADER] == "d-logged-in"
+    finally:
+        server.close()
