@@ -37,6 +37,7 @@ MODULES = [
     "tarry.grants",
     "tarry.principals",
     "tarry.clock",
+    "tarry.mail",
 ]
 
 

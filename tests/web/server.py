@@ -20,11 +20,14 @@ TOKEN = "test-login-token-0123456789"
 class LiveServer:
     """A real uvicorn server for the inbox of the database at ``url``; records ``on_answer`` calls.
 
-    With ``authorize`` the app uses it instead of the login token.
+    With ``authorize`` the app uses it instead of the login token; with ``link_secret`` it serves signed links.
     """
 
-    def __init__(self, url: str, token: str = TOKEN, authorize: Authorize | None = None) -> None:
+    def __init__(
+        self, url: str, token: str = TOKEN, authorize: Authorize | None = None, link_secret: str | None = None
+    ) -> None:
         self.url = url
+        self.link_secret = link_secret
         self.token = token
         self.authorize = authorize
         self.answered: list[Question] = []
@@ -51,10 +54,8 @@ class LiveServer:
         async def main() -> None:
             async with Store(self.url) as store:
                 store.decision_hooks.append(self.hooked.append)
-                if self.authorize is not None:
-                    app = create_app(store, authorize=self.authorize, on_answer=self.answered.append)
-                else:
-                    app = create_app(store, token=self.token, on_answer=self.answered.append)
+                identity = {"authorize": self.authorize} if self.authorize is not None else {"token": self.token}
+                app = create_app(store, **identity, on_answer=self.answered.append, link_secret=self.link_secret)
                 self._server = uvicorn.Server(
                     uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
                 )

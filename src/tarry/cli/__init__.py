@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
@@ -14,6 +15,8 @@ from tarry.cli.arguments import identity_text, importable_working_directory, pos
 
 T = TypeVar("T")
 Command = Callable[[argparse.Namespace], int]
+LINK_SECRET_VARIABLE = "TARRY_LINK_SECRET"
+"""The environment variable holding the secret ``tarry serve`` checks emails' signed links with."""
 URL_HELP = "database URL (default: TARRY_DATABASE_URL, else sqlite:///tarry.db)"
 
 
@@ -145,6 +148,7 @@ def _serve_identity(arguments: argparse.Namespace) -> dict[str, Any]:
     may_decide = configured_may_decide(arguments.may_decide)
     header = arguments.trust_identity_header
     return {
+        "link_secret": os.environ.get(LINK_SECRET_VARIABLE) or None,
         "users": Users.load(arguments.users) if arguments.users else None,
         "proxy": ProxyIdentity.of(header, arguments.trusted_proxy) if header else None,
         "may_decide": check_may_decide(may_decide) if may_decide is not None else None,
@@ -220,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="serve the web inbox and JSON API for what stored chats wait on",
-        description="Serve the inbox page and JSON API with uvicorn; prints a login link holding a random token.",
+        description="Serve the inbox page and JSON API with uvicorn; prints a login link holding a random token. "
+        "With TARRY_LINK_SECRET set, it also serves the signed links of emails (tarry.mail) under /links/.",
     )
     serve.add_argument("--url", help=URL_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")

@@ -38,6 +38,7 @@ def create_app(
     identify: Identify | None = None,
     users: Users | None = None,
     proxy: ProxyIdentity | None = None,
+    link_secret: str | bytes | None = None,
 ) -> FastAPI:
     """The inbox page and JSON API for what ``store``'s chats wait on, as an ASGI app.
 
@@ -70,6 +71,11 @@ def create_app(
     decided question (sync or async). The store's ``decision_hooks`` run in any case, before
     it: register the worker's wake-up or the Celery enqueue there once for every way of
     answering, and use ``on_answer`` for what only the web should do.
+
+    ``link_secret`` (the one [`EmailSender`][tarry.mail.EmailSender]'s [`LinkSigner`][tarry.mail.LinkSigner]
+    has; needs ``tarry[notify]``) serves the signed links of emails at ``/links/{token}``, outside the login:
+    opening one shows the question and a form to confirm, and only the form decides, as the link's person,
+    verified, through the channel ``email``.
     """
     access = Access(authorize, token, identify, users, proxy)
     decider = Decider(store, access, on_answer)
@@ -126,8 +132,15 @@ def create_app(
 
     app.include_router(api_router(decider), prefix="/api")
     app.include_router(page_router(decider, pages, live))
+    open_posts: tuple[str, ...] = ()
+    if link_secret is not None:  # imported here: the links need tarry[notify], which the inbox alone does not
+        from tarry.mail.links import LinkSigner
+        from tarry.web.links import link_router
+
+        app.include_router(link_router(decider, pages, LinkSigner(link_secret)))
+        open_posts = ("/links/",)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.add_middleware(Guard, access=access, refuse=refuse)
+    app.add_middleware(Guard, access=access, refuse=refuse, open_posts=open_posts)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -167,6 +167,39 @@ class Decider:
             return Result("invalid", question, {"allow": str(error)})
         return await self._outcome(request, question, action, decided)
 
+    async def decide_as(
+        self,
+        question_id: str,
+        action: Action,
+        by: Principal,
+        channel: Channel,
+        values: Mapping[str, Any] | None = None,
+        note: str | None = None,
+    ) -> Result:
+        """Answer, approve or decline as ``by``, whom the surface proved itself (a signed link names its person):
+        no ``Access`` check, the same recording, rules and policy as ``decide``.
+
+        Another decision that came first is ``yours`` when ``by`` made it, else ``taken``.
+        """
+        try:
+            question = await self.store.question(question_id)
+        except UnknownQuestionError:
+            return Result("unknown")
+        try:
+            decided = await self._record(question, action, values, note, by, channel)
+        except (NotAllowedError, InvalidAnswerError, QuestionExpiredError, ToolCallRunningError) as error:
+            return _refused(question, error)
+        except UnknownQuestionError:
+            return Result("unknown")
+        if decided is None:
+            now = await self.store.question(question_id)
+            mine = now.decided_by is not None and now.decided_by.id == by.id
+            return Result("yours" if mine else "taken", now)
+        if decided.decision is None:
+            return Result("counted", decided)
+        await self._after(decided)
+        return Result(_RECORDED[action], decided)
+
     async def approve_all(self, request: Request, chat_id: str, channel: Channel = "web") -> TurnResult:
         """Approve the chat's whole turn ([`Store.approve_all`][tarry.store.Store.approve_all]) as whoever
         ``Access.principal`` says; raises ``NotLoggedIn``/``Forbidden``.

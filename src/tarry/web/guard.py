@@ -33,14 +33,18 @@ class Guard:
     to every response, and checks a request that carries a body before a byte of it is read.
 
     A request with a body must be logged in and allowed into the inbox (else 401 or 403,
-    from ``refuse``), then must declare or send at most ``max_body`` bytes (else 413).
+    from ``refuse``), then must declare or send at most ``max_body`` bytes (else 413). A path under
+    one of ``open_posts`` (under the app's root: ``"/links/"``) carries its own proof and skips the login.
     """
 
-    def __init__(self, app: ASGIApp, access: Access, refuse: Refusal, max_body: int = MAX_BODY) -> None:
+    def __init__(
+        self, app: ASGIApp, access: Access, refuse: Refusal, max_body: int = MAX_BODY, open_posts: tuple[str, ...] = ()
+    ) -> None:
         self.app = app
         self.access = access
         self.refuse = refuse
         self.max_body = max_body
+        self.open_posts = open_posts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Handle one ASGI connection."""
@@ -52,11 +56,9 @@ class Guard:
             await self.app(scope, receive, send)
             return
         connection = HTTPConnection(scope)
-        if not self.access.logged_in(connection):
-            await self.refuse(connection, 401, "login")(scope, receive, send)
-            return
-        if not await self.access.allowed(connection, None):
-            await self.refuse(connection, 403, "forbidden")(scope, receive, send)
+        refusal = None if self._proves_itself(connection) else await self._login_refusal(connection)
+        if refusal is not None:
+            await refusal(scope, receive, send)
             return
         declared = connection.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
@@ -67,6 +69,20 @@ class Guard:
             await self._too_large(connection)(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
+
+    def _proves_itself(self, connection: HTTPConnection) -> bool:
+        """True for a post to a path that carries its own proof (a signed link), which needs no login."""
+        root = str(connection.scope.get("root_path", "")).rstrip("/")
+        path = connection.url.path.removeprefix(root)
+        return any(path.startswith(prefix) for prefix in self.open_posts)
+
+    async def _login_refusal(self, connection: HTTPConnection) -> Response | None:
+        """The refusal of a request that is not logged in (401) or not allowed into the inbox (403), else ``None``."""
+        if not self.access.logged_in(connection):
+            return self.refuse(connection, 401, "login")
+        if not await self.access.allowed(connection, None):
+            return self.refuse(connection, 403, "forbidden")
+        return None
 
     def _too_large(self, connection: HTTPConnection) -> Response:
         return self.refuse(connection, 413, "too-large")

@@ -61,6 +61,7 @@ async def serve(
     proxy: ProxyIdentity | None = None,
     may_decide: MayDecide | None = None,
     allowed_hosts: Iterable[str] = (),
+    link_secret: str | None = None,
 ) -> None:
     """Serve the inbox of the database at ``url`` until interrupted, printing the login link once.
 
@@ -69,6 +70,7 @@ async def serve(
     link. ``may_decide``: the deployment's check for approvals whose policy names ``by``.
     ``allowed_hosts``: names besides the bound address's that a request's ``Host`` may give (a proxy's
     public name, say); any other is refused with 400 ([`inbox_hosts`][tarry.web.serve.inbox_hosts]).
+    ``link_secret``: serve the signed links of emails (``tarry serve`` reads it from ``TARRY_LINK_SECRET``).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -77,7 +79,7 @@ async def serve(
     sock.listen(2048)  # before the link is printed, so a client that follows it at once is not refused
     bound = sock.getsockname()[1]
     async with Store(url, may_decide=may_decide) as store:
-        app = create_app(store, token=token, users=users, proxy=proxy)
+        app = create_app(store, token=token, users=users, proxy=proxy, link_secret=link_secret)
         await store.setup()
         say(f"tarry inbox for {store.url}")
         warning = exposure_warning(host)
@@ -88,6 +90,8 @@ async def serve(
             say(f"Open this link to log in (it holds the token; keep it private): {link}")
         if users is not None:
             say(f"{len(users)} user(s) log in with their own token: {login_url(host, bound, '<token>')}")
+        if link_secret is not None:
+            say("Serving the signed links of emails under /links/")
         if proxy is not None:
             proxies = ", ".join(str(network) for network in proxy.proxies)
             say(f"Trusting the {proxy.header} header from {proxies} only")
