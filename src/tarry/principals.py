@@ -9,10 +9,11 @@ from tarry.text import unstorable
 
 __all__ = ["CHANNELS", "MAX_IDENTITY", "Channel", "Principal", "check_channel", "principal_of"]
 
-Channel = Literal["api", "web", "cli", "code", "mcp", "grant"]
+Channel = Literal["api", "web", "cli", "code", "mcp", "slack", "email", "grant"]
 """Through what a decision came: the JSON API, the inbox page, the ``tarry`` command, Python code, an MCP client,
-or a standing grant ([`tarry.grants`][tarry.grants]; only the store decides through it)."""
-CHANNELS: tuple[Channel, ...] = ("api", "web", "cli", "code", "mcp", "grant")
+a Slack message's buttons, an email's signed link, or a standing grant ([`tarry.grants`][tarry.grants]; only the
+store decides through it)."""
+CHANNELS: tuple[Channel, ...] = ("api", "web", "cli", "code", "mcp", "slack", "email", "grant")
 MAX_IDENTITY = 200
 """The most characters a principal's id or name holds: what the store keeps of who decided."""
 
