@@ -56,7 +56,7 @@ class Verdict:
     by: Principal | None = None
     """Who decided, when they said; ``None`` for a decision made without an identity."""
     channel: Channel | None = None
-    """Through what the decision came: ``api``, ``web``, ``cli``, ``code`` or ``mcp``."""
+    """Through what the decision came: one of [`CHANNELS`][tarry.principals.CHANNELS] (``slack``, ``api``, …)."""
 
     def __post_init__(self) -> None:
         if self.decision not in DECISIONS:
@@ -157,7 +157,7 @@ class Question:
 
     @property
     def channel(self) -> Channel | None:
-        """Through what the decision came: ``api``, ``web``, ``cli``, ``code`` or ``mcp``."""
+        """Through what the decision came: one of [`CHANNELS`][tarry.principals.CHANNELS] (``slack``, ``api``, …)."""
         return None if self.verdict is None else self.verdict.channel
 
     @property

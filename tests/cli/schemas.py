@@ -11,7 +11,7 @@ TOOL_CALL: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "arguments": {"type": "object"}},
 }
-CHANNELS = ["api", "web", "cli", "code", "mcp", "grant"]
+CHANNELS = ["api", "web", "cli", "code", "mcp", "slack", "email", "grant"]
 PRINCIPAL: dict[str, Any] = {
     "type": "object",
     "required": ["id", "name"],

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any
 
+from tarry.clock import utcnow
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.web.slack import SlackSender
@@ -208,3 +210,61 @@ async def test_a_modal_for_a_question_decided_meanwhile_is_not_opened(
     assert "Bob Babbage" in ephemerals(slack_api, "U0ADA")[0]
     assert slack_api.of("views.open") == []
     assert SIGNING_SECRET not in str(slack_api.calls)
+
+
+async def test_a_decision_the_policy_refuses_is_explained_and_not_recorded(
+    store: Store, sender: SlackSender, endpoint: Endpoint, slack_api: FakeSlack
+) -> None:
+    store.may_decide = lambda principal, question: principal == BOB  # Bob is finance, Ada is not
+    question = await parked(store, "wire", to="Acme", amount=5000)
+    channel, ts = await posted(sender, store, question)
+
+    await endpoint.http.post(
+        endpoint.url, **signed(click("tarry_approve", question.id, user="U0ADA", channel=channel, ts=ts))
+    )
+
+    await until(lambda: len(ephemerals(slack_api, "U0ADA")) == 1, "Ada to be told why")
+    assert ephemerals(slack_api, "U0ADA")[0].startswith("Your decision was not recorded: ")
+    assert (await store.question(question.id)).decision is None
+    assert [event.outcome for event in await store.history(question_id=question.id)] == ["refused"]
+
+    await endpoint.http.post(
+        endpoint.url, **signed(click("tarry_approve", question.id, user="U0BOB", channel=channel, ts=ts))
+    )
+    decided = await store.question(question.id)
+    assert (decided.decision, decided.decided_by) == ("accept", BOB)
+
+
+async def test_an_expired_question_is_explained_and_its_message_settled(
+    store: Store, sender: SlackSender, endpoint: Endpoint, slack_api: FakeSlack
+) -> None:
+    question = await parked(store, "launch", rocket="Tarry-1")
+    channel, ts = await posted(sender, store, question)
+    assert question.expires_at is not None
+    await until(lambda: utcnow() > question.expires_at + timedelta(milliseconds=200), "the approval to lapse")
+
+    await endpoint.http.post(
+        endpoint.url, **signed(click("tarry_approve", question.id, user="U0ADA", channel=channel, ts=ts))
+    )
+
+    await until(lambda: len(ephemerals(slack_api, "U0ADA")) == 1, "Ada to be told it expired")
+    assert "*Expired* at " in ephemerals(slack_api, "U0ADA")[0]
+    await until(lambda: len(slack_api.of("chat.update")) == 1, "the message to lose its buttons")
+    assert "*Expired* at " in str(slack_api.of("chat.update")[0]["blocks"])
+    assert (await store.question(question.id)).decision is None
+
+
+async def test_a_modal_slack_will_not_open_is_explained(
+    store: Store, sender: SlackSender, endpoint: Endpoint, slack_api: FakeSlack
+) -> None:
+    question = await parked(store, "refund", order="A-17", amount=40)
+    channel, ts = await posted(sender, store, question)
+    slack_api.fail_next["views.open"] = "expired_trigger_id"
+
+    clicked = await endpoint.http.post(
+        endpoint.url, **signed(click("tarry_decline", question.id, user="U0ADA", channel=channel, ts=ts))
+    )
+
+    assert clicked.status_code == 200
+    await until(lambda: len(ephemerals(slack_api, "U0ADA")) == 1, "Ada to be told")
+    assert "expired_trigger_id" in ephemerals(slack_api, "U0ADA")[0]

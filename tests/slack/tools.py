@@ -41,6 +41,25 @@ class Payout(Tool):
         return f"Paid {amount} to {supplier}."
 
 
+class Wire(Tool):
+    """Wires money; only finance approves (the store's ``may_decide`` says who is finance)."""
+
+    requires_approval = Approval(by="finance")
+
+    def execute(self, to: str, amount: int) -> str:
+        return f"Wired {amount} to {to}."
+
+
+class Launch(Tool):
+    """Launches; a person has one second to approve."""
+
+    requires_approval = True
+    approval_ttl = 1.0
+
+    def execute(self, rocket: str) -> str:
+        return f"Launched {rocket}."
+
+
 class Book(Tool):
     """Books a table, asking for the details."""
 
@@ -57,7 +76,7 @@ class Book(Tool):
         return f"Booked {restaurant}."
 
 
-TOOLS = [Refund(), Payout(), Book()]
+TOOLS = [Refund(), Payout(), Wire(), Launch(), Book()]
 
 
 async def parked(store: Store, name: str, **arguments: Any) -> Question:

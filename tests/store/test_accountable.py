@@ -253,7 +253,7 @@ async def test_every_decision_records_who_and_through_what_and_lost_attempts_too
         (anonymous.id, "decided", None),
         (lapsing.id, "expired", "ann"),
     ]
-    with pytest.raises(ValueError, match="channel must be one of api, web, cli, code, mcp; got 'fax'"):
+    with pytest.raises(ValueError, match="channel must be one of api, web, cli, code, mcp, slack, email; got 'fax'"):
         await finance.approve(lapsing.id, channel="fax")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="by= takes an identity"):
         await finance.approve(lapsing.id, by=7)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
@@ -174,7 +175,11 @@ class Interactions:
             return _acknowledged(self._tell(clicked, closed), self._show(question))
         metadata = json.dumps({"question": question.id, "channel": clicked.channel, "ts": clicked.ts})
         modal = decline_modal(question, metadata) if action_id == DECLINE else answer_modal(question, metadata)
-        await self.sender.client.views_open(trigger_id=str(payload.get("trigger_id")), view=modal)
+        try:
+            await self.sender.client.views_open(trigger_id=str(payload.get("trigger_id")), view=modal)
+        except SlackApiError as error:  # the trigger lapsed (3 s), say: the click can be tried again
+            text = f"Slack would not open the form ({error.response.get('error')}); please try again."
+            return _acknowledged(self._tell(clicked, text))
         return Response(status_code=200)
 
     async def _submitted(self, request: Request, payload: dict[str, Any], clicked: Clicked) -> Response:
