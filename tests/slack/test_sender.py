@@ -12,9 +12,11 @@ from slack_sdk.errors import SlackApiError
 from tarry.clock import utcnow
 from tarry.errors import UnknownQuestionError
 from tarry.store import Store
+from tarry.testing import ScriptedModel
 from tarry.web.slack import SlackSender
 from tests.slack.fake_slack import BOT_TOKEN, FakeSlack
-from tests.slack.tools import BOB, delivery, parked
+from tests.slack.tools import BOB, TOOLS, delivery, parked
+from tests.slack.waiting import until
 
 
 def actions_of(blocks: list[dict[str, Any]]) -> list[str]:
@@ -143,3 +145,24 @@ async def test_bad_deliveries_and_records_are_refused_by_name(store: Store, send
     assert await store.save_slack_message(question.id, delivery_id="d1", channel="C0OPS", ts="1.2") is True
     assert await store.save_slack_message(question.id, delivery_id="d1", channel="C0ELSE", ts="9.9") is False
     assert [(m.channel, m.ts) for m in await store.slack_messages(question.id)] == [("C0OPS", "1.2")]
+
+
+async def test_a_pruned_chat_takes_its_slack_messages_along(
+    store: Store, sender: SlackSender, slack_api: FakeSlack
+) -> None:
+    chat = await store.create_chat(
+        ScriptedModel([[{"name": "refund", "arguments": {"order": "A-17", "amount": 40}}], "Done."]), TOOLS
+    )
+    await chat.ask("Refund it.")
+    (question,) = await store.pending_questions(chat.id)
+    await sender.send(delivery(question, "asked"))
+    assert await store.decide(question.id, "accept", by=BOB) is not None
+    await chat.complete()
+    assert not chat.waiting and len(await store.slack_messages(question.id)) == 1
+
+    done = utcnow()
+    await until(lambda: utcnow() > done, "the clock to move past the chat's end")
+    report = await store.prune(finished_before=utcnow())
+
+    assert report.chats == 1
+    assert await store.slack_messages(question.id) == []
