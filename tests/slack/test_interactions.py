@@ -268,3 +268,28 @@ async def test_a_modal_slack_will_not_open_is_explained(
     assert clicked.status_code == 200
     await until(lambda: len(ephemerals(slack_api, "U0ADA")) == 1, "Ada to be told")
     assert "expired_trigger_id" in ephemerals(slack_api, "U0ADA")[0]
+
+
+async def test_several_choices_an_email_and_a_no_from_the_modal(
+    store: Store, sender: SlackSender, endpoint: Endpoint, slack_api: FakeSlack
+) -> None:
+    question = await parked(store, "order", table=7)
+    channel, ts = await posted(sender, store, question)
+    await endpoint.http.post(
+        endpoint.url, **signed(click("tarry_answer", question.id, user="U0BOB", channel=channel, ts=ts))
+    )
+    (opened,) = slack_api.of("views.open")
+    elements = {block["block_id"]: block["element"] for block in opened["view"]["blocks"] if block["type"] == "input"}
+    assert elements["dishes"]["type"] == "multi_static_select" and elements["dishes"]["max_selected_items"] == 2
+    assert elements["receipt"]["type"] == "email_text_input"
+    state = {
+        "dishes": {"value": {"type": "multi_static_select", "selected_options": [{"value": "0"}, {"value": "2"}]}},
+        "receipt": {"value": {"type": "email_text_input", "value": "bob@example.com"}},
+        "spicy": {"value": {"type": "radio_buttons", "selected_option": {"value": "false"}}},
+    }
+
+    answered = await endpoint.http.post(endpoint.url, **signed(submit(opened["view"], state, user="U0BOB")))
+
+    assert answered.status_code == 200
+    decided = await store.question(question.id)
+    assert decided.answer == {"dishes": ["pasta", "salad"], "receipt": "bob@example.com", "spicy": False}

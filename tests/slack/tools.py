@@ -76,7 +76,22 @@ class Book(Tool):
         return f"Booked {restaurant}."
 
 
-TOOLS = [Refund(), Payout(), Wire(), Launch(), Book()]
+class Order(Tool):
+    """Orders dishes, asking which (several may be picked) and where to send the receipt."""
+
+    def execute(self, table: int) -> Task:
+        return self.ask(
+            f"What does table {table} want?",
+            dishes=Field("array", choices={"pasta": "Pasta", "pizza": "Pizza", "salad": "Salad"}, max_length=2),
+            receipt=Field(format="email", title="Receipt to"),
+            spicy=Field("boolean", title="Spicy"),
+        )
+
+    def resume(self, task: Task, table: int) -> str:
+        return "Ordered."
+
+
+TOOLS = [Order(), Refund(), Payout(), Wire(), Launch(), Book()]
 
 
 async def parked(store: Store, name: str, **arguments: Any) -> Question:
