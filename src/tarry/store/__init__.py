@@ -5,6 +5,7 @@ from tarry.store.audit import DecisionEvent, TrailBreak
 from tarry.store.paging import QuestionPage
 from tarry.store.problems import Problem
 from tarry.store.prune import PruneReport
+from tarry.store.slack import SlackMessage
 from tarry.store.store import Store
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "Problem",
     "PruneReport",
     "QuestionPage",
+    "SlackMessage",
     "Store",
     "StoreUnavailableError",
     "TrailBreak",

@@ -59,6 +59,7 @@ from tarry.store.problems import Problem, find_problems
 from tarry.store.prune import PruneReport, prune_chats, vacuum_file
 from tarry.store.rows import message_from_row, question_and_call_from_row, read_each
 from tarry.store.schedule import wake
+from tarry.store.slack import SlackMessage, new_slack_message, read_slack_messages, save_slack_message
 from tarry.store.tables import LARGEST_ID, chats, questions, tool_calls
 from tarry.store.together import DecisionsTogether
 from tarry.store.turn import approve_turn
@@ -811,6 +812,34 @@ class Store:
         logger.info("Revoked grant %s of %s calls by %s", revoked.id, revoked.tool, revoker.label)
         return revoked
 
+    async def save_slack_message(self, question_id: str, *, delivery_id: str, channel: str, ts: str) -> bool:
+        """Record that ``delivery_id`` posted a Slack message about ``question_id``, to the Slack ``channel`` (a
+        conversation id) at ``ts``; returns ``False`` when that delivery's message was recorded already (the first
+        record stands).
+
+        The Slack sender ([`SlackSender`][tarry.web.slack.SlackSender]) calls it; later notices of the question
+        update every message [`slack_messages`][tarry.store.Store.slack_messages] lists. Raises
+        [`UnknownQuestionError`][tarry.errors.UnknownQuestionError] for an unknown question, ``ValueError`` for an
+        empty ``delivery_id``, ``channel`` or ``ts``.
+        """
+        question_id = _question_id(question_id)
+        message = new_slack_message(delivery_id, question_id, channel, ts)
+
+        def write(connection: Connection) -> bool:
+            if connection.scalar(select(questions.c.id).where(questions.c.id == question_id)) is None:
+                raise UnknownQuestionError(f"No question has the id {question_id!r}")
+            return save_slack_message(connection, message)
+
+        return await self.db.run_write(write)
+
+    async def slack_messages(self, question_id: str) -> list[SlackMessage]:
+        """The Slack messages posted about a question, oldest first (none for an unknown question)."""
+        try:
+            question_id = _question_id(question_id)
+        except UnknownQuestionError:
+            return []
+        return await self.db.run_read(lambda connection: read_slack_messages(connection, question_id))
+
     async def _decide_and_grant(
         self,
         question_id: str,
@@ -942,6 +971,8 @@ class Store:
     grant_sync = sync_twin(grant)
     grants_sync = sync_twin(grants)
     revoke_grant_sync = sync_twin(revoke_grant)
+    save_slack_message_sync = sync_twin(save_slack_message)
+    slack_messages_sync = sync_twin(slack_messages)
     prune_sync = sync_twin(prune)
     vacuum_sync = sync_twin(vacuum)
 

@@ -335,3 +335,15 @@ grants = Table(
     Column("question_id", String(36)),
     Index("ix_tarry_grants_tool", "tool"),
 )
+
+# Slack (0015): each message the Slack sender posted about a question, by the delivery that posted it.
+slack_messages = Table(
+    "tarry_slack_messages",
+    metadata,
+    Column("delivery_id", String(200), primary_key=True),
+    Column("question_id", String(36), ForeignKey("tarry_questions.id", ondelete="CASCADE"), nullable=False),
+    Column("channel", String(200), nullable=False),
+    Column("ts", String(64), nullable=False),
+    Column("posted_at", UTCDateTime, nullable=False),
+    Index("ix_tarry_slack_messages_question", "question_id"),
+)
