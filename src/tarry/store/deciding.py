@@ -207,11 +207,17 @@ def decide_question(
         return Settled(question)
     values = _decision_values(question, row["tool_call_id"], attempt, answer, now, _votes(question))
     settled = _record(connection, question, attempt, answer, values, postgres=postgres)
-    if claim is not None and settled.versions is not None and settled.versions[1] is not None:
-        claimed = {"read_version": claim.version, "held_version": claim.chat_version, "owner": claim.owner}
-        claimed |= {"call_row": claim.row_id, "question_id": question.id, **lease_values(claim.lease)}
-        settled.claimed = connection.execute(_CLAIM_FREED_CALL, claimed).rowcount == 1
+    if claim is not None:
+        settled.claimed = _claim_freed_call(connection, claim, question.id)
     return settled
+
+
+def _claim_freed_call(connection: Connection, claim: ClaimAlong, question_id: str) -> bool:
+    """Take ``claim`` in the transaction of the decision of question ``question_id``, when the decision freed the call
+    and it stands as ``claim`` says; whether it did."""
+    values = {"read_version": claim.version, "held_version": claim.chat_version, "owner": claim.owner}
+    values |= {"call_row": claim.row_id, "question_id": question_id, **lease_values(claim.lease)}
+    return connection.execute(_CLAIM_FREED_CALL, values).rowcount == 1
 
 
 def _votes(question: Question) -> list[dict[str, Any]] | None:
