@@ -148,19 +148,23 @@ def transactions_section(folder: Path, postgres: str | None) -> list[str]:
         "on the event loop) and SQL statements (reads included, BEGIN/COMMIT not). On PostgreSQL each step",
         "of this workload is one statement that stands alone, without a transaction around it, sent right from",
         "the event loop (the store's page says how); round trips there are the statements plus each transaction's",
-        "BEGIN and COMMIT.",
+        "BEGIN and COMMIT. On SQLite, commits are the write transactions (each waits for the disk at",
+        '`durability="full"`; a read\'s transaction writes nothing). "Carry on" is the chat object deciding',
+        '(`complete(approve=[question])`); "decided elsewhere" is `store.approve` (one commit of its own), then',
+        "`load_chat` and `complete()`.",
         "",
-        "| database | run to the pause: transactions | statements | round trips "
-        "| carry on: transactions | statements | round trips |",
-        "|---|---|---|---|---|---|---|",
+        "| database | half | transactions | of them commits | statements | round trips |",
+        "|---|---|---|---|---|---|",
     ]
+    halves = (("park", "run to the pause"), ("finish", "carry on"), ("elsewhere", "decided elsewhere, carry on"))
     for label, url in databases(folder / "counts.db", postgres):
         counts = asyncio.run(round_trip_counts(url))
-        cells = []
-        for half in (counts["park"], counts["finish"]):
+        for key, half_label in halves:
+            half = counts[key]
             trips = half["statements"] + 2 * half["transactions"] if label == "PostgreSQL" else "–"
-            cells.append(f"{half['transactions']} | {half['statements']} | {trips}")
-        lines.append(f"| {label} | {' | '.join(cells)} |")
+            commits = half["commits"] if label != "PostgreSQL" else "–"
+            row = f"{half['transactions']} | {commits} | {half['statements']} | {trips}"
+            lines.append(f"| {label} | {half_label} | {row} |")
     return [*lines, ""]
 
 

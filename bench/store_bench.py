@@ -76,6 +76,7 @@ class Counter:
         self.statements = 0
         self.write_bytes = 0
         self.transactions = 0
+        self.commits = 0
         event.listen(store.db.sync_engine, "before_cursor_execute", self._seen)
         event.listen(store.db.sync_engine, "begin", self._began)
 
@@ -85,6 +86,7 @@ class Counter:
 
     def _seen(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
         if statement.startswith(("BEGIN", "COMMIT", "PRAGMA")):
+            self.commits += statement.startswith("BEGIN IMMEDIATE")  # SQLite's write transactions
             return
         self.statements += 1
         if statement.lstrip().upper().startswith(("INSERT", "UPDATE")):
@@ -92,12 +94,13 @@ class Counter:
 
     @contextmanager
     def measure(self) -> Iterator[dict[str, int]]:
-        before = (self.statements, self.write_bytes, self.transactions)
+        before = (self.statements, self.write_bytes, self.transactions, self.commits)
         figures: dict[str, int] = {}
         yield figures
         figures["statements"] = self.statements - before[0]
         figures["write_bytes"] = self.write_bytes - before[1]
         figures["transactions"] = self.transactions - before[2]
+        figures["commits"] = self.commits - before[3]
 
 
 class Side(Protocol):
@@ -128,6 +131,18 @@ class TarrySide:
         chat = await self.store.load_chat(self.ids[number], transfer_model(), [Transfer()])
         (question,) = await chat.pending_questions()
         reply = await chat.complete(approve=[question])
+        assert reply is not None and reply.content == "Done."
+
+
+class DecidedElsewhereSide(TarrySide):
+    """As ``TarrySide``, but the decision comes from elsewhere, as a second process makes it: the question listed
+    from the store and approved there (``store.approve``), then the chat loaded and ``complete()``."""
+
+    async def finish(self, number: int) -> None:
+        (question,) = await self.store.pending_questions(chat_id=self.ids[number])
+        await self.store.approve(question.id)
+        chat = await self.store.load_chat(self.ids[number], transfer_model(), [Transfer()])
+        reply = await chat.complete()
         assert reply is not None and reply.content == "Done."
 
 
@@ -351,18 +366,24 @@ async def langgraph_writes_per_step(path: Path, sizes: list[int]) -> list[dict[s
 
 
 async def round_trip_counts(url: str) -> dict[str, dict[str, int]]:
-    """Transactions and statements of the latency workload's two halves, for one chat (after a warm-up chat)."""
+    """Transactions and statements of the latency workload's two halves, for one chat (after a warm-up chat), and of
+    its second half with the decision made elsewhere (``elsewhere``)."""
     async with Store(url) as store:
         await store.setup()
-        side = TarrySide("tarry", store)
-        await side.park(0)
-        await side.finish(0)
+        side, other = TarrySide("tarry", store), DecidedElsewhereSide("tarry", store)
+        for warm_up in (side, other):
+            await warm_up.park(0)
+            await warm_up.finish(0)
         counter = Counter(store)
         counts = {}
-        for phase in ("park", "finish"):
+        for name, phase, number in (("park", side.park, 1), ("finish", side.finish, 1)):
             with counter.measure() as figures:
-                await getattr(side, phase)(1)
-            counts[phase] = figures
+                await phase(number)
+            counts[name] = figures
+        await other.park(1)
+        with counter.measure() as figures:
+            await other.finish(1)
+        counts["elsewhere"] = figures
         return counts
 
 

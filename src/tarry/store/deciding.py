@@ -149,7 +149,12 @@ def _checked_answer(attempt: Attempt, question: Question, row: Row | None) -> di
 
 
 def decide_question(
-    connection: Connection, attempt: Attempt, may_decide: MayDecide | None, *, postgres: bool
+    connection: Connection,
+    attempt: Attempt,
+    may_decide: MayDecide | None,
+    *,
+    postgres: bool,
+    claim: ClaimAlong | None = None,
 ) -> Settled:
     """Record a decision under the row lock, checked by [`RULES`][tarry.decision_rules.RULES] in order, and append
     the attempt to the trail.
@@ -162,7 +167,9 @@ def decide_question(
     policy ([`judge`][tarry.approvals.judge]: [`NotAllowedError`][tarry.errors.NotAllowedError], or one approval
     counted). Every outcome after the answer's check is appended to the trail in this transaction, and the
     refusals are returned to raise after the commit. A recorded decision bumps the call's
-    version (a process that read the call must read it again) and wakes the chat.
+    version (a process that read the call must read it again) and wakes the chat. With ``claim`` (SQLite: an
+    approval from the chat that carries the call on next) the transaction also claims the call when the decision
+    frees it and it stands as ``claim`` says; ``claimed`` tells.
     """
     decision, by = attempt.decision, attempt.by
     row, question, running, closed = _read_question(connection, _LOCKED_QUESTION, attempt.question_id)
@@ -199,7 +206,18 @@ def decide_question(
         trail("counted", answer=answer, detail=attempt.detail(counted))
         return Settled(question)
     values = _decision_values(question, row["tool_call_id"], attempt, answer, now, _votes(question))
-    return _record(connection, question, attempt, answer, values, postgres=postgres)
+    settled = _record(connection, question, attempt, answer, values, postgres=postgres)
+    if claim is not None:
+        settled.claimed = _claim_freed_call(connection, claim, question.id)
+    return settled
+
+
+def _claim_freed_call(connection: Connection, claim: ClaimAlong, question_id: str) -> bool:
+    """Take ``claim`` in the transaction of the decision of question ``question_id``, when the decision freed the call
+    and it stands as ``claim`` says; whether it did."""
+    values = {"read_version": claim.version, "held_version": claim.chat_version, "owner": claim.owner}
+    values |= {"call_row": claim.row_id, "question_id": question_id, **lease_values(claim.lease)}
+    return connection.execute(_CLAIM_FREED_CALL, values).rowcount == 1
 
 
 def _votes(question: Question) -> list[dict[str, Any]] | None:
@@ -388,6 +406,24 @@ _BUMP_CALL = (
     .values(version=tool_calls.c.version + constant(1))
     .returning(tool_calls.c.version)
 )
+
+
+_CLAIM_FREED_CALL = (
+    update(tool_calls)
+    .where(
+        tool_calls.c.id == bindparam("call_row"),
+        tool_calls.c.claimed_by.is_(None),
+        tool_calls.c.result_message_id.is_(None),
+        tool_calls.c.version == bindparam("read_version") + constant(1),
+        ~exists().where(
+            questions.c.tool_call_id == tool_calls.c.id, UNDECIDED_BY_KEY, questions.c.id != bindparam("question_id")
+        ),
+        exists().where(chats.c.id == tool_calls.c.chat_id, chats.c.version == bindparam("held_version") + constant(1)),
+    )
+    .values(claimed_by=bindparam("owner", type_=tool_calls.c.claimed_by.type), claimed_until=UNTIL)
+)
+"""The locked path's ``ClaimAlong`` (SQLite), in the decision's transaction after its bumps: the call, freed by the
+decision, stands one version past the one the deciding chat read, and its chat one past the one it held."""
 
 
 def _decide_at_once() -> Executable:

@@ -559,15 +559,16 @@ class StoreJournal:
         When the chat held everything recorded before, it still does: the decision changed only
         the question and the versions, so the next ``refresh`` need not read the rows again.
         With ``carry_on`` in a session (the decision frees the call, and the chat carries it on next)
-        PostgreSQL's statement claims the call too when it stands as the chat holds it, so ``hold_call``
-        need not; the session gives it back if the chat does not carry it on after all.
+        the decision claims the call too when it stands as the chat holds it (PostgreSQL in its statement, SQLite
+        in its transaction), so ``hold_call`` need not; the session gives it back if the chat does not carry it on
+        after all.
         """
         self._view.unsure()  # a decision that lost or was refused shows another writer
         row = None if question.tool_call is None else self._calls.get(question.tool_call.id)
         along, kept = None, None
         carries = carry_on and self._sessions > 0
         seen = self._view.seen
-        if carries and row is not None and not row.claimed and seen is not None and not self.db.is_sqlite:
+        if carries and row is not None and not row.claimed and seen is not None:
             along = ClaimAlong(row.id, row.version, seen, self.store.owner, utcnow() + self._lease, self._lease)
             kept = partial(self._keep_claim, row, along.until)
         settled = await self.store._decide(

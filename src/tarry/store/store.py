@@ -709,6 +709,18 @@ class Store:
             except asyncio.CancelledError:  # its statement commits all the same: a decision it recorded is announced
                 await _announce_when_done(at_once, partial(self._announce, decision=decision))
                 raise
+        if settled is None and self.db.is_sqlite and claim is not None:  # the claim rides in the decision's transaction
+            work = partial(decide_question, attempt=attempt, may_decide=self.may_decide, postgres=False, claim=claim)
+            locked: asyncio.Future[Settled | None] = asyncio.ensure_future(
+                self.db.run_write(work, may_block=self.may_decide is not None)
+            )
+            if on_claimed is not None:
+                locked.add_done_callback(partial(_tell_claimed, on_claimed))
+            try:
+                settled = await asyncio.shield(locked)
+            except asyncio.CancelledError:
+                await _announce_when_done(locked, partial(self._announce, decision=decision))
+                raise
         if settled is None:
             work = partial(decide_question, attempt=attempt, may_decide=self.may_decide, postgres=not self.db.is_sqlite)
             settled = await self.db.run_write(work, may_block=self.may_decide is not None)
