@@ -72,7 +72,8 @@ _QUESTION = (
 _QUESTION_NOW = _QUESTION.add_columns(NOW.label("now"))
 """The question with its call, and the time by the lease clock, to judge whether the call runs and the question
 expired (parameters of ``lease_values``)."""
-_LOCKED_QUESTION = _QUESTION_NOW.with_for_update(of=questions, key_share=True)
+LOCKED_QUESTION = _QUESTION_NOW.with_for_update(of=questions, key_share=True)
+"""The question with its call and the time by the lease clock, its row locked (``FOR NO KEY UPDATE``)."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def decide_question(
     version (a process that read the call must read it again) and wakes the chat.
     """
     decision, by = attempt.decision, attempt.by
-    row, question, running, closed = _read_question(connection, _LOCKED_QUESTION, attempt.question_id)
+    row, question, running, closed = read_question(connection, LOCKED_QUESTION, attempt.question_id)
     now: datetime = row["now"]  # the lease clock's: the database's on PostgreSQL
     answer = _checked_answer(attempt, question, row)
     trail = partial(
@@ -200,6 +201,15 @@ def decide_question(
         return Settled(question)
     values = _decision_values(question, row["tool_call_id"], attempt, answer, now, _votes(question))
     return _record(connection, question, attempt, answer, values, postgres=postgres)
+
+
+def record_decision(
+    connection: Connection, question: Question, attempt: Attempt, call_row: int | None, now: datetime, *, postgres: bool
+) -> Settled:
+    """Write a decision no surface made, under the row lock the caller holds (an approval policy's decline on
+    timeout): as a decision the rules allowed is written, with no answer."""
+    values = _decision_values(question, call_row, attempt, None, now, _votes(question))
+    return _record(connection, question, attempt, None, values, postgres=postgres)
 
 
 def _votes(question: Question) -> list[dict[str, Any]] | None:
@@ -250,7 +260,7 @@ def decide_if_open(
     """
     now, row = utcnow(), None
     if known is None:
-        row, question, running, closed = _read_question(connection, _QUESTION_NOW, attempt.question_id)
+        row, question, running, closed = read_question(connection, _QUESTION_NOW, attempt.question_id)
         now = row["now"]
     else:
         question, running, closed = known, False, False
@@ -296,7 +306,7 @@ def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
     return _settled(question, attempt, answer, now, row["call_version"], row["chat_version"])
 
 
-def _read_question(connection: Sendable, query: Executable, question_id: str) -> tuple[Row, Question, bool, bool]:
+def read_question(connection: Sendable, query: Executable, question_id: str) -> tuple[Row, Question, bool, bool]:
     """The question's row read by ``query``, the question, and whether its call runs (by the lease clock, whose
     time the row's ``now`` holds) and has ended.
 

@@ -1,0 +1,41 @@
+"""Reminders, escalation and a decline on timeout (an approval policy's follow-ups, ``Store.sweep_reminders``).
+
+A question keeps when its policy's next follow-up is due (``follow_up_at``, NULL when none is left), found by a
+partial index of undecided questions, and when it was reminded and escalated (each happens once).
+
+Revision ID: 0015
+Revises: 0014
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+from tarry.store.tables import UTCDateTime
+
+revision = "0015"
+down_revision = "0014"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("tarry_questions") as batch:
+        batch.add_column(sa.Column("follow_up_at", UTCDateTime))
+        batch.add_column(sa.Column("reminded_at", UTCDateTime))
+        batch.add_column(sa.Column("escalated_at", UTCDateTime))
+    undecided = sa.column("decision").is_(None)
+    op.create_index(
+        "ix_tarry_questions_follow_up",
+        "tarry_questions",
+        ["follow_up_at"],
+        sqlite_where=undecided,
+        postgresql_where=undecided,
+    )
+
+
+def downgrade() -> None:
+    op.drop_index("ix_tarry_questions_follow_up", "tarry_questions")
+    with op.batch_alter_table("tarry_questions") as batch:
+        batch.drop_column("escalated_at")
+        batch.drop_column("reminded_at")
+        batch.drop_column("follow_up_at")
