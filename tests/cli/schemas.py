@@ -11,7 +11,7 @@ TOOL_CALL: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "arguments": {"type": "object"}},
 }
-CHANNELS = ["api", "web", "cli", "code", "mcp", "grant"]
+CHANNELS = ["api", "web", "cli", "code", "mcp", "grant", "policy"]
 PRINCIPAL: dict[str, Any] = {
     "type": "object",
     "required": ["id", "name"],
@@ -148,8 +148,10 @@ HISTORY: dict[str, Any] = {
             "call_id": {"type": ["string", "null"]},
             "tool": {"type": ["string", "null"]},
             "arguments": {"type": ["object", "null"]},
-            "decision": {"enum": ["accept", "decline", "cancel", "respond"]},
-            "outcome": {"enum": ["decided", "counted", "lost", "expired", "refused", "running"]},
+            "decision": {"enum": ["accept", "decline", "cancel", "respond", "remind", "escalate"]},
+            "outcome": {
+                "enum": ["decided", "counted", "lost", "expired", "refused", "running", "reminded", "escalated"]
+            },
             "answer": {"type": ["object", "null"]},
             "note": {"type": ["string", "null"]},
             "by": {"anyOf": [PRINCIPAL, {"type": "null"}]},
