@@ -12,11 +12,11 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from tarry import Tool
+from tarry import Agent, Tool
 from tarry.approvals import Approval
 from tarry.store import Store
 from tarry.testing import advance_clock
-from tests.store.tools import mark
+from tests.store.tools import mark, reactive_model
 
 REMIND, ESCALATE, TTL = 60, 120, 300
 """When a refund's approval is reminded and escalated, and how long it stays open (seconds)."""
@@ -42,6 +42,12 @@ class StrictRefund(Refund):
     """Refunds a customer's payment; declined when nobody decides in time."""
 
     requires_approval = Approval(by="finance", remind_after=REMIND, on_timeout="decline")
+
+
+def refunds() -> Agent:
+    """The agent whose refunds are declined when nobody decides in time (``StrictRefund``)."""
+    calls = [{"name": "strict_refund", "arguments": {"to": "Carol", "amount": 40}}]
+    return Agent("refunds", model=lambda: reactive_model(calls), tools=[StrictRefund()])
 
 
 async def sweep(url: str, seconds: str, start_file: str) -> None:

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tarry import Agent
 from tarry.errors import NotAllowedError, QuestionExpiredError
 from tarry.jobs import Worker
 from tarry.principals import Principal
 from tarry.store import Store
 from tarry.testing import advance_clock
 from tests.store.approvers import may_decide
-from tests.store.sweepers import ESCALATE, REMIND, TTL, Refund, StrictRefund
+from tests.store.sweepers import ESCALATE, REMIND, TTL, Refund, StrictRefund, refunds
 from tests.store.test_processes import finish, marker_lines
 from tests.store.tools import reactive_model
 
@@ -140,13 +139,12 @@ async def test_on_timeout_decline_records_a_decline_by_the_policy(finance: Store
 async def test_a_worker_sweeps_and_carries_a_declined_chat_on(database_url: str) -> None:
     async with Store(database_url, may_decide=may_decide) as store:
         await store.setup()
-        refunds = Agent("refunds", model=lambda: reactive_model(STRICT), tools=[StrictRefund()])
-        chat = await store.create_chat(agent=refunds)
+        chat = await store.create_chat(agent=refunds())
         await chat.ask("Refund Carol")
         [question] = await store.pending_questions(chat.id)
         chat_id, question_id = chat.id, question.id
         advance_clock(TTL + 1)
-        worker = Worker(store, [refunds], poll_interval=0.05)
+        worker = Worker(store, [refunds()], poll_interval=0.05)
         running = asyncio.create_task(worker.run())
         try:
             deadline = time.monotonic() + 30
