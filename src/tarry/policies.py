@@ -71,11 +71,6 @@ class Approval:
             implicit = " (an approval is never implicit)" if self.on_timeout in ("approve", "accept") else ""
             raise ValueError(f"Approval on_timeout must be 'expire' or 'decline'{implicit}; got {self.on_timeout!r}")
 
-    @property
-    def follows_up(self) -> bool:
-        """Whether the policy asks for a reminder, an escalation or a decline on timeout."""
-        return self.remind_after is not None or self.escalate_after is not None or self.on_timeout == "decline"
-
     def to_dict(self) -> dict[str, Any]:
         """The policy as JSON-safe data (spans of time in seconds)."""
         data: dict[str, Any] = {"count": self.count, "by": self.by}
@@ -130,8 +125,9 @@ def _escalated_to(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _seconds(value: object) -> timedelta | None:
-    return None if value is None else timedelta(seconds=float(value))  # type: ignore[arg-type]
+def _seconds(value: Any) -> timedelta | None:
+    """A span of time ``to_dict`` wrote as seconds (``None`` for none)."""
+    return None if value is None else timedelta(seconds=float(value))
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,13 @@ QUESTION: dict[str, Any] = {
             "anyOf": [
                 {
                     "type": "object", "required": ["count", "by"], "additionalProperties": False,
-                    "properties": {"count": {"type": "integer", "minimum": 1}, "by": {"type": ["string", "null"]}},
+                    "properties": {
+                        "count": {"type": "integer", "minimum": 1}, "by": {"type": ["string", "null"]},
+                        "grant_suffices": {"const": True}, "remind_after": {"type": "number", "exclusiveMinimum": 0},
+                        "escalate_after": {"type": "number", "exclusiveMinimum": 0},
+                        "escalate_to": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                        "on_timeout": {"const": "decline"},
+                    },
                 },
                 {"type": "null"},
             ]
@@ -70,6 +76,9 @@ QUESTION: dict[str, Any] = {
         "source": {"type": ["string", "null"]},
         "editable": {"type": ["object", "null"]},
         "proposal": {"type": ["object", "null"]},
+        "reminded_at": TIME,
+        "escalated_at": TIME,
+        "escalated_to": {"type": "array", "items": {"type": "string"}},
     },
 }  # fmt: skip
 PENDING = {"type": "array", "items": QUESTION}

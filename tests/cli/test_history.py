@@ -173,6 +173,10 @@ async def test_history_lists_what_an_approval_policy_did_of_itself(store: Store,
     await chat.ask("Refund Carol")
     advance_clock(REMIND + 1)
     await store.sweep_reminders()
+    pending = await asyncio.to_thread(tarry, "pending", "--json", "--url", database_url)
+    [reminded] = valid(schemas.PENDING, pending.stdout)
+    assert reminded["reminded_at"] is not None and reminded["escalated_to"] == []
+    assert reminded["policy"]["on_timeout"] == "decline" and reminded["policy"]["remind_after"] == REMIND
     advance_clock(TTL)
     await store.sweep_reminders()
 

@@ -177,8 +177,8 @@ questions = Table(
     Index(
         "ix_tarry_questions_follow_up",
         "follow_up_at",
-        sqlite_where=Column("decision").is_(None),
-        postgresql_where=Column("decision").is_(None),
+        sqlite_where=Column("decision").is_(None) & Column("follow_up_at").is_not(None),
+        postgresql_where=Column("decision").is_(None) & Column("follow_up_at").is_not(None),
     ),
     # Pruning (0014): deleting a chat deletes its questions (and its served tasks) by chat.
     Index("ix_tarry_questions_chat", "chat_id"),

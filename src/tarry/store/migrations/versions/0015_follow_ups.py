@@ -1,7 +1,7 @@
 """Reminders, escalation and a decline on timeout (an approval policy's follow-ups, ``Store.sweep_reminders``).
 
 A question keeps when its policy's next follow-up is due (``follow_up_at``, NULL when none is left), found by a
-partial index of undecided questions, and when it was reminded and escalated (each happens once).
+partial index of the undecided questions that have one, and when it was reminded and escalated (each happens once).
 
 Revision ID: 0015
 Revises: 0014
@@ -23,13 +23,14 @@ def upgrade() -> None:
         batch.add_column(sa.Column("follow_up_at", UTCDateTime))
         batch.add_column(sa.Column("reminded_at", UTCDateTime))
         batch.add_column(sa.Column("escalated_at", UTCDateTime))
-    undecided = sa.column("decision").is_(None)
+    # Only the undecided questions a follow-up is due on: small, and no use to a query that does not name the time.
+    due = sa.and_(sa.column("decision").is_(None), sa.column("follow_up_at").is_not(None))
     op.create_index(
         "ix_tarry_questions_follow_up",
         "tarry_questions",
         ["follow_up_at"],
-        sqlite_where=undecided,
-        postgresql_where=undecided,
+        sqlite_where=due,
+        postgresql_where=due,
     )
 
 
