@@ -474,6 +474,12 @@ def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
     )
 
 
+_RETURNED = [column for column in questions.c if column.name not in ("follow_up_at", "reminded_at", "escalated_at")]
+"""The columns a statement that decides a question unread returns: all but the follow-ups', which a question
+without an approval policy (the only kind these statements decide) never has; a shorter statement stays under
+psycopg's 4 kB."""
+
+
 FastShape = Literal["known", "claim", "unread", "together"]
 """Which statement decides without the row lock: ``known`` (the question read before, or held by a chat),
 ``claim`` (as ``known``, also claiming the call: ``ClaimAlong``), ``unread`` (the question not read: it returns
@@ -514,7 +520,7 @@ def _decide_unread(decision: Decision) -> Executable:
     """The decision of ``decide_unread``: ``_decide_if_open`` on a question without fields, whose chat and
     call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
     question with its call's columns (as ``_QUESTION`` reads them) and the versions, or no row."""
-    decided = _decided_if_open(decision, readable=True).returning(*questions.c).cte("decided")
+    decided = _decided_if_open(decision, readable=True).returning(*_RETURNED).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
     logged = insert_event_of_decided(decided)
@@ -601,7 +607,7 @@ def _decide_unread_together(decision: Decision) -> Executable:
             **{column: given.c[column] for column in _DECIDERS},
         )
     )
-    decided = _decided_if_open(decision, decide=decide, readable=True).returning(*questions.c).cte("decided")
+    decided = _decided_if_open(decision, decide=decide, readable=True).returning(*_RETURNED).cte("decided")
     bumped = (
         update(tool_calls)
         .where(tool_calls.c.id.in_(select(decided.c.tool_call_id)))

@@ -50,6 +50,12 @@ _SET_NEXT = (
 )
 
 
+def any_due(connection: Connection) -> bool:
+    """Whether a follow-up is due on some undecided question: a read, so that a sweep with nothing to do writes
+    nothing (on SQLite it would take the database's write lock)."""
+    return connection.execute(_DUE, lease_values()).first() is not None
+
+
 def sweep_one(connection: Connection, *, postgres: bool) -> list[FollowedUp] | None:
     """Record every follow-up due on one question whose follow-up is due, in this transaction; ``None`` when no
     question's is (or each one's row is locked by another process)."""

@@ -50,7 +50,7 @@ from tarry.store.deciding import (
     decide_unread_together,
 )
 from tarry.store.engine import Database, Durability, database_url
-from tarry.store.follow_ups import FollowedUp, sweep_one
+from tarry.store.follow_ups import FollowedUp, any_due, sweep_one
 from tarry.store.granting import grants_for, insert_grant, read_grants, revoke
 from tarry.store.journal import CHAT_VERSION, INSERT_CHAT, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
@@ -753,6 +753,8 @@ class Store:
             raise ValueError(f"limit must be a positive int, got {limit!r}")
         work = partial(sweep_one, postgres=not self.db.is_sqlite)
         done: list[FollowedUp] = []
+        if not await self.db.run_read(any_due):
+            return done
         for _ in range(limit):
             found = await self.db.run_write(work)
             if found is None:
