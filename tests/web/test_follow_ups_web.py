@@ -10,7 +10,7 @@ from tests.web.tools import call, run
 
 
 def test_the_inbox_shows_when_a_question_was_reminded_and_escalated(any_inbox: Inbox) -> None:
-    async def parked_and_swept() -> str:
+    async def parked_and_swept() -> tuple[str, str]:
         async with Store(any_inbox.url) as store:
             chat = await store.create_chat(
                 ScriptedModel([[call("refund", to="Carol", amount=40)], "Done."]), [Refund()]
@@ -19,9 +19,9 @@ def test_the_inbox_shows_when_a_question_was_reminded_and_escalated(any_inbox: I
             [question] = await store.pending_questions(chat.id)
             advance_clock(ESCALATE + 1)
             assert [item.what for item in await store.sweep_reminders()] == ["remind", "escalate"]
-            return question.id
+            return chat.id, question.id
 
-    question_id = run(parked_and_swept)
+    chat_id, question_id = run(parked_and_swept)
     body = any_inbox.client.get(f"/api/questions/{question_id}", headers=AUTH).json()
     assert body["reminded_at"] is not None and body["escalated_at"] == body["reminded_at"]
     assert body["escalated_to"] == ["boss"]
@@ -30,6 +30,10 @@ def test_the_inbox_shows_when_a_question_was_reminded_and_escalated(any_inbox: I
 
     page = any_inbox.client.get("/", headers=AUTH).text
     assert '<p class="follow-ups">Reminded at <time' in page and "; escalated to boss at <time" in page
+
+    conversation = any_inbox.client.get(f"/chats/{chat_id}", headers=AUTH).text
+    assert '<li class="decision decision-remind">Reminded by its policy' in conversation
+    assert '<li class="decision decision-escalate">Escalated by its policy (escalated to boss)' in conversation
 
     events = any_inbox.client.get("/api/history", params={"question_id": question_id}, headers=AUTH).json()
     assert [(event["decision"], event["outcome"], event["channel"]) for event in events] == [
