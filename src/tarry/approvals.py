@@ -91,6 +91,10 @@ def refusal(
     (``verified=False``) are alike here: neither satisfies ``by`` nor counts toward ``count > 1``.
     ``may_decide`` admits with ``True`` only; an awaitable it returns raises ``TypeError``. A person who approved
     may approve again only other arguments (``answer``, as for [`judge`][tarry.approvals.judge]).
+
+    Once the question escalated ([`Question.escalated_at`][tarry.Question.escalated_at]), a verified principal whose id
+    its policy's ``escalate_to`` names is admitted as ``by`` admits (``may_decide`` is not asked); the other checks
+    apply to them as to anyone.
     """
     policy = question.policy
     if policy is None or decision == "cancel":
@@ -98,7 +102,7 @@ def refusal(
     what = f"the {question.tool_call.name} call" if question.tool_call is not None else "this question"
     if principal is None or not principal.verified:
         return _unverified(principal, policy, what)
-    if policy.by is not None:
+    if policy.by is not None and principal.id not in question.escalated_to:
         reason = _not_admitted(principal, question, policy.by, may_decide, what)
         if reason is not None:
             return reason

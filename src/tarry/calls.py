@@ -151,6 +151,8 @@ def call_state(record: CallRecord, now: datetime, *, checked: bool = False) -> S
 
 def _question_standing(call: ToolCall, question: Question, now: datetime, waiting: CallState) -> Standing:
     if question.decision == "decline":
+        if question.channel == "policy":
+            return _declined_on_timeout(call, question.note)
         return Standing(CallState.CLOSES, f"The user declined the {call.name} call.", question.note)
     if question.decision == "cancel":
         return Standing(CallState.CLOSES, f"The {call.name} call was cancelled.")
@@ -159,10 +161,21 @@ def _question_standing(call: ToolCall, question: Question, now: datetime, waitin
         reason = f"A person gave this result in place of running the {call.name} tool; the tool did not run."
         return Standing(CallState.CLOSES, reason, given=given)
     if question.expired(now):
+        if question.policy is not None and question.policy.on_timeout == "decline":
+            return _declined_on_timeout(call, TIMEOUT_NOTE)
         if waiting is CallState.WAITS_ON_APPROVAL:
             return Standing(CallState.CLOSES, f"Nobody approved the {call.name} call in time; the approval lapsed.")
         return Standing(CallState.CLOSES, f"Nobody answered the question of the {call.name} call in time; it lapsed.")
     return Standing(waiting)
+
+
+TIMEOUT_NOTE = "Nobody decided in time."
+"""The note of the decline an approval's policy records when nobody decided in time (``on_timeout="decline"``)."""
+
+
+def _declined_on_timeout(call: ToolCall, note: str | None) -> Standing:
+    """The call closes as declined: nobody decided in time, and its approval's policy declines then."""
+    return Standing(CallState.CLOSES, f"Nobody decided on the {call.name} call in time; its policy declined it.", note)
 
 
 def check_decision(question: Question, decision: Decision, *, running: bool, closed: bool, now: datetime) -> bool:

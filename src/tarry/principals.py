@@ -9,11 +9,13 @@ from tarry.text import unstorable
 
 __all__ = ["CHANNELS", "MAX_IDENTITY", "Channel", "Principal", "check_channel", "principal_of"]
 
-Channel = Literal["api", "web", "cli", "code", "mcp", "email", "slack", "grant"]
+Channel = Literal["api", "web", "cli", "code", "mcp", "email", "slack", "grant", "policy"]
 """Through what a decision came: the JSON API, the inbox page, the ``tarry`` command, Python code, an MCP client,
-a signed link sent by email, Slack, or a standing grant ([`tarry.grants`][tarry.grants]; only the store decides
-through it)."""
-CHANNELS: tuple[Channel, ...] = ("api", "web", "cli", "code", "mcp", "email", "slack", "grant")
+a signed link sent by email, Slack, a standing grant ([`tarry.grants`][tarry.grants]), or an approval's policy (its
+reminder, escalation or decline on timeout: [`Approval`][tarry.approvals.Approval]); only the store decides through
+the last two."""
+CHANNELS: tuple[Channel, ...] = ("api", "web", "cli", "code", "mcp", "email", "slack", "grant", "policy")
+_STORE_ONLY = ("grant", "policy")
 MAX_IDENTITY = 200
 """The most characters a principal's id or name holds: what the store keeps of who decided."""
 
@@ -83,11 +85,13 @@ def principal_of(by: str | Principal | None) -> Principal | None:
 
 
 def check_channel(channel: str) -> Channel:
-    """``channel`` when a caller may name it: one of [`CHANNELS`][tarry.principals.CHANNELS] but ``grant``, which
-    only a standing grant's decision uses; raises ``ValueError`` naming them otherwise."""
-    given = [known for known in CHANNELS if known != "grant"]
+    """``channel`` when a caller may name it: one of [`CHANNELS`][tarry.principals.CHANNELS] but ``grant`` and
+    ``policy``, which only the store's own decisions use; raises ``ValueError`` naming them otherwise."""
+    given = [known for known in CHANNELS if known not in _STORE_ONLY]
     if channel == "grant":
         raise ValueError("channel 'grant' is for the decisions standing grants make; name your own channel")
+    if channel == "policy":
+        raise ValueError("channel 'policy' is for what approval policies record (a decline on timeout); name your own")
     for known in given:
         if channel == known:
             return known

@@ -116,6 +116,11 @@ class Question:
     changed_arguments: dict[str, Any] | None = None
     """For an approval asked again because a person changed the call's arguments and its tool's policy asks more of
     the call as changed: those arguments, which it proposes (``None`` for any other question)."""
+    reminded_at: datetime | None = None
+    """When its policy's reminder was recorded (``Approval.remind_after``), if it was."""
+    escalated_at: datetime | None = None
+    """When its policy escalated it (``Approval.escalate_after``), if it did: from then on the principals its policy's
+    ``escalate_to`` names may decide it too."""
 
     def __post_init__(self) -> None:
         if self.kind not in QUESTION_KINDS:
@@ -167,6 +172,13 @@ class Question:
     def decided_by(self) -> Principal | None:
         """Who made the decision, when they said (``by=``); ``None`` for a decision made without an identity."""
         return None if self.verdict is None else self.verdict.by
+
+    @property
+    def escalated_to(self) -> tuple[str, ...]:
+        """The ids of the principals its policy admitted when it escalated (none before it escalated)."""
+        if self.escalated_at is None or self.policy is None:
+            return ()
+        return self.policy.escalate_to
 
     @property
     def channel(self) -> Channel | None:
@@ -294,6 +306,9 @@ class Question:
             "source": self.source,
             "editable": self.editable,
             "proposal": self.proposal,
+            "reminded_at": _iso(self.reminded_at),
+            "escalated_at": _iso(self.escalated_at),
+            "escalated_to": list(self.escalated_to),
         }
 
 

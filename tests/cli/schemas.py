@@ -11,7 +11,7 @@ TOOL_CALL: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "arguments": {"type": "object"}},
 }
-CHANNELS = ["api", "web", "cli", "code", "mcp", "email", "slack", "grant"]
+CHANNELS = ["api", "web", "cli", "code", "mcp", "email", "slack", "grant", "policy"]
 PRINCIPAL: dict[str, Any] = {
     "type": "object",
     "required": ["id", "name"],
@@ -53,7 +53,13 @@ QUESTION: dict[str, Any] = {
             "anyOf": [
                 {
                     "type": "object", "required": ["count", "by"], "additionalProperties": False,
-                    "properties": {"count": {"type": "integer", "minimum": 1}, "by": {"type": ["string", "null"]}},
+                    "properties": {
+                        "count": {"type": "integer", "minimum": 1}, "by": {"type": ["string", "null"]},
+                        "grant_suffices": {"const": True}, "remind_after": {"type": "number", "exclusiveMinimum": 0},
+                        "escalate_after": {"type": "number", "exclusiveMinimum": 0},
+                        "escalate_to": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                        "on_timeout": {"const": "decline"},
+                    },
                 },
                 {"type": "null"},
             ]
@@ -70,6 +76,9 @@ QUESTION: dict[str, Any] = {
         "source": {"type": ["string", "null"]},
         "editable": {"type": ["object", "null"]},
         "proposal": {"type": ["object", "null"]},
+        "reminded_at": TIME,
+        "escalated_at": TIME,
+        "escalated_to": {"type": "array", "items": {"type": "string"}},
     },
 }  # fmt: skip
 PENDING = {"type": "array", "items": QUESTION}
@@ -148,8 +157,10 @@ HISTORY: dict[str, Any] = {
             "call_id": {"type": ["string", "null"]},
             "tool": {"type": ["string", "null"]},
             "arguments": {"type": ["object", "null"]},
-            "decision": {"enum": ["accept", "decline", "cancel", "respond"]},
-            "outcome": {"enum": ["decided", "counted", "lost", "expired", "refused", "running"]},
+            "decision": {"enum": ["accept", "decline", "cancel", "respond", "remind", "escalate"]},
+            "outcome": {
+                "enum": ["decided", "counted", "lost", "expired", "refused", "running", "reminded", "escalated"]
+            },
             "answer": {"type": ["object", "null"]},
             "note": {"type": ["string", "null"]},
             "by": {"anyOf": [PRINCIPAL, {"type": "null"}]},

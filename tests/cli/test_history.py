@@ -13,12 +13,13 @@ from tarry.cli.exits import Exit
 from tarry.cli.identity import os_user
 from tarry.principals import Principal
 from tarry.store import Store
-from tarry.testing import ScriptedModel
+from tarry.testing import ScriptedModel, advance_clock
 from tests.cli import schemas
 from tests.cli.conftest import tarry
 from tests.cli.policies import finance_or_this_shell
 from tests.cli.test_inbox import parked, valid
 from tests.store.approvers import Payout
+from tests.store.sweepers import REMIND, TTL, StrictRefund
 from tests.store.test_database_errors import on_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,3 +163,31 @@ async def test_history_verify_and_jsonl_show_an_intact_trail_then_a_tampered_one
     assert f"the audit trail was tampered with: changed at event {lines[0]['id']}" in broken.stderr
     both = await asyncio.to_thread(tarry, "history", "--verify", "--json", "--url", database_url)
     assert both.returncode == Exit.USAGE
+
+
+async def test_history_lists_what_an_approval_policy_did_of_itself(store: Store, database_url: str) -> None:
+    chat = await store.create_chat(
+        ScriptedModel([[{"name": "strict_refund", "arguments": {"to": "Carol", "amount": 9}}], "Noted."]),
+        [StrictRefund()],
+    )
+    await chat.ask("Refund Carol")
+    advance_clock(REMIND + 1)
+    await store.sweep_reminders()
+    pending = await asyncio.to_thread(tarry, "pending", "--json", "--url", database_url)
+    [reminded] = valid(schemas.PENDING, pending.stdout)
+    assert reminded["reminded_at"] is not None and reminded["escalated_to"] == []
+    assert reminded["policy"]["on_timeout"] == "decline" and reminded["policy"]["remind_after"] == REMIND
+    advance_clock(TTL)
+    await store.sweep_reminders()
+
+    listed = await asyncio.to_thread(tarry, "history", "--url", database_url)
+    assert listed.returncode == Exit.OK, listed.stderr
+    first, second = listed.stdout.splitlines()
+    assert "its policy via policy: reminded  strict_refund" in first
+    assert "nobody known via policy: decline decided, note 'Nobody decided in time.'  strict_refund" in second
+    as_json = await asyncio.to_thread(tarry, "history", "--json", "--url", database_url)
+    events = valid(schemas.HISTORY, as_json.stdout)
+    assert [(event["decision"], event["outcome"], event["channel"]) for event in events] == [
+        ("remind", "reminded", "policy"),
+        ("decline", "decided", "policy"),
+    ]

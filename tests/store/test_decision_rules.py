@@ -16,7 +16,7 @@ from tarry.clock import utcnow
 from tarry.decision_rules import RULES, Facts, first_stop
 from tarry.questions import DECISIONS
 from tarry.store import Store
-from tarry.store.deciding import _ODD_ARGUMENTS, _QUESTION_NOW, _read_question
+from tarry.store.deciding import _ODD_ARGUMENTS, _QUESTION_NOW, read_question
 from tarry.store.decision_sql import SQL_RULES, passes, stopped_by
 from tarry.store.tables import chats, messages, questions, tool_calls
 
@@ -147,7 +147,7 @@ def test_python_and_sql_stop_each_decision_by_the_same_rule(database_url: str) -
         def check(generated: QuestionRow) -> None:
             with store.db.sync_engine.begin() as connection:
                 question_id = _store_rows(connection, generated, utcnow())
-                row, question, running, closed = _read_question(connection, query, question_id)
+                row, question, running, closed = read_question(connection, query, question_id)
             for decision in DECISIONS:
                 rule = first_stop(Facts(question, decision, running=running, closed=closed, now=row["now"]))
                 expected = None if rule is None else rule.name

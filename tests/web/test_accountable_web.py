@@ -14,6 +14,9 @@ from tests.store.approvers import FINANCE, Payout, Unlock, may_decide
 from tests.web.client import AUTH, Inbox, problem
 from tests.web.tools import call, park, pending, run
 
+NO_FOLLOW_UPS = {"remind_after": None, "escalate_after": None, "escalate_to": [], "on_timeout": "expire"}
+"""What the JSON of a policy without follow-ups says of them."""
+
 
 def park_payout(url: str) -> str:
     async def parked() -> str:
@@ -62,7 +65,7 @@ def test_identify_names_the_decider_and_a_policy_refusal_is_a_403(database_url: 
         assert counted.status_code == 200, counted.text
         question = counted.json()["question"]
         assert question["decision"] is None
-        assert question["policy"] == {"count": 2, "by": "finance", "grant_suffices": False}
+        assert question["policy"] == {"count": 2, "by": "finance", "grant_suffices": False, **NO_FOLLOW_UPS}
         assert [vote["by"]["id"] for vote in question["votes"]] == ["ann"]
         twice = problem(client.post(path, headers={**as_json, "x-user": "ann"}), 403)
         assert "Ann Archer already approved the payout call" in twice["detail"]

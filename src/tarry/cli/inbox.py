@@ -33,7 +33,7 @@ from tarry.errors import InvalidAnswerError
 from tarry.messages import Message
 from tarry.principals import Principal
 from tarry.questions import Question
-from tarry.store import Store
+from tarry.store import DecisionEvent, Store
 from tarry.tasks import Task
 
 Work = Callable[[Store, argparse.Namespace], Awaitable[int]]
@@ -201,17 +201,24 @@ async def history(store: Store, arguments: argparse.Namespace) -> int:
     if not events:
         out.print("No decisions recorded.")
     for event in events:
-        who = event.by.label if event.by is not None else "nobody known"
-        what = f"{event.decision} {event.outcome}" + (f" ({event.detail})" if event.detail else "")
-        if event.answer:
-            what += ": " + ", ".join(f"{name}={value!r}" for name, value in event.answer.items())
-        if event.note:
-            what += f", note {event.note!r}"
-        out.print(
-            f"[dim]{event.id}[/]  {event.at:%Y-%m-%d %H:%M:%S}  [bold]{escape(who)}[/] via {event.channel}: "
-            f"{escape(what)}  {escape(event.tool or event.kind)}  [dim]question {event.question_id}[/]"
-        )
+        out.print(_event_line(event))
     return Exit.OK
+
+
+def _event_line(event: DecisionEvent) -> str:
+    """One event of the trail as ``tarry history`` prints it (rich markup)."""
+    who = event.by.label if event.by is not None else "nobody known"
+    what = f"{event.decision} {event.outcome}" + (f" ({event.detail})" if event.detail else "")
+    if event.decision in ("remind", "escalate"):  # the approval's policy followed up: "reminded", "escalated to …"
+        who, what = "its policy", event.detail or event.outcome
+    if event.answer:
+        what += ": " + ", ".join(f"{name}={value!r}" for name, value in event.answer.items())
+    if event.note:
+        what += f", note {event.note!r}"
+    return (
+        f"[dim]{event.id}[/]  {event.at:%Y-%m-%d %H:%M:%S}  [bold]{escape(who)}[/] via {event.channel}: "
+        f"{escape(what)}  {escape(event.tool or event.kind)}  [dim]question {event.question_id}[/]"
+    )
 
 
 async def _verify(store: Store) -> int:

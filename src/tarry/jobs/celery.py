@@ -48,7 +48,9 @@ def register(
     Each worker thread opens its own [`Store`][tarry.store.Store] on ``url`` (default:
     ``TARRY_DATABASE_URL``) on its own event loop, kept between tasks. Every ``sweep_interval``
     seconds each worker enqueues the chats overdue by more than a lease, so a message lost
-    with a killed worker (or a chat parked without an enqueue) is carried on all the same.
+    with a killed worker (or a chat parked without an enqueue) is carried on all the same, and records the
+    reminders, escalations and declines on timeout that approval policies made due
+    ([`Store.sweep_reminders`][tarry.store.Store.sweep_reminders]; a decline enqueues its chat).
     """
     served = agents_by_name(agents)
     local = threading.local()
@@ -102,6 +104,12 @@ def _sweep_in_workers(app: Celery, served: dict[str, Any], store: Any, interval:
                     enqueue(app, chat_id)
             except Exception:
                 logger.exception("Looking for overdue chats failed")
+            try:
+                followed = run_sync(store().sweep_reminders(), verb="tarry.store.Store.sweep_reminders")
+                for chat_id in {item.question.chat_id for item in followed if item.what == "decline"} - {None}:
+                    enqueue(app, str(chat_id))  # a decline on timeout: its chat carries on
+            except Exception:
+                logger.exception("Recording approval policies' follow-ups failed")
 
     def start(**_: Any) -> None:
         threading.Thread(target=sweep_forever, name="tarry-sweep", daemon=True).start()

@@ -50,6 +50,10 @@ class Worker:
     (default 1 on SQLite, 5 on PostgreSQL), as a safety net.
     ``concurrency`` bounds how many chats it carries on at once. [`stop`][tarry.jobs.Worker.stop] (and SIGTERM
     with ``handle_signals=True``) lets every step in progress finish, then [`run`][tarry.jobs.Worker.run] returns.
+
+    At most once every ``poll_interval`` it also records the reminders, escalations and declines on timeout that
+    approval policies made due ([`Store.sweep_reminders`][tarry.store.Store.sweep_reminders]); a decline wakes its
+    chat, which it then carries on.
     """
 
     def __init__(
@@ -92,13 +96,16 @@ class Worker:
                 loop.add_signal_handler(number, self.stop)
         wakeups = Wakeups(self.store)
         await wakeups.start()
-        last_sweep = float("-inf")
+        last_sweep = last_follow_up = float("-inf")
         try:
             while not self._stopping.is_set():
                 try:
                     if time.monotonic() - last_sweep > self.store.lease / 2:
                         last_sweep = time.monotonic()
                         await wake_abandoned(self.store, self.agents)
+                    if time.monotonic() - last_follow_up >= self.poll_interval:
+                        last_follow_up = time.monotonic()
+                        await self.store.sweep_reminders()
                     wakeups.event.clear()
                     self._slot_freed.clear()
                     timeout = await self._take_due()

@@ -2,6 +2,7 @@
 
 from tarry.errors import StoreUnavailableError
 from tarry.store.audit import DecisionEvent, TrailBreak
+from tarry.store.follow_ups import FollowedUp
 from tarry.store.paging import QuestionPage
 from tarry.store.problems import Problem
 from tarry.store.prune import PruneReport
@@ -10,6 +11,7 @@ from tarry.store.store import Store
 
 __all__ = [
     "DecisionEvent",
+    "FollowedUp",
     "Problem",
     "PruneReport",
     "QuestionPage",

@@ -39,14 +39,18 @@ from tarry.store.chain import APPEND, FIELDS, GENESIS, JSON_FIELDS, content_of, 
 from tarry.store.tables import constant, decision_events, tool_calls
 from tarry.store.text import read_text, stored_text
 
-AttemptOutcome = Literal["decided", "counted", "lost", "expired", "refused", "running"]
+AttemptOutcome = Literal["decided", "counted", "lost", "expired", "refused", "running", "reminded", "escalated"]
 """What came of an attempt.
 
 ``decided``: the decision was recorded; ``counted``: an approval was counted and more people must
 approve; ``lost``: another decision came first (or the call had ended); ``expired``: the
 question's time ran out; ``refused``: its approval policy refused the person; ``running``: a
-decline came while the call ran.
+decline came while the call ran; ``reminded`` and ``escalated``: the question's approval policy reminded or escalated
+it (``TrailAction`` ``remind`` and ``escalate``, channel ``policy``).
 """
+TrailAction = Decision | Literal["remind", "escalate"]
+"""What an event of the trail tried: a decision, or one of an approval policy's follow-ups (``remind``,
+``escalate``; a decline on timeout is a ``decline``)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class DecisionEvent:
     call_id: str | None
     tool: str | None
     arguments: dict[str, Any] | None
-    decision: Decision
+    decision: TrailAction
     outcome: AttemptOutcome
     answer: dict[str, Any] | None
     note: str | None
@@ -134,7 +138,7 @@ class TrailBreak:
 def record_attempt(
     connection: Connection,
     question: Question,
-    decision: Decision,
+    decision: TrailAction,
     outcome: AttemptOutcome,
     *,
     at: datetime,
@@ -177,7 +181,7 @@ _LAST_LINK = (
 
 def attempt_values(
     question: Question,
-    decision: Decision,
+    decision: TrailAction,
     outcome: AttemptOutcome,
     *,
     at: datetime,
@@ -204,7 +208,7 @@ def attempt_values(
 
 
 def attempt_columns(
-    decision: Decision,
+    decision: TrailAction,
     outcome: AttemptOutcome,
     *,
     at: datetime,

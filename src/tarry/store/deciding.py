@@ -72,7 +72,8 @@ _QUESTION = (
 _QUESTION_NOW = _QUESTION.add_columns(NOW.label("now"))
 """The question with its call, and the time by the lease clock, to judge whether the call runs and the question
 expired (parameters of ``lease_values``)."""
-_LOCKED_QUESTION = _QUESTION_NOW.with_for_update(of=questions, key_share=True)
+LOCKED_QUESTION = _QUESTION_NOW.with_for_update(of=questions, key_share=True)
+"""The question with its call and the time by the lease clock, its row locked (``FOR NO KEY UPDATE``)."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def decide_question(
     frees it and it stands as ``claim`` says; ``claimed`` tells.
     """
     decision, by = attempt.decision, attempt.by
-    row, question, running, closed = _read_question(connection, _LOCKED_QUESTION, attempt.question_id)
+    row, question, running, closed = read_question(connection, LOCKED_QUESTION, attempt.question_id)
     now: datetime = row["now"]  # the lease clock's: the database's on PostgreSQL
     answer = _checked_answer(attempt, question, row)
     trail = partial(
@@ -218,6 +219,15 @@ def _claim_freed_call(connection: Connection, claim: ClaimAlong, question_id: st
     values = {"read_version": claim.version, "held_version": claim.chat_version, "owner": claim.owner}
     values |= {"call_row": claim.row_id, "question_id": question_id, **lease_values(claim.lease)}
     return connection.execute(_CLAIM_FREED_CALL, values).rowcount == 1
+
+
+def record_decision(
+    connection: Connection, question: Question, attempt: Attempt, call_row: int | None, now: datetime, *, postgres: bool
+) -> Settled:
+    """Write a decision no surface made, under the row lock the caller holds (an approval policy's decline on
+    timeout): as a decision the rules allowed is written, with no answer."""
+    values = _decision_values(question, call_row, attempt, None, now, _votes(question))
+    return _record(connection, question, attempt, None, values, postgres=postgres)
 
 
 def _votes(question: Question) -> list[dict[str, Any]] | None:
@@ -268,7 +278,7 @@ def decide_if_open(
     """
     now, row = utcnow(), None
     if known is None:
-        row, question, running, closed = _read_question(connection, _QUESTION_NOW, attempt.question_id)
+        row, question, running, closed = read_question(connection, _QUESTION_NOW, attempt.question_id)
         now = row["now"]
     else:
         question, running, closed = known, False, False
@@ -314,7 +324,7 @@ def decide_unread(connection: Sendable, attempt: Attempt) -> Settled | None:
     return _settled(question, attempt, answer, now, row["call_version"], row["chat_version"])
 
 
-def _read_question(connection: Sendable, query: Executable, question_id: str) -> tuple[Row, Question, bool, bool]:
+def read_question(connection: Sendable, query: Executable, question_id: str) -> tuple[Row, Question, bool, bool]:
     """The question's row read by ``query``, the question, and whether its call runs (by the lease clock, whose
     time the row's ``now`` holds) and has ended.
 
@@ -500,6 +510,12 @@ def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
     )
 
 
+_RETURNED = [column for column in questions.c if column.name not in ("follow_up_at", "reminded_at", "escalated_at")]
+"""The columns a statement that decides a question unread returns: all but the follow-ups', which a question
+without an approval policy (the only kind these statements decide) never has; a shorter statement stays under
+psycopg's 4 kB."""
+
+
 FastShape = Literal["known", "claim", "unread", "together"]
 """Which statement decides without the row lock: ``known`` (the question read before, or held by a chat),
 ``claim`` (as ``known``, also claiming the call: ``ClaimAlong``), ``unread`` (the question not read: it returns
@@ -540,7 +556,7 @@ def _decide_unread(decision: Decision) -> Executable:
     """The decision of ``decide_unread``: ``_decide_if_open`` on a question without fields, whose chat and
     call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
     question with its call's columns (as ``_QUESTION`` reads them) and the versions, or no row."""
-    decided = _decided_if_open(decision, readable=True).returning(*questions.c).cte("decided")
+    decided = _decided_if_open(decision, readable=True).returning(*_RETURNED).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
     logged = insert_event_of_decided(decided)
@@ -627,7 +643,7 @@ def _decide_unread_together(decision: Decision) -> Executable:
             **{column: given.c[column] for column in _DECIDERS},
         )
     )
-    decided = _decided_if_open(decision, decide=decide, readable=True).returning(*questions.c).cte("decided")
+    decided = _decided_if_open(decision, decide=decide, readable=True).returning(*_RETURNED).cte("decided")
     bumped = (
         update(tool_calls)
         .where(tool_calls.c.id.in_(select(decided.c.tool_call_id)))

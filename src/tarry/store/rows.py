@@ -9,6 +9,7 @@ from tarry.approvals import Approval, Vote
 from tarry.calls import CallRecord
 from tarry.changes import rebuild_task
 from tarry.errors import CorruptStateError
+from tarry.follow_ups import next_at
 from tarry.messages import Message, ToolCall, Usage
 from tarry.principals import Channel, Principal
 from tarry.questions import QUESTION_KINDS, Question, Verdict, fields_from_schema
@@ -139,6 +140,9 @@ def question_values(question: Question) -> dict[str, Any]:
         "policy": None if question.policy is None else question.policy.to_dict(),
         "votes": [vote.to_dict() for vote in question.votes] or None,
         **decider_values(question.decided_by, question.channel),
+        "follow_up_at": next_at(question),
+        "reminded_at": question.reminded_at,
+        "escalated_at": question.escalated_at,
     }
 
 
@@ -238,6 +242,8 @@ def question_from_row(row: Row, call: ToolCall | None) -> Question:
             messages_said=said,
             editable=editable,
             changed_arguments=changed,
+            reminded_at=row.get("reminded_at"),
+            escalated_at=row.get("escalated_at"),
         )
     except _UNREADABLE as error:
         asker = "" if call is None else f" of the {call.name} call {call.id}"

@@ -50,6 +50,7 @@ from tarry.store.deciding import (
     decide_unread_together,
 )
 from tarry.store.engine import Database, Durability, database_url
+from tarry.store.follow_ups import FollowedUp, any_due, sweep_one
 from tarry.store.granting import grants_for, insert_grant, read_grants, revoke
 from tarry.store.journal import CHAT_VERSION, INSERT_CHAT, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
@@ -749,6 +750,38 @@ class Store:
         await self._run_hooks(question)
         return settled
 
+    # An approval policy's follow-ups
+
+    async def sweep_reminders(self, *, limit: int = 100) -> list[FollowedUp]:
+        """Record the reminders, escalations and declines on timeout that approval policies made due
+        ([`Approval`][tarry.approvals.Approval] ``remind_after``, ``escalate_after``, ``on_timeout``); returns them.
+
+        Each question is one transaction, at most ``limit`` of them per call: its follow-ups are recorded on it
+        (``Question.reminded_at``, ``escalated_at``, or a decline by nobody through the channel ``policy``) and on the
+        trail, each once, whatever number of processes sweep at the same time (on PostgreSQL a question another one
+        holds is skipped). A worker ([`tarry.jobs.Worker`][tarry.jobs.Worker], Celery's ``tarry.sweep_reminders``)
+        calls it as it runs; a decline wakes the chat, which carries on as after any decline.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive int, got {limit!r}")
+        work = partial(sweep_one, postgres=not self.db.is_sqlite)
+        done: list[FollowedUp] = []
+        if not await self.db.run_read(any_due):
+            return done
+        for _ in range(limit):
+            found = await self.db.run_write(work)
+            if found is None:
+                break
+            done += found
+        for item in done:
+            question = item.question
+            ids = {"chat_id": question.chat_id, "question_id": question.id}
+            what, where = item.what, question.chat_id
+            logger.info("Approval policy: %s on question %s of chat %s", what, question.id, where, extra=ids)
+            if item.what == "decline":
+                await self._run_hooks(question)
+        return done
+
     # Standing grants
 
     async def grant(
@@ -986,6 +1019,7 @@ class Store:
     save_slack_message_sync = sync_twin(save_slack_message)
     slack_messages_sync = sync_twin(slack_messages)
     prune_sync = sync_twin(prune)
+    sweep_reminders_sync = sync_twin(sweep_reminders)
     vacuum_sync = sync_twin(vacuum)
 
     async def _run_hooks(self, question: Question) -> None:

@@ -168,7 +168,18 @@ questions = Table(
     Column("decided_by", String(200)),
     Column("decided_by_name", String(200)),
     Column("channel", String(16)),
+    # Follow-ups (0015): when the approval policy's next reminder, escalation or decline on timeout is due, and
+    # when the question was reminded and escalated.
+    Column("follow_up_at", UTCDateTime),
+    Column("reminded_at", UTCDateTime),
+    Column("escalated_at", UTCDateTime),
     Index("ix_tarry_questions_call", "tool_call_id"),
+    Index(
+        "ix_tarry_questions_follow_up",
+        "follow_up_at",
+        sqlite_where=Column("decision").is_(None) & Column("follow_up_at").is_not(None),
+        postgresql_where=Column("decision").is_(None) & Column("follow_up_at").is_not(None),
+    ),
     # Pruning (0014): deleting a chat deletes its questions (and its served tasks) by chat.
     Index("ix_tarry_questions_chat", "chat_id"),
     # Listing order (0010): the undecided questions of calls by (call, number), a chat's own by (number, id).

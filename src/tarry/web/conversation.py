@@ -76,10 +76,12 @@ def turns(
 
 
 def _decisions_by_call(events: Sequence[DecisionEvent]) -> dict[str, list[DecisionEvent]]:
-    """What people decided about each call (approvals counted, decisions made, not cancellations), by call id."""
+    """What people decided about each call (approvals counted, decisions made, not cancellations), and what its
+    approval's policy did (reminded, escalated), by call id."""
     decided: dict[str, list[DecisionEvent]] = {}
+    shown = ("decided", "counted", "reminded", "escalated")
     for event in events:
-        if event.call_id is not None and event.outcome in ("decided", "counted") and event.decision != "cancel":
+        if event.call_id is not None and event.outcome in shown and event.decision != "cancel":
             decided.setdefault(event.call_id, []).append(event)
     return decided
 

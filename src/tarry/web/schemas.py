@@ -12,7 +12,7 @@ from tarry.grants import Allow, Grant
 from tarry.messages import ToolCall
 from tarry.principals import Channel, Principal
 from tarry.questions import Question
-from tarry.store.audit import DecisionEvent
+from tarry.store.audit import AttemptOutcome, DecisionEvent, TrailAction
 from tarry.store.waiting import WaitingTask
 
 
@@ -34,13 +34,28 @@ class PolicyOut(BaseModel):
     count: int
     by: str | None
     grant_suffices: bool = Field(default=False, description="Whether one standing grant approves the call alone.")
+    remind_after: float | None = Field(default=None, description="Seconds after it was asked that it is reminded.")
+    escalate_after: float | None = Field(default=None, description="Seconds after it was asked that it escalates.")
+    escalate_to: list[str] = Field(default=[], description="Who may decide too once it escalated (principals' ids).")
+    on_timeout: Literal["expire", "decline"] = Field(
+        default="expire", description="What becomes of it when nobody decided before it expires."
+    )
 
     @classmethod
     def of(cls, policy: Approval | None) -> PolicyOut | None:
         """The body for ``policy``, or ``None``."""
         if policy is None:
             return None
-        return cls(count=policy.count, by=policy.by, grant_suffices=policy.grant_suffices)
+        remind, escalate = policy.remind_after, policy.escalate_after
+        return cls(
+            count=policy.count,
+            by=policy.by,
+            grant_suffices=policy.grant_suffices,
+            remind_after=None if remind is None else remind.total_seconds(),
+            escalate_after=None if escalate is None else escalate.total_seconds(),
+            escalate_to=list(policy.escalate_to),
+            on_timeout=policy.on_timeout,
+        )
 
 
 class VoteOut(BaseModel):
@@ -95,7 +110,9 @@ class QuestionOut(BaseModel):
     decided_by: PrincipalOut | None = Field(
         description="Who decided; null when undecided or decided without an identity."
     )
-    channel: Channel | None = Field(description="Through what it was decided (`grant`: a standing grant).")
+    channel: Channel | None = Field(
+        description="Through what it was decided (`grant`: a standing grant; `policy`: its policy, on timeout)."
+    )
     policy: PolicyOut | None = Field(description="The approval's policy, when its tool names one.")
     votes: list[VoteOut] = Field(description="The approvals counted so far toward the policy's count.")
     editable: dict[str, Any] | None = Field(
@@ -105,6 +122,11 @@ class QuestionOut(BaseModel):
     proposal: dict[str, Any] | None = Field(
         description="For an approval: the arguments the call would run with as things stand (a person may have "
         "changed them)."
+    )
+    reminded_at: datetime | None = Field(default=None, description="When its policy reminded it, if it did.")
+    escalated_at: datetime | None = Field(default=None, description="When its policy escalated it, if it did.")
+    escalated_to: list[str] = Field(
+        default=[], description="Who else may decide it since it escalated (principals' ids; empty before)."
     )
 
     @classmethod
@@ -132,6 +154,9 @@ class QuestionOut(BaseModel):
             votes=[VoteOut.of(vote) for vote in question.votes],
             editable=question.editable,
             proposal=question.proposal,
+            reminded_at=question.reminded_at,
+            escalated_at=question.escalated_at,
+            escalated_to=list(question.escalated_to),
         )
 
 
@@ -232,8 +257,10 @@ class DecisionEventOut(BaseModel):
     kind: Literal["approval", "form", "url"]
     message: str = Field(description="The question as it was shown.")
     tool_call: ToolCallOut | None
-    decision: Literal["accept", "decline", "cancel", "respond"]
-    outcome: Literal["decided", "counted", "lost", "expired", "refused", "running"]
+    decision: TrailAction = Field(
+        description="The decision tried, or what the question's approval policy did: `remind`, `escalate`."
+    )
+    outcome: AttemptOutcome
     answer: dict[str, Any] | None = Field(description="The answer's values; a secret field's value reads [secret].")
     note: str | None
     by: PrincipalOut | None
