@@ -13,7 +13,7 @@ import pytest
 
 from tarry.bridges import StandIn
 from tarry.bridges.pydantic_ai import PydanticAIBridge
-from tarry.errors import NotAllowedError, QuestionExpiredError
+from tarry.errors import BridgeError, NotAllowedError, QuestionExpiredError
 from tarry.jobs import continue_chat
 from tarry.principals import Principal
 from tarry.store import Store
@@ -184,6 +184,18 @@ async def test_an_expired_bridged_approval_denies_the_call(store: Store) -> None
     assert chat.messages[-1].content.startswith("refund: ")
     assert "lapsed" in chat.messages[-1].content
     assert refunds_done() == []
+
+
+async def test_a_finished_bridged_chat_takes_no_new_message(store: Store) -> None:
+    bridge = make_bridge()
+    chat_id = await parked(store, bridge, "Refund order A17")
+    (question,) = await store.pending_questions(chat_id)
+    assert await store.approve(question.id)
+    await continue_chat(store, chat_id, [bridge.agent])
+    chat = await store.load_chat(chat_id, bridge.agent.make_model(), bridge.agent.tools)
+    with pytest.raises(BridgeError, match="gone on already"):
+        await chat.ask("Refund it again")
+    assert len(refunds_done()) == 1
 
 
 async def test_a_run_that_did_not_defer_is_not_parked(store: Store) -> None:

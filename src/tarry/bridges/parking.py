@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 
 from tarry.agents import Agent
 from tarry.chat import Chat
-from tarry.errors import CorruptStateError
+from tarry.errors import BridgeError, CorruptStateError
 from tarry.messages import Message, ModelRequest, ToolCall
 from tarry.policies import Approval
 from tarry.store import Store
@@ -133,7 +133,13 @@ def read_parked(messages: Sequence[Message], key: str) -> tuple[Any, dict[str, D
             break
     else:
         raise CorruptStateError(f"The chat holds no run parked by the {key} bridge")
-    results = {later.tool_call_id: later for later in messages[place + 1 :] if later.role == "tool"}
+    after = messages[place + 1 :]
+    if any(later.role != "tool" for later in after):
+        # Running the framework on from this state again would run its approved calls again.
+        raise BridgeError(
+            f"The run parked by the {key} bridge has gone on already; a bridged chat takes no new message"
+        )
+    results = {later.tool_call_id: later for later in after}
     decided: dict[str, Decided] = {}
     for call in message.tool_calls:
         result = results.get(call.id)
