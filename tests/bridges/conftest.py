@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tests.store.conftest import database_url, finance, store
+from tests.store.conftest import database_url, finance, postgres_url, store
 
-__all__ = ["database_url", "finance", "store"]
+__all__ = ["database_url", "finance", "postgres_url", "store"]

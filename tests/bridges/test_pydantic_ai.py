@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -19,6 +22,7 @@ from tarry.principals import Principal
 from tarry.store import Store
 from tarry.testing import advance_clock
 from tests.bridges.runs import PROMPT, make_agent, make_bridge, refunds_done
+from tests.web.client import AUTH, Inbox
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,6 +49,15 @@ def finish(process: subprocess.Popen[str], timeout: float = 120) -> dict[str, ob
     assert process.returncode == 0, err
     printed: dict[str, object] = json.loads(out.strip().splitlines()[-1])
     return printed
+
+
+def start_celery_worker(name: str, log: IO[str]) -> subprocess.Popen[str]:
+    """A Celery worker of ``tests.bridges.celery_app`` (threads pool, two at once), its output in ``log``."""
+    command = [sys.executable, "-m", "celery", "-A", "tests.bridges.celery_app", "worker", "--pool", "threads",
+               "--concurrency", "2", "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
+               "--without-heartbeat", "-n", name]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log, text=True)
 
 
 def tarry_cli(*args: str) -> str:
@@ -83,6 +96,71 @@ async def test_parked_in_one_process_decided_in_a_second_carried_on_in_a_third(d
             ("accept", Principal("ann")),
             ("respond", Principal("ann")),
         ]
+
+
+def test_the_json_api_lists_and_decides_a_bridged_run(database_url: str) -> None:
+    with Store(database_url) as store:
+        store.setup_sync()
+    chat_id = str(finish(start("park", database_url))["chat"])
+    inbox = Inbox(database_url)
+    with inbox.client:
+        listed = inbox.client.get("/api/questions", params={"chat_id": chat_id}, headers=AUTH).json()
+        waiting = {item["tool_call"]["name"]: item for item in listed}
+        assert waiting["refund"]["tool_call"]["arguments"] == {"order": "A17"}
+        assert waiting["lookup"]["kind"] == "approval"
+        declined = inbox.client.post(
+            f"/api/questions/{waiting['refund']['id']}/decline", json={"note": "Refunded by phone"}, headers=AUTH
+        )
+        assert declined.json()["recorded"] is True
+        given = inbox.client.post(
+            f"/api/questions/{waiting['lookup']['id']}/respond", json={"result": "INV-9"}, headers=AUTH
+        )
+        assert given.json()["recorded"] is True
+        inbox.client.portal.call(inbox.store.close)  # type: ignore[union-attr]
+    last = finish(start("carry", database_url, chat_id))
+    assert last["last"] == "refund: Refunded by phone | lookup: INV-9"
+    assert refunds_done() == []
+
+
+async def test_two_celery_workers_carry_a_decided_run_on_once(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = os.environ.get("TARRY_TEST_REDIS_URL")
+    if not broker:
+        pytest.skip("The Celery test needs TARRY_TEST_REDIS_URL (e.g. .ci/run's value) and a running Redis")
+    monkeypatch.setenv("TARRY_TEST_CELERY_BROKER", broker)
+    monkeypatch.setenv("TARRY_TEST_CELERY_DB", postgres_url)
+    monkeypatch.setenv("TARRY_TEST_CELERY_QUEUE", f"tarry-bridges-{uuid.uuid4().hex[:8]}")
+    from tarry.jobs.celery import enqueue_on_decisions
+    from tests.bridges.celery_app import make_app
+
+    logs = [(tmp_path / f"worker-{number}.out").open("w+") for number in range(2)]
+    workers = [start_celery_worker(f"b{number}@%h", log) for number, log in enumerate(logs)]
+    try:
+        async with Store(postgres_url) as store:
+            await store.setup()
+            bridge = make_bridge()
+            chat_id = await parked(store, bridge)
+            enqueue_on_decisions(store, make_app(broker, postgres_url))
+            waiting = {question.tool_call.name: question for question in await store.pending_questions(chat_id)}
+            assert await store.approve(waiting["refund"].id)
+            assert await store.respond(waiting["lookup"].id, "INV-9") is not None
+            deadline = time.monotonic() + 120
+            while True:
+                chat = await store.load_chat(chat_id, bridge.agent.make_model(), bridge.agent.tools)
+                if chat.messages[-1].role == "assistant" and not chat.messages[-1].tool_calls:
+                    break
+                assert time.monotonic() < deadline, "no Celery worker carried the run on"
+                await asyncio.sleep(0.1)
+        assert chat.messages[-1].content == "refund: Refunded A17 | lookup: INV-9"
+        assert len(refunds_done()) == 1
+        assert refunds_done()[0].split()[1] != str(os.getpid())  # a worker ran it, not this process
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker, log in zip(workers, logs, strict=True):
+            worker.wait(timeout=60)
+            log.close()
 
 
 async def test_eight_processes_racing_conflicting_decisions_record_one(database_url: str, tmp_path: Path) -> None:
