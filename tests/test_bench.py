@@ -70,3 +70,20 @@ def test_the_pruning_benchmark_runs_with_tiny_counts(tmp_path: Path) -> None:
         assert "## Decision latency while a prune runs (PostgreSQL)" in text
         assert "Removed 41 chat(s)" in text  # the copies and the chat they were copied from
         assert re.search(r"\| while the prune runs \| \d+ \| [\d.]+ ms \| [\d.]+ ms \|", text)
+
+
+def test_the_bridge_benchmark_runs_with_tiny_counts(tmp_path: Path) -> None:
+    page = tmp_path / "benchmarks-bridges.md"
+    postgres = os.environ.get("TARRY_TEST_POSTGRES_URL", "")
+    done = subprocess.run(
+        [sys.executable, "bench/bridge_bench.py", "--rounds", "3", "--out", str(page), "--postgres", postgres],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert re.search(r"\| SQLite file \| through the bridge \| [\d.]+ ms \| [\d.]+ ms \| [+-][\d.]+ ms \|", text)
+    if postgres:
+        assert re.search(r"\| PostgreSQL \| pydantic-ai alone \| [\d.]+ ms \| [\d.]+ ms \|  \|", text)

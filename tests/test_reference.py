@@ -30,6 +30,8 @@ MODULES = [
     "tarry.mcp.legacy_tasks",
     "tarry.mcp.task_extension",
     "tarry.jobs",
+    "tarry.bridges",
+    "tarry.bridges.pydantic_ai",
     "tarry.web",
     "tarry.testing",
     "tarry.errors",

@@ -10,6 +10,11 @@ class TarryError(Exception):
     """Base class of every error tarry raises on purpose."""
 
 
+class BridgeError(TarryError):
+    """A chat parked by a bridge (``tarry.bridges``) was asked what its bridge cannot do: to go on with a new
+    message after its foreign run went on, say."""
+
+
 class TarryWarning(UserWarning):
     """Something tarry can work with but that is likely a mistake, such as a tool without a description."""
 

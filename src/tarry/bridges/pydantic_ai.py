@@ -1,0 +1,178 @@
+"""The pydantic-ai bridge: a run that ends with ``DeferredToolRequests``, parked in tarry's store and carried on.
+
+``bridge = PydanticAIBridge(agent, name="refunds")`` wraps a pydantic-ai ``Agent`` whose output type
+admits ``DeferredToolRequests``. [`park`][tarry.bridges.pydantic_ai.PydanticAIBridge.park] stores a run
+that ended with them: its message history, and one tarry question per approval and per external call
+(or question). People decide them as any question. Carrying the chat on (``bridge.agent`` given to
+[`continue_chat`][tarry.jobs.continue_chat], the [`Worker`][tarry.jobs.Worker] or Celery) builds
+``DeferredToolResults`` from the decisions and runs the agent on, under the chat's turn claim:
+
+- an approval accepted is ``ToolApproved()`` (pydantic-ai runs the tool); declined, lapsed or
+  cancelled, ``ToolDenied`` with the decline's note (else tarry's reason);
+- an external call (or question) answered with ``respond`` gets the person's result; declined, lapsed
+  or cancelled, ``ToolFailed`` with the note; accepted with no result, ``ToolFailed`` saying so.
+
+A run that ends with new deferred calls parks again in the same chat; its final output (as text) is
+the chat's last reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.agent import AgentRunResult
+from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ToolCallPart, UserPromptPart
+from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, FunctionToolset
+from pydantic_core import to_jsonable_python
+
+from tarry.agents import Agent
+from tarry.bridges.parking import BridgeModel, Decided, StandIn, park, parked_reply
+from tarry.chat import Chat
+from tarry.messages import Message, ToolCall
+from tarry.policies import Approval
+from tarry.running import sync_twin
+from tarry.store import Store
+
+__all__ = ["KEY", "PydanticAIBridge", "PydanticAIModel"]
+
+KEY = "pydantic_ai"
+"""Where a parked chat keeps the run's message history (``provider_data``) and each call's kind."""
+
+
+class PydanticAIBridge:
+    """Parks runs of a pydantic-ai ``agent`` in tarry's store, and carries them on from any process.
+
+    ``name`` is the tarry agent's (a worker finds the chat's bridge by it). Each tool of ``agent``'s
+    function and external toolsets gets a [`StandIn`][tarry.bridges.StandIn]; ``tools`` names more
+    (a tool of a renamed or prefixed toolset, say). ``approvals`` gives a tool's calls an
+    [`Approval`][tarry.approvals.Approval] policy (two people, a group; default: one person, anyone);
+    ``approval_ttl`` is the seconds a person has to decide, ``None`` for no limit. Pass ``bridge.agent``
+    to every process that carries the chats on.
+    """
+
+    def __init__(
+        self,
+        agent: PydanticAgent[Any, Any],
+        *,
+        name: str,
+        tools: Iterable[str] = (),
+        approvals: Mapping[str, Approval] | None = None,
+        approval_ttl: float | None = None,
+    ) -> None:
+        if not isinstance(agent, PydanticAgent):
+            raise TypeError(f"PydanticAIBridge bridges a pydantic_ai.Agent, got {type(agent).__name__}")
+        policies = dict(approvals or {})
+        for tool_name, policy in policies.items():
+            if not isinstance(policy, Approval):
+                raise TypeError(f"approvals[{tool_name!r}] must be an Approval, got {type(policy).__name__}")
+        self.pydantic_agent = agent
+        """The pydantic-ai agent whose runs this bridge parks and carries on."""
+        self.approvals = policies
+        names = dict.fromkeys([*tool_names(agent), *tools])
+        stand_ins = [
+            StandIn(tool_name, requires_approval=policies.get(tool_name, Approval()), approval_ttl=approval_ttl)
+            for tool_name in names
+        ]
+        self.agent = Agent(name, model=lambda: PydanticAIModel(agent), tools=stand_ins)
+        """The tarry agent of the parked chats: give it to whatever carries them on."""
+
+    async def park(self, store: Store, result: AgentRunResult[Any]) -> Chat:
+        """Park ``result``, a run that ended with ``DeferredToolRequests``: a new stored chat whose calls wait on their
+        questions. Raises ``ValueError`` when the run did not end with deferred calls."""
+        if not isinstance(result.output, DeferredToolRequests):
+            raise ValueError(
+                f"Only a run that ended with DeferredToolRequests parks; this one output {result.output!r}"
+            )
+        history = result.all_messages()
+        return await park(store, self.agent, prompt_of(history), reply_of(history, result.output))
+
+    park_sync = sync_twin(park)
+
+
+def tool_names(agent: PydanticAgent[Any, Any]) -> list[str]:
+    """The names of the tools of ``agent``'s function and external toolsets."""
+    found: list[str] = []
+
+    def visit(toolset: AbstractToolset[Any]) -> None:
+        if isinstance(toolset, FunctionToolset):
+            found.extend(toolset.tools)
+        elif isinstance(toolset, ExternalToolset):
+            found.extend(definition.name for definition in toolset.tool_defs)
+
+    for toolset in agent.toolsets:
+        toolset.apply(visit)
+    return found
+
+
+def prompt_of(history: list[ModelMessage]) -> str:
+    """The run's first user prompt, as text (the parked chat's user message)."""
+    for message in history:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    return part.content if isinstance(part.content, str) else str(part.content)
+    return "(a pydantic-ai run)"
+
+
+def reply_of(history: list[ModelMessage], requests: DeferredToolRequests) -> Message:
+    """The assistant message that parks a run: its history, and one call per deferred call."""
+    calls = [
+        _call(part, kind, requests.metadata.get(part.tool_call_id))
+        for part, kind in [
+            *((part, "approval") for part in requests.approvals),
+            *((part, requests.kind(part.tool_call_id)) for part in requests.calls),
+        ]
+    ]
+    return parked_reply(KEY, ModelMessagesTypeAdapter.dump_python(history, mode="json"), calls)
+
+
+def _call(part: ToolCallPart, kind: str, metadata: dict[str, Any] | None) -> ToolCall:
+    data: dict[str, Any] = {"kind": kind}
+    if metadata:
+        data["metadata"] = to_jsonable_python(metadata)
+    return ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict(), provider_data={KEY: data})
+
+
+class PydanticAIModel(BridgeModel):
+    """A parked chat's model: runs the pydantic-ai agent on with ``DeferredToolResults`` built from the decisions."""
+
+    key = KEY
+
+    def __init__(self, agent: PydanticAgent[Any, Any]) -> None:
+        self.agent = agent
+
+    async def carry_on(self, state: Any, decided: Mapping[str, Decided]) -> Message:
+        """Run the agent on from its history ``state``; park it again or return its output as the reply."""
+        results = DeferredToolResults()
+        for call_id, decision in decided.items():
+            kind = (decision.call.provider_data or {}).get(KEY, {}).get("kind", "approval")
+            if kind == "approval":
+                results.approvals[call_id] = _approval(decision)
+            else:
+                results.calls[call_id] = _call_result(decision)
+        history = ModelMessagesTypeAdapter.validate_python(state)
+        result = await self.agent.run(message_history=history, deferred_tool_results=results)
+        if isinstance(result.output, DeferredToolRequests):
+            return reply_of(result.all_messages(), result.output)
+        output = result.output if isinstance(result.output, str) else repr(result.output)
+        return Message("assistant", output)
+
+
+def _approval(decision: Decided) -> ToolApproved | ToolDenied:
+    if decision.outcome == "approved":
+        return ToolApproved()
+    if decision.outcome == "given":
+        return ToolDenied(f"A person gave this call's result instead of running it: {decision.result!r}")
+    return ToolDenied(decision.message)
+
+
+def _call_result(decision: Decided) -> Any:
+    if decision.outcome == "given":
+        return decision.result
+    if decision.outcome == "approved":
+        return ToolFailed("A person approved this call but gave no result for it.")
+    return ToolFailed(decision.message)

@@ -1,0 +1,76 @@
+"""The pydantic-ai agent the bridge tests park, decide and carry on, in this process and in others.
+
+Its model (pydantic-ai's ``FunctionModel``, no network) calls ``refund`` (which needs approval) and,
+when the prompt asks, ``lookup`` (which defers to a result given from outside); once results are in, it
+replies with what each call returned, so a test reads what reached the model. Each run of ``refund``
+appends a line to the file ``TARRY_TEST_REFUNDS`` names: its side effect, counted across processes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic_ai import Agent, CallDeferred, DeferredToolRequests
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from tarry.approvals import Approval
+from tarry.bridges.pydantic_ai import PydanticAIBridge
+
+PROMPT = "Refund order A17 and look up its invoice"
+
+
+def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Call the tools first; then say what each call returned."""
+    last = messages[-1]
+    returned = (
+        [part for part in last.parts if isinstance(part, ToolReturnPart)] if isinstance(last, ModelRequest) else []
+    )
+    if returned:
+        return ModelResponse(parts=[TextPart(" | ".join(f"{part.tool_name}: {part.content}" for part in returned))])
+    prompt = str(messages[0].parts[-1].content) if isinstance(messages[0], ModelRequest) else ""
+    if prompt == "Hello":
+        return ModelResponse(parts=[TextPart("Hello! Which order?")])
+    calls = [ToolCallPart("refund", {"order": "A17"})]
+    if "look up" in prompt:
+        calls.append(ToolCallPart("lookup", {"invoice_of": "A17"}))
+    return ModelResponse(parts=calls)
+
+
+def refunds_file() -> Path:
+    """Where each run of ``refund`` leaves its line."""
+    return Path(os.environ["TARRY_TEST_REFUNDS"])
+
+
+def refunds_done() -> list[str]:
+    """The refunds made so far, by every process."""
+    path = refunds_file()
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def make_agent() -> Agent[None, str | DeferredToolRequests]:
+    """The pydantic-ai agent: ``refund`` needs approval, ``lookup`` defers its result."""
+    agent: Agent[None, str | DeferredToolRequests] = Agent(
+        FunctionModel(answer), output_type=[str, DeferredToolRequests]
+    )
+
+    @agent.tool_plain(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order."""
+        with refunds_file().open("a") as refunds:
+            refunds.write(f"{order} {os.getpid()}\n")
+        return f"Refunded {order}"
+
+    @agent.tool_plain
+    def lookup(invoice_of: str) -> str:
+        """Look an invoice up in the accounts system, which answers later."""
+        raise CallDeferred(metadata={"system": "accounts"})
+
+    return agent
+
+
+def make_bridge(*, two_people: bool = False, ttl: float | None = None) -> PydanticAIBridge:
+    """The bridge of the agent; ``two_people``: a refund needs two approvals."""
+    approvals = {"refund": Approval(count=2)} if two_people else None
+    return PydanticAIBridge(make_agent(), name="refunds", approvals=approvals, approval_ttl=ttl)
