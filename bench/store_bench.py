@@ -424,6 +424,13 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
                 cursor = later = page.next_cursor
         assert paged == 5 * waiting, paged
         plan = await query_plan(store, later)
+        chat_timings = []
+        for _ in range(20):
+            started = time.perf_counter()
+            summaries = await store.list_chats(waiting=True)
+            chat_timings.append(time.perf_counter() - started)
+        assert len(summaries) == waiting, len(summaries)
+        stored_bytes = await database_bytes(store, url)
     return {
         "chats": finished + waiting,
         "waiting": waiting,
@@ -433,7 +440,22 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
         "page_p50_ms": statistics.median(page_timings) * 1000,
         "page_p99_ms": percentile(page_timings, 0.99) * 1000,
         "plan": plan,
+        "waiting_chats_p50_ms": statistics.median(chat_timings) * 1000,
+        "bytes_per_chat": stored_bytes / (finished + waiting),
     }
+
+
+async def database_bytes(store: Store, url: str) -> int:
+    """What the store's tables take on disk, indexes included: SQLite's file (with its WAL), PostgreSQL's
+    relations."""
+    if store.db.is_sqlite:
+        path = Path(url.removeprefix("sqlite:///"))
+        return sum(part.stat().st_size for part in (path, Path(f"{path}-wal")) if part.exists())
+    query = text(
+        "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind = 'r' AND n.nspname = current_schema() AND c.relname LIKE 'tarry%'"
+    )
+    return int(await store.db.run_read(lambda connection: connection.scalar(query)) or 0)
 
 
 def insert_finished_chats(ids: list[str], now: datetime, connection: Connection) -> None:
@@ -896,7 +918,9 @@ def listing_only(arguments: list[str]) -> None:
                 found = asyncio.run(listing_at_scale(url, options.scale - options.waiting, options.waiting))
                 print(
                     f"{label}: whole p50 {found['p50_ms']:.1f} ms, page p50 {found['page_p50_ms']:.2f} ms, "
-                    f"page p99 {found['page_p99_ms']:.2f} ms, {found['page_statements']} statement(s) a page"
+                    f"page p99 {found['page_p99_ms']:.2f} ms, {found['page_statements']} statement(s) a page, "
+                    f"waiting chats listed p50 {found['waiting_chats_p50_ms']:.1f} ms, "
+                    f"{found['bytes_per_chat']:.0f} bytes a chat"
                 )
                 print("  " + found["plan"].replace("\n", "\n  "))
         finally:
