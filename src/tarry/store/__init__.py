@@ -2,6 +2,7 @@
 
 from tarry.errors import StoreUnavailableError
 from tarry.store.audit import DecisionEvent, TrailBreak
+from tarry.store.outbox import DeliveryRecord
 from tarry.store.paging import QuestionPage
 from tarry.store.problems import Problem
 from tarry.store.prune import PruneReport
@@ -9,6 +10,7 @@ from tarry.store.store import Store
 
 __all__ = [
     "DecisionEvent",
+    "DeliveryRecord",
     "Problem",
     "PruneReport",
     "QuestionPage",
