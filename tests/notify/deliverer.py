@@ -15,7 +15,9 @@ from tarry.store import Store
 
 async def deliver(url: str, webhook: str, secret: str, lease: str) -> None:
     async with Store(url, lease=float(lease)) as store:
-        notifier = Notifier(store, [WebhookSender(webhook, secret, timeout=30)], batch=10, concurrency=4)
+        notifier = Notifier(
+            store, [WebhookSender(webhook, secret, timeout=30)], batch=10, concurrency=4, max_attempts=1000
+        )
         await notifier.run()
 
 

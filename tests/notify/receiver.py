@@ -38,7 +38,10 @@ class Receive(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        length = int(self.headers.get("content-length", "0"))
+        body = self.rfile.read(length)
+        if len(body) < length:  # its sender died while sending it
+            return
         headers = {name.lower(): value for name, value in self.headers.items()}
         try:
             payloads = [verifier.verify(body, headers) for verifier in VERIFIERS]

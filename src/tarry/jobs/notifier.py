@@ -137,21 +137,26 @@ class Notifier:
         if not await db.run_read(partial(deliveries_due, channels=tuple(self.senders))):
             return 0
         claim = partial(
-            claim_deliveries, owner=self.store.owner, lease=self.lease, channels=tuple(self.senders), limit=self.batch
+            claim_deliveries,
+            owner=self.store.owner,
+            lease=self.lease,
+            channels=tuple(self.senders),
+            limit=self.batch,
+            max_attempts=self.max_attempts,
         )
         claimed = await db.run_write(claim)
-        if not claimed:
-            return 0
-        outcomes = await asyncio.gather(*(self._send(delivery) for delivery in claimed))
-        settle = partial(
-            settle_deliveries,
-            owner=self.store.owner,
-            outcomes=outcomes,
-            now=utcnow(),
-            max_attempts=self.max_attempts,
-            backoff=self.retry_after,
-        )
-        await db.run_write(settle)
+        sending = {asyncio.ensure_future(self._send(delivery)) for delivery in claimed}
+        while sending:  # each settled as soon as it is sent: those sent while one settles go together in the next
+            finished, sending = await asyncio.wait(sending, return_when=asyncio.FIRST_COMPLETED)
+            settle = partial(
+                settle_deliveries,
+                owner=self.store.owner,
+                outcomes=[task.result() for task in finished],
+                now=utcnow(),
+                max_attempts=self.max_attempts,
+                backoff=self.retry_after,
+            )
+            await db.run_write(settle)
         return len(claimed)
 
     async def _send(self, delivery: Delivery) -> Outcome:

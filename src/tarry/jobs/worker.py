@@ -50,8 +50,9 @@ class Worker:
     ``data_version`` every 20 ms on SQLite. Besides, it looks every ``poll_interval`` seconds
     (default 1 on SQLite, 5 on PostgreSQL), as a safety net.
     ``concurrency`` bounds how many chats it carries on at once. With a ``notifier``
-    ([`Notifier`][tarry.jobs.notifier.Notifier]) it also delivers the store's notices, alongside. [`stop`][tarry.jobs.Worker.stop] (and SIGTERM
-    with ``handle_signals=True``) lets every step in progress finish, then [`run`][tarry.jobs.Worker.run] returns.
+    ([`Notifier`][tarry.jobs.notifier.Notifier]) it also delivers the store's notices, alongside.
+    [`stop`][tarry.jobs.Worker.stop] (and SIGTERM with ``handle_signals=True``) lets every step in progress
+    finish, then [`run`][tarry.jobs.Worker.run] returns.
     """
 
     def __init__(

@@ -244,16 +244,37 @@ def _delivery_row(notice_id: str, planned: PlannedDelivery, now: datetime) -> di
     }
 
 
+_DIED = "its worker stopped during the last attempt, which was never recorded"
+
+
 def claim_deliveries(
-    connection: Connection, owner: str, lease: timedelta, channels: Sequence[str], limit: int = 100
+    connection: Connection,
+    owner: str,
+    lease: timedelta,
+    channels: Sequence[str],
+    limit: int = 100,
+    max_attempts: int | None = None,
 ) -> list[Delivery]:
     """Claim up to ``limit`` due deliveries of ``channels`` for ``owner`` until the lease runs out, counting the
     attempt, and return them as [`Delivery`][tarry.notices.Delivery] values with their questions as they stand now.
 
     On PostgreSQL the rows are locked ``FOR UPDATE SKIP LOCKED`` (two workers never take one); on SQLite one writer
     at a time takes them. A worker that dies holding a claim has spent that attempt: the delivery is due again
-    when the lease runs out.
+    when the lease runs out; one whose ``max_attempts`` were all spent so (a delivery that kills its worker, say)
+    is marked ``failed`` instead of claimed.
     """
+    if max_attempts is not None:
+        spent = (
+            update(deliveries)
+            .where(_CLAIMABLE, deliveries.c.channel.in_(list(channels)), deliveries.c.attempts >= max_attempts)
+            .values(
+                state="failed",
+                claimed_by=None,
+                claimed_until=None,
+                last_error=func.coalesce(deliveries.c.last_error, literal(_DIED)),
+            )
+        )
+        connection.execute(spent, lease_values())
     due = (
         select(deliveries.c.id)
         .where(_CLAIMABLE, deliveries.c.channel.in_(list(channels)))
