@@ -436,13 +436,13 @@ def retry_delivery(connection: Connection, given_id: str, now: datetime) -> Deli
         .where(deliveries.c.id == given_id, deliveries.c.state != literal("sent"))
         .values(state="pending", attempts=0, next_attempt_at=now)
     )
-    found = list_deliveries_by_id(connection, given_id)
+    found = delivery_by_id(connection, given_id)
     if found is None:
         raise UnknownDeliveryError(f"No delivery has the id {given_id!r}")
     return found
 
 
-def list_deliveries_by_id(connection: Connection, given_id: str) -> DeliveryRecord | None:
+def delivery_by_id(connection: Connection, given_id: str) -> DeliveryRecord | None:
     """The delivery of ``given_id``, or ``None``."""
     query = (
         select(deliveries, notices.c.event, notices.c.question_id, notices.c.chat_id)

@@ -54,7 +54,14 @@ from tarry.store.granting import grants_for, insert_grant, read_grants, revoke
 from tarry.store.journal import CHAT_VERSION, INSERT_CHAT, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
-from tarry.store.outbox import DELIVERY_STATES, DeliveryRecord, DeliveryState, list_deliveries, retry_delivery
+from tarry.store.outbox import (
+    DELIVERY_STATES,
+    DeliveryRecord,
+    DeliveryState,
+    delivery_by_id,
+    list_deliveries,
+    retry_delivery,
+)
 from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor, pending_query, position_of
 from tarry.store.problems import Problem, find_problems
 from tarry.store.prune import PruneReport, prune_chats, vacuum_file
@@ -935,6 +942,10 @@ class Store:
         check_limit(limit)
         return await self.db.run_read(partial(list_deliveries, state=state, question_id=question_id, limit=limit))
 
+    async def delivery(self, delivery_id: str) -> DeliveryRecord | None:
+        """The delivery of ``delivery_id``, or ``None`` when no delivery has it."""
+        return await self.db.run_read(lambda connection: delivery_by_id(connection, delivery_id))
+
     async def retry_delivery(self, delivery_id: str) -> DeliveryRecord:
         """Make a delivery that failed (or waits for its next attempt) due now, with a fresh count of attempts; a
         notifier sends it at its next round. A delivery already sent stays as it is. Raises
@@ -966,6 +977,7 @@ class Store:
     prune_sync = sync_twin(prune)
     vacuum_sync = sync_twin(vacuum)
     deliveries_sync = sync_twin(deliveries)
+    delivery_sync = sync_twin(delivery)
     retry_delivery_sync = sync_twin(retry_delivery)
 
     async def _run_hooks(self, question: Question) -> None:
