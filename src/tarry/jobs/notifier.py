@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
 from functools import partial
 
+from sqlalchemy import Connection
+
 from tarry.clock import utcnow
 from tarry.notices import Delivery, NoticeEvent, Routes, Sender, goes_to_endpoint
 from tarry.principals import Principal
@@ -27,17 +29,18 @@ from tarry.store.outbox import (
     Outcome,
     PlannedDelivery,
     claim_deliveries,
-    deliveries_due,
     earliest_due,
     expand_notices,
     expiries_waiting,
     notice_expiries,
-    notices_waiting,
     settle_deliveries,
+    work_waiting,
 )
 from tarry.store.wakeups import Wakeups
 
 logger = logging.getLogger("tarry.notify")
+SETTLE_EVERY = 0.02
+"""Seconds between two transactions that record how the attempts of a round went, while its sends go on."""
 
 
 class Notifier:
@@ -65,9 +68,9 @@ class Notifier:
         backoff: float = 10.0,
         max_backoff: float = 3600.0,
         batch: int = 200,
-        concurrency: int = 64,
+        concurrency: int = 16,
         lease: float | None = None,
-        poll_interval: float = 0.05,
+        poll_interval: float = 0.025,
         expiry_interval: float = 1.0,
     ) -> None:
         self.store = store
@@ -130,24 +133,22 @@ class Notifier:
             self._last_sweep = time.monotonic()
             if await db.run_read(expiries_waiting):
                 await db.run_write(notice_expiries)
-        while await db.run_read(notices_waiting):
-            now = utcnow()
-            if await db.run_write(partial(expand_notices, plan=self._plan, now=now, limit=self.batch)) < self.batch:
-                break
-        if not await db.run_read(partial(deliveries_due, channels=tuple(self.senders))):
+        channels = tuple(self.senders)
+        if not await db.run_read(partial(work_waiting, channels=channels)):
             return 0
-        claim = partial(
-            claim_deliveries,
-            owner=self.store.owner,
-            lease=self.lease,
-            channels=tuple(self.senders),
-            limit=self.batch,
-            max_attempts=self.max_attempts,
-        )
-        claimed = await db.run_write(claim)
+
+        def expand_then_claim(connection: Connection) -> list[Delivery]:
+            expand_notices(connection, self._plan, utcnow(), self.batch)
+            return claim_deliveries(
+                connection, self.store.owner, self.lease, channels, self.batch, max_attempts=self.max_attempts
+            )
+
+        claimed = await db.run_write(expand_then_claim)
         sending = {asyncio.ensure_future(self._send(delivery)) for delivery in claimed}
-        while sending:  # each settled as soon as it is sent: those sent while one settles go together in the next
-            finished, sending = await asyncio.wait(sending, return_when=asyncio.FIRST_COMPLETED)
+        while sending:  # settled as they are sent, those sent within SETTLE_EVERY of each other in one transaction
+            finished, sending = await asyncio.wait(sending, timeout=SETTLE_EVERY)
+            if not finished:
+                continue
             settle = partial(
                 settle_deliveries,
                 owner=self.store.owner,

@@ -136,15 +136,14 @@ def expiries_waiting(connection: Connection) -> bool:
     return connection.scalar(_expired_unnoticed().limit(1), lease_values()) is not None
 
 
-def notices_waiting(connection: Connection) -> bool:
-    """Whether a notice waits to be expanded."""
-    return connection.scalar(select(notices.c.id).where(notices.c.expanded_at.is_(None)).limit(1)) is not None
-
-
-def deliveries_due(connection: Connection, channels: Sequence[str]) -> bool:
-    """Whether a delivery of ``channels`` is due and held by nobody."""
-    query = select(deliveries.c.id).where(_CLAIMABLE, deliveries.c.channel.in_(list(channels)))
-    return connection.scalar(query.limit(1), lease_values()) is not None
+def work_waiting(connection: Connection, channels: Sequence[str]) -> bool:
+    """Whether a notice waits to be expanded, or a delivery of ``channels`` is due and held by nobody (one read, the
+    look of an idle notifier)."""
+    expand = select(notices.c.id).where(notices.c.expanded_at.is_(None)).limit(1)
+    send = select(deliveries.c.id).where(_CLAIMABLE, deliveries.c.channel.in_(list(channels))).limit(1)
+    found = select(expand.exists().label("expand"), send.exists().label("send"))
+    row = connection.execute(found, lease_values()).one()
+    return bool(row.expand or row.send)
 
 
 def earliest_due(connection: Connection, channels: Sequence[str]) -> datetime | None:
