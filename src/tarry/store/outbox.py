@@ -28,7 +28,7 @@ from tarry.principals import Principal
 from tarry.questions import Question
 from tarry.store.moment import NOW, UNTIL, lease_values
 from tarry.store.rows import question_and_call_from_row
-from tarry.store.tables import deliveries, notices, questions, tool_calls
+from tarry.store.tables import constant, deliveries, notices, questions, tool_calls
 
 DeliveryState = Literal["pending", "sent", "failed"]
 """Where a delivery stands: to be tried (again), sent, or failed for good (its attempts ran out)."""
@@ -114,7 +114,7 @@ def _postgres(connection: Connection) -> bool:
 
 
 _CLAIMABLE = and_(
-    deliveries.c.state == literal("pending"),
+    deliveries.c.state == constant("pending"),
     deliveries.c.next_attempt_at <= NOW,
     or_(deliveries.c.claimed_until.is_(None), deliveries.c.claimed_until < NOW),
 )
@@ -149,7 +149,7 @@ def work_waiting(connection: Connection, channels: Sequence[str]) -> bool:
 def earliest_due(connection: Connection, channels: Sequence[str]) -> datetime | None:
     """When the earliest pending delivery of ``channels`` held by nobody falls due, if any does."""
     query = select(func.min(deliveries.c.next_attempt_at)).where(
-        deliveries.c.state == literal("pending"),
+        deliveries.c.state == constant("pending"),
         deliveries.c.channel.in_(list(channels)),
         or_(deliveries.c.claimed_until.is_(None), deliveries.c.claimed_until < NOW),
     )
@@ -364,7 +364,7 @@ def settle_deliveries(
 _HELD = (
     deliveries.c.id == bindparam("given_id"),
     deliveries.c.claimed_by == bindparam("owner", type_=deliveries.c.claimed_by.type),
-    deliveries.c.state == literal("pending"),
+    deliveries.c.state == constant("pending"),
 )
 _SENT = (
     update(deliveries)
@@ -432,7 +432,7 @@ def retry_delivery(connection: Connection, given_id: str, now: datetime) -> Deli
     for an id no delivery has."""
     connection.execute(
         update(deliveries)
-        .where(deliveries.c.id == given_id, deliveries.c.state != literal("sent"))
+        .where(deliveries.c.id == given_id, deliveries.c.state != constant("sent"))
         .values(state="pending", attempts=0, next_attempt_at=now)
     )
     found = delivery_by_id(connection, given_id)
