@@ -140,3 +140,34 @@ async def test_a_worker_killed_mid_delivery_again_and_again_loses_no_notice(
         by_id[line["id"]].add((line["question"], line["type"]))
     assert all(len(notices) == 1 for notices in by_id.values()), "a repeat has its first attempt's id"
     assert len(by_id) == len(expected)
+
+
+async def test_two_workers_at_once_send_each_delivery_once(
+    database_url: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    async with Store(database_url) as store:
+        await store.setup()
+        asked = []
+        for _ in range(4):
+            _, waiting = await turn_of(store, [transfer(name) for name in ("Bob", "Dan", "Eve", "Fay", "Gus")])
+            asked += waiting
+        command = [sys.executable, "-m", "tests.notify.deliverer", database_url, receiver.url, SECRET, "60"]
+        workers = [start_process(command, tmp_path / f"deliverer-{number}.log") for number in range(2)]
+        try:
+            got = await asyncio.to_thread(receiver.wait_for, len(asked), 120)
+            await asyncio.sleep(0.5)  # a second sending of any of them would arrive meanwhile
+            got = receiver.received()
+        finally:
+            for worker in workers:
+                worker.kill()
+                worker.wait()
+        sent = await store.deliveries(state="sent", limit=1000)
+
+    assert sorted(line["question"] for line in got) == sorted(question.id for question in asked), "each once"
+    assert len({line["id"] for line in got}) == len(asked) == len(sent)
+    assert all(delivery.attempts == 1 for delivery in sent)
+
+
+def start_process(command: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as output:
+        return subprocess.Popen(command, cwd=ROOT, env=environment(), stdout=output, stderr=output)
