@@ -87,3 +87,28 @@ def test_the_bridge_benchmark_runs_with_tiny_counts(tmp_path: Path) -> None:
     assert re.search(r"\| SQLite file \| through the bridge \| [\d.]+ ms \| [\d.]+ ms \| [+-][\d.]+ ms \|", text)
     if postgres:
         assert re.search(r"\| PostgreSQL \| pydantic-ai alone \| [\d.]+ ms \| [\d.]+ ms \|  \|", text)
+
+
+def test_the_notifications_benchmark_runs_with_tiny_counts_and_keeps_the_page_before_its_section(
+    tmp_path: Path,
+) -> None:
+    page = tmp_path / "benchmarks-jobs.md"
+    page.write_text("# Background work: benchmarks\n\nThe jobs bench's figures.\n")
+    postgres = os.environ.get("TARRY_TEST_POSTGRES_URL", "")
+    options = ["--count", "3", "--deliveries", "20", "--out", str(page), "--postgres", postgres]
+    for _ in range(2):  # a second run replaces its section, and keeps what came before
+        done = subprocess.run(
+            [sys.executable, "bench/notify_bench.py", *options],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert text.startswith("# Background work: benchmarks\n\nThe jobs bench's figures.\n")
+    assert text.count("## Notifications: a question committed to its webhook received (3 questions") == 1
+    assert re.search(r"\| embedded worker, SQLite \| \d+ ms \| \d+ ms \|", text)
+    assert re.search(r"\| SQLite \| 20 \| [\d,]+ \| [\d,]+ \|", text)
+    if postgres:
+        assert re.search(r"\| PostgreSQL \| 20 \| [\d,]+ \| [\d,]+ \|", text)

@@ -35,6 +35,10 @@ class UnknownGrantError(TarryError, ValueError):
     """The grant id names no standing grant of this store."""
 
 
+class UnknownDeliveryError(TarryError, ValueError):
+    """The delivery id names no delivery of a notice in this store."""
+
+
 class AmbiguousIdError(TarryError, ValueError):
     """An id prefix that several questions (or chats) share; the message lists them."""
 

@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 from tarry.principals import Principal
 from tarry.questions import Question
 
-__all__ = ["NOTICE_EVENTS", "Delivery", "NoticeEvent", "Routes", "Sender"]
+__all__ = ["NOTICE_EVENTS", "Delivery", "NoticeEvent", "Routes", "Sender", "goes_to_endpoint"]
 
 NoticeEvent = Literal["asked", "reminded", "escalated", "decided", "expired", "cancelled"]
 """What happened to a question that people are told of."""
@@ -69,3 +69,11 @@ class Routes(Protocol):
     def address(self, principal: Principal, channel: str) -> str | None:
         """Where ``channel`` reaches ``principal``; ``None`` when it does not."""
         ...
+
+
+def goes_to_endpoint(sender: Sender) -> bool:
+    """Whether ``sender`` delivers to one endpoint (a webhook's URL) rather than to people: such a sender gets one
+    delivery of each notice, with no recipient or address, whatever the routes say. A sender says so with an
+    ``endpoint`` attribute that is true; one without it reaches the people the routes name, each at the address
+    the routes give for its channel (none: not told through it)."""
+    return bool(getattr(sender, "endpoint", False))

@@ -45,7 +45,7 @@ def test_no_generated_request_fails_with_a_server_error(served: tuple[LiveServer
     server, ids = served
     api = schemathesis.openapi.from_url(f"{server.base}/api/openapi.json")
     operations = [result.ok() for result in api.get_all_operations()]
-    assert len(operations) == 12  # with POST /api/chats/{chat_id}/approve-all, /api/questions/{question_id}/respond
+    assert len(operations) == 14  # with GET /api/deliveries, POST /api/deliveries/{delivery_id}/retry
     # and the three of /api/grants
     sent: list[str] = []
 

@@ -431,12 +431,21 @@ def _add_inbox(commands: Any) -> None:
     from tarry.cli.grants import add_parser as add_grants
 
     add_grants(add).set_defaults(handler=_grants)
+    from tarry.cli.deliveries import add_parser as add_deliveries
+
+    add_deliveries(add).set_defaults(handler=_deliveries)
 
 
 def _grants(arguments: argparse.Namespace) -> int:
     from tarry.cli import grants, inbox
 
     return inbox.run(grants.grants, arguments)
+
+
+def _deliveries(arguments: argparse.Namespace) -> int:
+    from tarry.cli import deliveries, inbox
+
+    return inbox.run(deliveries.deliveries, arguments)
 
 
 def _check_approve(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:

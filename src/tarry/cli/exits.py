@@ -17,6 +17,7 @@ from tarry.errors import (
     StoreError,
     StoreSchemaError,
     ToolCallRunningError,
+    UnknownDeliveryError,
     UnknownGrantError,
     UnknownQuestionError,
 )
@@ -59,6 +60,7 @@ _BY_ERROR: tuple[tuple[type[BaseException], Exit], ...] = (
     (NotRespondableError, Exit.INVALID),
     (UnknownQuestionError, Exit.UNKNOWN),
     (UnknownGrantError, Exit.UNKNOWN),
+    (UnknownDeliveryError, Exit.UNKNOWN),
     (AmbiguousIdError, Exit.UNKNOWN),
     (ChatNotFoundError, Exit.UNKNOWN),
     (QuestionExpiredError, Exit.EXPIRED),

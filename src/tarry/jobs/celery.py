@@ -5,7 +5,8 @@
 with ``countdown`` set to the next check. ``enqueue_on_decisions(store, app)`` makes every
 decision and cancellation recorded through ``store`` enqueue the chat's task. The task is
 acknowledged late and rejected when its worker dies, so a killed worker's chat is delivered
-again; the claims of the store keep every tool call to one run.
+again; the claims of the store keep every tool call to one run. ``register_notifier(app, senders)`` adds the
+``tarry.deliver_notices`` task, which Celery beat sends every second: a round of notifications' delivery.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +25,8 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
+from tarry.jobs.notifier import Notifier
+from tarry.notices import Routes, Sender
 from tarry.questions import Question
 from tarry.running import run_sync
 from tarry.store import Store
@@ -138,3 +142,55 @@ def enqueue_on_decisions(store: Store, app: Celery) -> None:
 
     store.decision_hooks.append(on_decision)
     store.cancel_hooks.append(on_cancel)
+
+
+NOTIFY_TASK_NAME = "tarry.deliver_notices"
+"""The name of the Celery task that does one round of a [`Notifier`][tarry.jobs.notifier.Notifier]."""
+
+
+def register_notifier(
+    app: Celery,
+    senders: Callable[[], Sequence[Sender]],
+    routes: Routes | None = None,
+    *,
+    url: str | None = None,
+    every: float | None = 1.0,
+    lease: float = 60.0,
+    **options: Any,
+) -> Any:
+    """Register the ``tarry.deliver_notices`` task on ``app``: one round of a [`Notifier`][tarry.jobs.notifier.Notifier]
+    (expiries noticed, notices expanded, due deliveries sent), repeated while a round finds a full batch; returns the
+    task. With ``every`` (seconds) Celery beat sends it that often (run ``celery beat`` beside the workers).
+
+    Each worker thread makes its own store on ``url`` (default: ``TARRY_DATABASE_URL``) and its own senders with
+    ``senders()`` (an HTTP client belongs to one event loop); ``options`` go to the ``Notifier``. Two workers running
+    the task at once share the work: each delivery is claimed by one.
+    """
+    local = threading.local()
+
+    def notifier() -> Notifier:
+        if getattr(local, "notifier", None) is None:
+            local.notifier = Notifier(Store(url, lease=lease), senders(), routes, **options)
+        made: Notifier = local.notifier
+        return made
+
+    @app.task(name=NOTIFY_TASK_NAME, ignore_result=True)  # type: ignore[untyped-decorator]
+    def deliver_notices() -> int:
+        """One round of the notifier, and more while each finds a full batch; returns the deliveries claimed."""
+
+        async def rounds() -> int:
+            claimed = total = await notifier().deliver()
+            while claimed >= notifier().batch:
+                claimed = await notifier().deliver()
+                total += claimed
+            return total
+
+        done: int = run_sync(rounds(), verb="tarry.jobs.notifier.Notifier.deliver")
+        return done
+
+    if every is not None:
+        app.conf.beat_schedule = {
+            **(app.conf.beat_schedule or {}),
+            NOTIFY_TASK_NAME: {"task": NOTIFY_TASK_NAME, "schedule": every},
+        }
+    return deliver_notices

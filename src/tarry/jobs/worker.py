@@ -12,6 +12,7 @@ from collections import OrderedDict
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
+from tarry.jobs.notifier import Notifier
 from tarry.store import Store
 from tarry.store.due import ChatSchedule, earliest_due, pick_due, wake_abandoned
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL
@@ -48,8 +49,10 @@ class Worker:
     A decision wakes the worker at once: LISTEN/NOTIFY on PostgreSQL, a look at the file's
     ``data_version`` every 20 ms on SQLite. Besides, it looks every ``poll_interval`` seconds
     (default 1 on SQLite, 5 on PostgreSQL), as a safety net.
-    ``concurrency`` bounds how many chats it carries on at once. [`stop`][tarry.jobs.Worker.stop] (and SIGTERM
-    with ``handle_signals=True``) lets every step in progress finish, then [`run`][tarry.jobs.Worker.run] returns.
+    ``concurrency`` bounds how many chats it carries on at once. With a ``notifier``
+    ([`Notifier`][tarry.jobs.notifier.Notifier]) it also delivers the store's notices, alongside.
+    [`stop`][tarry.jobs.Worker.stop] (and SIGTERM with ``handle_signals=True``) lets every step in progress
+    finish, then [`run`][tarry.jobs.Worker.run] returns.
 
     At most once every ``poll_interval`` it also records the reminders, escalations and declines on timeout that
     approval policies made due ([`Store.sweep_reminders`][tarry.store.Store.sweep_reminders]); a decline wakes its
@@ -64,6 +67,7 @@ class Worker:
         concurrency: int = 16,
         poll_interval: float | None = None,
         default_poll_interval: float = DEFAULT_POLL_INTERVAL,
+        notifier: Notifier | None = None,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
@@ -74,6 +78,8 @@ class Worker:
         self.concurrency = concurrency
         self.poll_interval = poll_interval if poll_interval is not None else 1.0 if store.db.is_sqlite else 5.0
         self.default_poll_interval = default_poll_interval
+        self.notifier = notifier
+        """Delivers the store's notices while the worker runs (``None``: this worker sends none)."""
         self.steps = 0
         """How many times this worker carried a chat on."""
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -97,6 +103,7 @@ class Worker:
         wakeups = Wakeups(self.store)
         await wakeups.start()
         last_sweep = last_follow_up = float("-inf")
+        notifying = None if self.notifier is None else asyncio.create_task(self.notifier.run())
         try:
             while not self._stopping.is_set():
                 try:
@@ -114,6 +121,9 @@ class Worker:
                     timeout = 1.0
                 await _first_of((self._stopping, wakeups.event, self._slot_freed), timeout)
         finally:
+            if notifying is not None and self.notifier is not None:
+                self.notifier.stop()
+                await asyncio.gather(notifying, return_exceptions=True)
             if self._running:
                 await asyncio.gather(*self._running.values(), return_exceptions=True)
             await wakeups.stop()

@@ -3,6 +3,7 @@
 from tarry.errors import StoreUnavailableError
 from tarry.store.audit import DecisionEvent, TrailBreak
 from tarry.store.follow_ups import FollowedUp
+from tarry.store.outbox import DeliveryRecord
 from tarry.store.paging import QuestionPage
 from tarry.store.problems import Problem
 from tarry.store.prune import PruneReport
@@ -12,6 +13,7 @@ from tarry.store.store import Store
 __all__ = [
     "DecisionEvent",
     "FollowedUp",
+    "DeliveryRecord",
     "Problem",
     "PruneReport",
     "QuestionPage",

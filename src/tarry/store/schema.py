@@ -12,7 +12,7 @@ from tarry.errors import StoreSchemaError
 from tarry.store.audit import TRAIL_TABLE
 from tarry.store.tables import metadata
 
-HEAD = "0016"
+HEAD = "0017"
 """The revision the migrations end at, so opening a store needs no Alembic; a test keeps it equal to Alembic's head."""
 MIGRATIONS = Path(__file__).parent / "migrations"
 _VERSIONS = table("alembic_version", column("version_num", String))
@@ -63,6 +63,9 @@ def missing_parts(connection: Connection) -> list[str]:
     if connection.dialect.name == "postgresql" and TRAIL_TABLE in tables:  # a missing table's triggers go with it
         present = set(connection.scalars(_TRIGGERS))
         missing += [f"trigger {name}" for name in TRIGGERS if name not in present]
+    if "tarry_questions" in tables:
+        present = set(connection.scalars(_NOTICE_TRIGGERS[connection.dialect.name == "postgresql"]))
+        missing += [f"trigger {name}" for name in NOTICE_TRIGGERS if name not in present]
     return missing
 
 
@@ -92,6 +95,13 @@ TRIGGERS = ("tarry_trail_append", "tarry_trail_refuse", "tarry_trail_refuse_trun
 """PostgreSQL: the triggers on the trail that chain each row tarry appends and refuse to change or remove rows."""
 _TRIGGERS = text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgrelid = to_regclass(:trail)").bindparams(
     trail=TRAIL_TABLE
+)
+
+NOTICE_TRIGGERS = ("tarry_notice_asked", "tarry_notice_decided", "tarry_notice_reminded", "tarry_notice_escalated")
+"""The triggers on the questions that write the notice of a question asked, decided or cancelled (the outbox)."""
+_NOTICE_TRIGGERS = (
+    text("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'tarry_questions'"),
+    text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgrelid = to_regclass('tarry_questions')"),
 )
 
 

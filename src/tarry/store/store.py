@@ -55,6 +55,14 @@ from tarry.store.granting import grants_for, insert_grant, read_grants, revoke
 from tarry.store.journal import CHAT_VERSION, INSERT_CHAT, StoreJournal, fetch_chat, fetch_tail
 from tarry.store.listing import ChatSummary, list_chats
 from tarry.store.oauth import OAuthRecords
+from tarry.store.outbox import (
+    DELIVERY_STATES,
+    DeliveryRecord,
+    DeliveryState,
+    delivery_by_id,
+    list_deliveries,
+    retry_delivery,
+)
 from tarry.store.paging import QuestionPage, check_limit, decode_cursor, encode_cursor, pending_query, position_of
 from tarry.store.problems import Problem, find_problems
 from tarry.store.prune import PruneReport, prune_chats, vacuum_file
@@ -995,6 +1003,30 @@ class Store:
         runs and needs free disk space about the size of the file. Does nothing on PostgreSQL."""
         await vacuum_file(self)
 
+    # Notifications
+
+    async def deliveries(
+        self, *, state: DeliveryState | None = None, question_id: str | None = None, limit: int = 100
+    ) -> list[DeliveryRecord]:
+        """The deliveries of notices, newest first: each one's channel, recipient, state (``pending``, ``sent`` or
+        ``failed``), attempts and last error; all, or those in ``state``, or of one question (see
+        docs/notifications.md)."""
+        if state is not None and state not in DELIVERY_STATES:
+            raise ValueError(f"state must be one of {', '.join(DELIVERY_STATES)}, got {state!r}")
+        check_limit(limit)
+        return await self.db.run_read(partial(list_deliveries, state=state, question_id=question_id, limit=limit))
+
+    async def delivery(self, delivery_id: str) -> DeliveryRecord | None:
+        """The delivery of ``delivery_id``, or ``None`` when no delivery has it."""
+        return await self.db.run_read(lambda connection: delivery_by_id(connection, delivery_id))
+
+    async def retry_delivery(self, delivery_id: str) -> DeliveryRecord:
+        """Make a delivery that failed (or waits for its next attempt) due now, with a fresh count of attempts; a
+        notifier sends it at its next round. A delivery already sent stays as it is. Raises
+        [`UnknownDeliveryError`][tarry.errors.UnknownDeliveryError] for an unknown id."""
+        now = utcnow()
+        return await self.db.run_write(lambda connection: retry_delivery(connection, delivery_id, now))
+
     setup_sync = sync_twin(setup)
     close_sync = sync_twin(close)
     create_chat_sync = sync_twin(create_chat)
@@ -1021,6 +1053,9 @@ class Store:
     prune_sync = sync_twin(prune)
     sweep_reminders_sync = sync_twin(sweep_reminders)
     vacuum_sync = sync_twin(vacuum)
+    deliveries_sync = sync_twin(deliveries)
+    delivery_sync = sync_twin(delivery)
+    retry_delivery_sync = sync_twin(retry_delivery)
 
     async def _run_hooks(self, question: Question) -> None:
         await _call_hooks(self.decision_hooks, question, f"decision hook for question {question.id}")

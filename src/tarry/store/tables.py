@@ -357,4 +357,50 @@ slack_messages = Table(
     Column("ts", String(64), nullable=False),
     Column("posted_at", UTCDateTime, nullable=False),
     Index("ix_tarry_slack_messages_question", "question_id"),
+# Notifications (0015): the outbox. A notice of each event on a question (asked, decided, cancelled) is written by a
+# trigger on tarry_questions, so in the transaction (or the one statement) of the change itself, whichever path
+# wrote it; a notice of an expiry by the notifier's sweep. A notifier expands each notice into deliveries, one per
+# channel and recipient, and sends each until it succeeds or its attempts run out (tarry.store.outbox).
+notices = Table(
+    "tarry_notices",
+    metadata,
+    Column("id", String(80), primary_key=True),
+    Column("event", String(16), nullable=False),
+    Column("question_id", String(36), ForeignKey("tarry_questions.id", ondelete="CASCADE"), nullable=False),
+    Column("chat_id", String(36), nullable=False),
+    Column("noticed_at", UTCDateTime, nullable=False),
+    Column("expanded_at", UTCDateTime),
+    Index("ix_tarry_notices_question", "question_id"),
+    Index(
+        "ix_tarry_notices_pending",
+        "noticed_at",
+        sqlite_where=Column("expanded_at").is_(None),
+        postgresql_where=Column("expanded_at").is_(None),
+    ),
+)
+
+deliveries = Table(
+    "tarry_deliveries",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("notice_id", String(80), ForeignKey("tarry_notices.id", ondelete="CASCADE"), nullable=False),
+    Column("channel", String(40), nullable=False),
+    Column("recipient_id", String(200)),
+    Column("recipient_name", String(200)),
+    Column("address", Text),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0, server_default="0"),
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("claimed_by", String(120)),
+    Column("claimed_until", UTCDateTime),
+    Column("last_error", Text),
+    Column("sent_at", UTCDateTime),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_tarry_deliveries_notice", "notice_id"),
+    Index(
+        "ix_tarry_deliveries_due",
+        "next_attempt_at",
+        sqlite_where=Column("state") == literal_column("'pending'"),
+        postgresql_where=Column("state") == literal_column("'pending'"),
+    ),
 )

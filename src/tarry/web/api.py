@@ -1,9 +1,9 @@
 """The JSON API: list what waits, read a question, answer, approve, decline or respond to it; list, make and
-revoke standing grants."""
+revoke standing grants; list the deliveries of notices and retry one."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
@@ -21,6 +21,7 @@ from tarry.web.schemas import (
     DecisionEventOut,
     DecisionOut,
     DeclineIn,
+    DeliveryOut,
     GrantIn,
     GrantOut,
     QuestionOut,
@@ -314,6 +315,31 @@ def api_router(decider: Decider) -> APIRouter:
         if revoked.grant is None:
             raise Problem(404, "No grant has this id.", grant_id=grant_id)
         return GrantOut.of(revoked.grant)
+
+    @router.get(
+        "/deliveries",
+        response_model=list[DeliveryOut],
+        summary="Deliveries of notices (webhooks, emails, messages), newest first, with their state and last error",
+    )
+    async def list_deliveries(
+        request: Request,
+        state: Literal["pending", "sent", "failed"] | None = Query(default=None, description="Only those in it."),
+        question_id: str | None = Query(default=None, description="Only this question's.", max_length=200),
+        limit: int = Query(default=100, description="At most this many.", ge=1, le=1000),
+    ) -> list[DeliveryOut]:
+        listed = await store.deliveries(state=state, question_id=question_id, limit=limit)
+        return [DeliveryOut.of(one) for one in listed if await access.allowed(request, ChatRef(one.chat_id))]
+
+    @writes.post(
+        "/deliveries/{delivery_id}/retry",
+        response_model=DeliveryOut,
+        summary="Make a delivery due now, with a fresh count of attempts (one sent already stays as it is)",
+    )
+    async def retry_delivery(request: Request, delivery_id: str) -> DeliveryOut:
+        found = await store.delivery(delivery_id)
+        if found is None or not await access.allowed(request, ChatRef(found.chat_id)):
+            raise Problem(404, "No delivery has this id.", delivery_id=delivery_id)
+        return DeliveryOut.of(await store.retry_delivery(delivery_id))
 
     router.include_router(writes)
     return router

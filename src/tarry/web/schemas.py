@@ -13,6 +13,7 @@ from tarry.messages import ToolCall
 from tarry.principals import Channel, Principal
 from tarry.questions import Question
 from tarry.store.audit import AttemptOutcome, DecisionEvent, TrailAction
+from tarry.store.outbox import DeliveryRecord
 from tarry.store.waiting import WaitingTask
 
 
@@ -337,3 +338,29 @@ class GrantIn(BaseModel):
         default_factory=dict, description="Arguments that must be numbers within `[min, max]` (`null`: open)."
     )
     ttl: float | None = Field(default=None, gt=0, description="Seconds until the grant ends (`null`: until revoked).")
+
+
+class DeliveryOut(BaseModel):
+    """One delivery of a notice of an event on a question, through one channel, and how its attempts went."""
+
+    id: str = Field(description="The same on every attempt: a webhook's `webhook-id`.")
+    notice_id: str
+    event: Literal["asked", "reminded", "escalated", "decided", "expired", "cancelled"]
+    question_id: str
+    chat_id: str
+    channel: str = Field(description="The channel's name: `webhook`, `email`, `slack`, or the application's own.")
+    recipient: PrincipalOut | None = Field(description="Whom it tells; `null` for an endpoint (a webhook).")
+    address: str | None
+    state: Literal["pending", "sent", "failed"] = Field(
+        description="`failed`: its attempts ran out; it is kept, with its last error, until retried."
+    )
+    attempts: int = Field(description="Attempts made since it was made, or since it was last retried.")
+    next_attempt_at: datetime
+    last_error: str | None
+    sent_at: datetime | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, delivery: DeliveryRecord) -> DeliveryOut:
+        """The body for ``delivery``."""
+        return cls.model_validate(delivery.to_dict())
