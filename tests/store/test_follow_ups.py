@@ -180,3 +180,17 @@ async def test_two_processes_sweeping_one_database_remind_each_question_once(dat
 def sweeper(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     """A sweeping process (``tests.store.sweepers``), started."""
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+async def test_a_reminder_and_an_escalation_each_write_one_notice_with_the_change(finance: Store) -> None:
+    from tests.notify.test_outbox import notices_of
+
+    _, question_id = await asked(finance)
+    advance_clock(REMIND + 1)
+    await finance.sweep_reminders()
+    assert await finance.sweep_reminders() == []
+    advance_clock(ESCALATE - REMIND)
+    await finance.sweep_reminders()
+
+    mine = {event for question, event in await notices_of(finance) if question == question_id}
+    assert mine == {"asked", "reminded", "escalated"}

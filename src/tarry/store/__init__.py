@@ -12,8 +12,8 @@ from tarry.store.store import Store
 
 __all__ = [
     "DecisionEvent",
-    "FollowedUp",
     "DeliveryRecord",
+    "FollowedUp",
     "Problem",
     "PruneReport",
     "QuestionPage",

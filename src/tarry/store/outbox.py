@@ -1,6 +1,6 @@
 """The outbox: notices of what happened to questions, and their deliveries, read and written in SQL.
 
-A notice of a question asked, decided or cancelled is written by migration 0015's trigger on the questions, in
+A notice of a question asked, decided or cancelled is written by migration 0017's trigger on the questions, in
 the change's own transaction (or statement); a notice of an expiry by ``notice_expiries``. A notifier
 (``tarry.jobs.notifier``) then, each in one transaction: expands pending notices into deliveries
 (``expand_notices``), claims due deliveries under a lease (``claim_deliveries``: ``FOR UPDATE SKIP LOCKED`` on

@@ -168,7 +168,7 @@ questions = Table(
     Column("decided_by", String(200)),
     Column("decided_by_name", String(200)),
     Column("channel", String(16)),
-    # Follow-ups (0015): when the approval policy's next reminder, escalation or decline on timeout is due, and
+    # Follow-ups (0016): when the approval policy's next reminder, escalation or decline on timeout is due, and
     # when the question was reminded and escalated.
     Column("follow_up_at", UTCDateTime),
     Column("reminded_at", UTCDateTime),
@@ -357,7 +357,10 @@ slack_messages = Table(
     Column("ts", String(64), nullable=False),
     Column("posted_at", UTCDateTime, nullable=False),
     Index("ix_tarry_slack_messages_question", "question_id"),
-# Notifications (0015): the outbox. A notice of each event on a question (asked, decided, cancelled) is written by a
+)
+
+# Notifications (0017): the outbox. A notice of each event on a question (asked, decided, cancelled, reminded,
+# escalated) is written by a
 # trigger on tarry_questions, so in the transaction (or the one statement) of the change itself, whichever path
 # wrote it; a notice of an expiry by the notifier's sweep. A notifier expands each notice into deliveries, one per
 # channel and recipient, and sends each until it succeeds or its attempts run out (tarry.store.outbox).
