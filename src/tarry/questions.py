@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -26,6 +28,7 @@ __all__ = [
     "Question",
     "QuestionKind",
     "Verdict",
+    "digest_of",
     "fields_from_schema",
 ]
 
@@ -189,6 +192,14 @@ class Question:
         return dict(self.tool_call.arguments)
 
     @property
+    def proposal_digest(self) -> str | None:
+        """The digest ([`arguments_digest`][tarry.edits.arguments_digest]) of [`proposal`][tarry.Question.proposal]:
+        what an approval passes as ``seen`` to be recorded only while the question still proposes those arguments;
+        ``None`` for other questions."""
+        proposal = self.proposal
+        return None if proposal is None else digest_of(proposal)
+
+    @property
     def requested_schema(self) -> dict[str, Any]:
         """The question's fields as a JSON schema object, as an MCP elicitation carries them."""
         return {
@@ -281,7 +292,15 @@ class Question:
             "source": self.source,
             "editable": self.editable,
             "proposal": self.proposal,
+            "proposal_digest": self.proposal_digest,
         }
+
+
+def digest_of(arguments: Mapping[str, Any]) -> str:
+    """The SHA-256 of ``arguments`` as canonical JSON (keys sorted, no spaces), in hex
+    ([`arguments_digest`][tarry.edits.arguments_digest] is its public name)."""
+    text = json.dumps(dict(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def check_note(note: object) -> str | None:

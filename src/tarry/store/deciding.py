@@ -53,7 +53,7 @@ from tarry.store.audit import (
     with_its_call,
 )
 from tarry.store.cursor import Sendable, fetch_all, fetch_one
-from tarry.store.decision_sql import passes
+from tarry.store.decision_sql import SEEN, passes
 from tarry.store.moment import NOW, UNTIL, lease_values
 from tarry.store.rows import Row, decider_values, question_and_call_from_row
 from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of, wake_where
@@ -78,7 +78,8 @@ _LOCKED_QUESTION = _QUESTION_NOW.with_for_update(of=questions, key_share=True)
 @dataclass(frozen=True)
 class Attempt:
     """One attempt to decide a question: the decision, the check of its answer, a note, who decides, through what,
-    and the standing grant that decides (``grant``, its id; the channel is then ``grant``)."""
+    the standing grant that decides (``grant``, its id; the channel is then ``grant``), and the digest of the
+    arguments the decider saw (``seen``; ``None``: not said)."""
 
     question_id: str
     decision: Decision
@@ -87,6 +88,7 @@ class Attempt:
     by: Principal | None
     channel: Channel
     grant: str | None = None
+    seen: str | None = None
 
     def detail(self, reason: str | None = None) -> str | None:
         """What the trail's row says beside the outcome: ``reason``, and the grant that decided, if one did."""
@@ -171,15 +173,15 @@ def decide_question(
     trail = partial(
         record_attempt, connection, question, decision, at=now, by=by, channel=attempt.channel, note=attempt.note
     )
-    facts = Facts(question, decision, running=running, closed=closed, now=now)
+    facts = Facts(question, decision, running=running, closed=closed, now=now, seen=attempt.seen)
     rule = first_stop(facts)
     if rule is not None and rule.outcome == "lost":
         trail("lost", answer=answer, detail=attempt.detail(_why_lost(question)))
         return Settled()
     refusal: TarryError | None = None
     outcome: AttemptOutcome = "refused"
-    if rule is not None and rule.error is not None:  # expired, or declining a running call
-        refusal, outcome = rule.error(facts), "expired" if rule.outcome == "expired" else "running"
+    if rule is not None and rule.error is not None:  # expired, declining a running call, or arguments changed
+        refusal, outcome = rule.error(facts), _REFUSED.get(rule.outcome, "refused")
     else:  # no rule stopped it, or only its approval policy is left to apply
         try:
             verdict = judge(question, decision, by, may_decide, answer, through_grant=attempt.grant is not None)
@@ -193,13 +195,18 @@ def decide_question(
             question = question.with_vote(vote_for(question, by, now, answer))
         answer = recorded_answer(question, answer)
     if verdict == "count":
-        connection.execute(update(questions).where(questions.c.id == question.id).values(votes=_votes(question)))
+        votes = {"votes": _votes(question), "proposal_digest": question.proposal_digest}
+        connection.execute(update(questions).where(questions.c.id == question.id).values(votes))
         assert question.policy is not None
         counted = f"{len(question.votes)} of {question.policy.count} approvals"
         trail("counted", answer=answer, detail=attempt.detail(counted))
         return Settled(question)
     values = _decision_values(question, row["tool_call_id"], attempt, answer, now, _votes(question))
     return _record(connection, question, attempt, answer, values, postgres=postgres)
+
+
+_REFUSED: dict[str, AttemptOutcome] = {"expired": "expired", "running": "running"}
+"""What the trail says of an attempt a rule refused, by the rule's outcome (any other: ``refused``)."""
 
 
 def _votes(question: Question) -> list[dict[str, Any]] | None:
@@ -255,7 +262,8 @@ def decide_if_open(
     else:
         question, running, closed = known, False, False
     answer = _checked_answer(attempt, question, row)
-    if first_stop(Facts(question, attempt.decision, running=running, closed=closed, now=now)) is not None:
+    facts = Facts(question, attempt.decision, running=running, closed=closed, now=now, seen=attempt.seen)
+    if first_stop(facts) is not None:
         return None
     if attempt.decision == "accept":  # no policy, so no votes: the arguments approved are the answer's or the model's
         answer = recorded_answer(question, answer)
@@ -348,6 +356,7 @@ def _recorded(
         "new_answer": answer,
         "new_note": attempt.note,
         "new_votes": votes,
+        "seen_digest": attempt.seen,
         **{f"new_{key}": value for key, value in decider_values(attempt.by, attempt.channel).items()},
         **{f"event_{key}": value for key, value in event.items()},
     }
@@ -421,13 +430,15 @@ row reads back (and whose call's arguments are a JSON object: ``_ODD_ARGUMENTS``
 _ODD_ARGUMENTS = func.json_typeof(tool_calls.c.arguments) != constant("object")
 
 
-def _decided_if_open(decision: Decision, *, decide: Update = _UNCHECKED_DECIDE, readable: bool = False) -> Update:
-    """``decide`` (the decision's writes on the question) only where no rule stops ``decision``
-    ([`passes`][tarry.store.decision_sql.passes]); with ``readable``, also only on an approval whose row and call
-    read back (``_READABLE``)."""
+def _decided_if_open(
+    decision: Decision, *, decide: Update = _UNCHECKED_DECIDE, readable: bool = False, seen: ColumnElement[Any] = SEEN
+) -> Update:
+    """``decide`` (the decision's writes on the question) only where no rule stops ``decision`` made on a view of
+    the arguments of digest ``seen`` ([`passes`][tarry.store.decision_sql.passes]); with ``readable``, also only on
+    an approval whose row and call read back (``_READABLE``)."""
     if readable:
-        return decide.where(*passes(decision, odd_call=_ODD_ARGUMENTS), *_READABLE)
-    return decide.where(*passes(decision))
+        return decide.where(*passes(decision, odd_call=_ODD_ARGUMENTS, seen=seen), *_READABLE)
+    return decide.where(*passes(decision, seen=seen))
 
 
 def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
@@ -545,6 +556,7 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
         "new_answer": answer,
         "given_question": [attempt.question_id for attempt in attempts],
         "given_note": [attempt.note for attempt in attempts],
+        "given_seen": [attempt.seen for attempt in attempts],
         **{f"given_{column}": [decider[column] for decider in deciders] for column in _DECIDERS},
     }
     rows = {row["id"]: row for row in fetch_all(connection, fast_statement(decision, "together"), values)}
@@ -571,7 +583,7 @@ def _decide_unread_together(decision: Decision) -> Executable:
     """The statement of ``decide_unread_together``: ``_decide_unread``'s, for each question the array
     ``given_question`` names, with the note and decider of the same place in ``given_note`` and ``given_<column>``;
     each decided question's call is bumped and its chat woken once, however many of its questions it decided."""
-    names = ("question", "note", *_DECIDERS)
+    names = ("question", "note", "seen", *_DECIDERS)
     given = (
         func.unnest(*(bindparam(f"given_{name}", type_=postgresql.ARRAY(String)) for name in names))
         .table_valued(*names)
@@ -591,7 +603,8 @@ def _decide_unread_together(decision: Decision) -> Executable:
             **{column: given.c[column] for column in _DECIDERS},
         )
     )
-    decided = _decided_if_open(decision, decide=decide, readable=True).returning(*questions.c).cte("decided")
+    checked = _decided_if_open(decision, decide=decide, readable=True, seen=given.c.seen)
+    decided = checked.returning(*questions.c).cte("decided")
     bumped = (
         update(tool_calls)
         .where(tool_calls.c.id.in_(select(decided.c.tool_call_id)))

@@ -86,6 +86,7 @@ class Host(Protocol):
         *,
         claim: ClaimAlong | None = None,
         on_claimed: Callable[[], None] | None = None,
+        seen: str | None = None,
     ) -> Settled: ...
 
     async def _announce(self, settled: Settled, decision: Decision) -> Settled: ...
@@ -553,6 +554,7 @@ class StoreJournal:
         running: bool,
         closed: bool,
         carry_on: bool = False,
+        seen: str | None = None,
     ) -> Question | None:
         """Record the decision under the question's row lock (which checks the call as stored, not ``running``).
 
@@ -566,12 +568,21 @@ class StoreJournal:
         row = None if question.tool_call is None else self._calls.get(question.tool_call.id)
         along, kept = None, None
         carries = carry_on and self._sessions > 0
-        seen = self._view.seen
-        if carries and row is not None and not row.claimed and seen is not None and not self.db.is_sqlite:
-            along = ClaimAlong(row.id, row.version, seen, self.store.owner, utcnow() + self._lease, self._lease)
+        held = self._view.seen
+        if carries and row is not None and not row.claimed and held is not None and not self.db.is_sqlite:
+            along = ClaimAlong(row.id, row.version, held, self.store.owner, utcnow() + self._lease, self._lease)
             kept = partial(self._keep_claim, row, along.until)
         settled = await self.store._decide(
-            question.id, decision, lambda _: answer, note, by, channel, question, claim=along, on_claimed=kept
+            question.id,
+            decision,
+            lambda _: answer,
+            note,
+            by,
+            channel,
+            question,
+            claim=along,
+            on_claimed=kept,
+            seen=seen,
         )
         decided = settled.question
         if decided is None:
