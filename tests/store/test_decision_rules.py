@@ -18,9 +18,9 @@ from tarry.edits import arguments_digest
 from tarry.questions import DECISIONS
 from tarry.store import Store
 from tarry.store.deciding import _ODD_ARGUMENTS, _QUESTION_NOW
+from tarry.store.decision_sql import SQL_RULES, passes, stopped_by
 from tarry.store.moment import lease_values
 from tarry.store.rows import question_and_call_from_row
-from tarry.store.decision_sql import SQL_RULES, passes, stopped_by
 from tarry.store.tables import chats, messages, questions, tool_calls
 
 HOUR = timedelta(hours=1)

@@ -598,7 +598,8 @@ class StoreJournal:
         return decided
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:
-        """Save a question the running call asks while it runs.
+        """Save a question the running call asks while it runs (or the approval asked again of a call a person changed,
+        which the standing grants that match the call as changed then decide, if any: ``Store._apply_grants``).
 
         Raises [`ClaimLostError`][tarry.errors.ClaimLostError], saving nothing, when this process no longer holds the
         open call (its lease ran out and another process took the call over, or closed it).
@@ -616,6 +617,11 @@ class StoreJournal:
             return version
 
         self._view.wrote(await self.db.run_write(write))
+        # An approval asked again of a call a person changed: a standing grant that matches the call as changed
+        # decides it, as one that matches a call of the model's reply decides its approval (``append``).
+        again = question.kind == "approval" and question.changed_arguments is not None
+        if again and await self.store._apply_grants(self.chat_id, [question]):
+            self._view.behind()
 
     async def close_unused(self, call_id: str, questions: Sequence[Question], note: str) -> list[Question]:
         """Cancel the questions in one transaction, only while this process holds the open call.

@@ -10,6 +10,7 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from types import TracebackType
@@ -857,7 +858,9 @@ class Store:
 
     async def _apply_grants(self, chat_id: str, asked: Sequence[Question]) -> bool:
         """Decide each of ``asked`` (approvals a chat has just recorded) that a live grant matches, as its granter
-        through the ``grant`` channel; whether any was decided or counted.
+        through the ``grant`` channel; whether any was decided or counted. A grant is matched against the call as the
+        approval proposes it ([`Question.proposal`][tarry.Question.proposal]): for an approval asked again of a call
+        a person changed, the call as changed.
 
         The grants are tried oldest first until one's attempt is recorded: one refused (its policy does not
         admit the granter, say) is on the trail, and the call waits for a person if no other grant approves it.
@@ -869,6 +872,8 @@ class Store:
         recorded = False
         for question in asked:
             call = question.tool_call
+            if call is not None and question.proposal is not None:  # the call as it would run: as a person changed it
+                call = replace(call, arguments=question.proposal)
             for grant in [grant for grant in found if call is not None and grant.matches(call, chat_id, agent, now)]:
                 try:
                     settled = await self._decide(
