@@ -18,7 +18,7 @@ from typing import Literal
 from tarry.errors import ProposalChangedError, QuestionExpiredError, TarryError, ToolCallRunningError
 from tarry.questions import Decision, Question
 
-__all__ = ["RULES", "Facts", "Rule", "RuleOutcome", "first_stop"]
+__all__ = ["RULES", "SEEING", "Facts", "Rule", "RuleOutcome", "first_stop"]
 
 RuleOutcome = Literal["lost", "expired", "running", "changed", "judged"]
 """What a rule that stops a decision makes of it: ``lost`` (another decision came
@@ -83,9 +83,15 @@ def _running_error(facts: Facts) -> TarryError:
     return ToolCallRunningError(f"Cannot decline question {question.id}: the {name} call is running right now")
 
 
+SEEING: tuple[Decision, ...] = ("accept", "respond")
+"""The decisions a digest of the arguments seen (``seen``) may stop: those that let the call go on or close it with
+a person's result. A decline or a cancellation stops the call whatever its arguments are now."""
+
+
 def _changed(facts: Facts) -> bool:
     # A question that proposes no arguments (not a call's approval) has no digest: any digest given misses it.
-    return facts.seen is not None and facts.seen != facts.question.proposal_digest
+    seen = facts.seen
+    return seen is not None and facts.decision in SEEING and seen != facts.question.proposal_digest
 
 
 def _changed_error(facts: Facts) -> TarryError:

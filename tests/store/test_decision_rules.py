@@ -127,7 +127,7 @@ def _store_rows(connection: Connection, generated: QuestionRow, now: datetime) -
             decision=generated.decision,
             decided_at=None if generated.decision is None else now - HOUR,
             policy=generated.policy,
-            proposal_digest=None if call_row is None else SHOWN,
+            digest=None if call_row is None else SHOWN,
         )
     )
     return question_id

@@ -367,6 +367,11 @@ def _add_inbox(commands: Any) -> None:
         help="approve the call with this argument changed (VALUE is read as JSON when it parses, else as text); "
         "give it once per argument",
     )  # fmt: skip
+    approve.add_argument(
+        "--seen", metavar="DIGEST",
+        help="approve only if the call's arguments are still those whose digest `tarry pending` or `tarry show` "
+        "printed (exit 11, nothing recorded, when someone changed them since)",
+    )  # fmt: skip
     approve.set_defaults(check=partial(_check_approve, approve))
     decline = add("decline", "decline a question; the note reaches the model")
     decline.add_argument("question", metavar="QUESTION_ID")
@@ -446,6 +451,15 @@ def _check_approve(parser: argparse.ArgumentParser, arguments: argparse.Namespac
         parser.error("give the QUESTION_ID to approve, or --chat CHAT_ID --all")
     if arguments.whole_turn and arguments.changes:
         parser.error("--set changes one call's arguments: give its QUESTION_ID, not --chat CHAT_ID --all")
+    if arguments.whole_turn and arguments.seen is not None:
+        parser.error("--seen is one question's digest: give its QUESTION_ID, not --chat CHAT_ID --all")
+    if arguments.seen is not None:
+        from tarry.decisions import check_seen  # the command line's own checks import nothing of tarry's at start
+
+        try:
+            check_seen(arguments.seen)
+        except ValueError as error:
+            parser.error(f"--seen: {error}")
     for pair in arguments.changes:
         if not pair.partition("=")[0] or "=" not in pair:
             parser.error(f"--set takes NAME=VALUE, got {pair!r}")

@@ -195,7 +195,7 @@ def decide_question(
             question = question.with_vote(vote_for(question, by, now, answer))
         answer = recorded_answer(question, answer)
     if verdict == "count":
-        votes = {"votes": _votes(question), "proposal_digest": question.proposal_digest}
+        votes = {"votes": _votes(question), "digest": question.proposal_digest}
         connection.execute(update(questions).where(questions.c.id == question.id).values(votes))
         assert question.policy is not None
         counted = f"{len(question.votes)} of {question.policy.count} approvals"
@@ -427,6 +427,9 @@ _READABLE = (  # an approval whose row reads back (see question_from_row); the l
 )
 """What a decision of a question it has not read asks of the question besides passing the rules: an approval whose
 row reads back (and whose call's arguments are a JSON object: ``_ODD_ARGUMENTS``)."""
+_READ_BACK = [column for column in questions.c if column.name != "digest"]
+"""The columns of a question a statement that decides it returns: all but the digest, which only its rules read (and
+the statement of several decisions must stay short)."""
 _ODD_ARGUMENTS = func.json_typeof(tool_calls.c.arguments) != constant("object")
 
 
@@ -515,7 +518,7 @@ def _decide_unread(decision: Decision) -> Executable:
     """The decision of ``decide_unread``: ``_decide_if_open`` on a question without fields, whose chat and
     call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
     question with its call's columns (as ``_QUESTION`` reads them) and the versions, or no row."""
-    decided = _decided_if_open(decision, readable=True).returning(*questions.c).cte("decided")
+    decided = _decided_if_open(decision, readable=True).returning(*_READ_BACK).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
     logged = insert_event_of_decided(decided)
@@ -556,7 +559,7 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
         "new_answer": answer,
         "given_question": [attempt.question_id for attempt in attempts],
         "given_note": [attempt.note for attempt in attempts],
-        "given_seen": [attempt.seen for attempt in attempts],
+        "given_saw": [attempt.seen for attempt in attempts],
         **{f"given_{column}": [decider[column] for decider in deciders] for column in _DECIDERS},
     }
     rows = {row["id"]: row for row in fetch_all(connection, fast_statement(decision, "together"), values)}
@@ -583,7 +586,7 @@ def _decide_unread_together(decision: Decision) -> Executable:
     """The statement of ``decide_unread_together``: ``_decide_unread``'s, for each question the array
     ``given_question`` names, with the note and decider of the same place in ``given_note`` and ``given_<column>``;
     each decided question's call is bumped and its chat woken once, however many of its questions it decided."""
-    names = ("question", "note", "seen", *_DECIDERS)
+    names = ("question", "note", "saw", *_DECIDERS)
     given = (
         func.unnest(*(bindparam(f"given_{name}", type_=postgresql.ARRAY(String)) for name in names))
         .table_valued(*names)
@@ -603,8 +606,8 @@ def _decide_unread_together(decision: Decision) -> Executable:
             **{column: given.c[column] for column in _DECIDERS},
         )
     )
-    checked = _decided_if_open(decision, decide=decide, readable=True, seen=given.c.seen)
-    decided = checked.returning(*questions.c).cte("decided")
+    checked = _decided_if_open(decision, decide=decide, readable=True, seen=given.c.saw)
+    decided = checked.returning(*_READ_BACK).cte("decided")
     bumped = (
         update(tool_calls)
         .where(tool_calls.c.id.in_(select(decided.c.tool_call_id)))

@@ -32,6 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from tarry.decision_rules import SEEING
 from tarry.questions import Decision
 from tarry.store.moment import NOW
 from tarry.store.tables import UNDECIDED_BY_KEY, constant, questions, tool_calls
@@ -99,8 +100,11 @@ def _running(decision: Decision, seen: ColumnElement[Any]) -> ColumnElement[bool
 
 
 def _changed(decision: Decision, seen: ColumnElement[Any]) -> ColumnElement[bool]:
-    # A question that proposes no arguments has no digest (NULL): any digest given misses it, as in Python.
-    return and_(seen.is_not(None), func.coalesce(questions.c.proposal_digest, "") != seen)
+    # A digest was given (``seen``) and is not the question's; a question that proposes no arguments has none (NULL),
+    # so any digest given misses it, as in Python. Short, and never NULL: it goes in the statement of several.
+    if decision not in SEEING:
+        return false()
+    return not_(func.coalesce(seen == questions.c.digest, seen.is_(None)))
 
 
 def _policy(decision: Decision, seen: ColumnElement[Any]) -> ColumnElement[bool]:

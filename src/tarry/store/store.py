@@ -480,11 +480,11 @@ class Store:
         and checked against the parameters its tool lets a person change (``Question.editable``). The call then
         runs with them; see [`tarry.edits`][tarry.edits].
 
-        ``seen`` says which arguments the decider was shown: the [`proposal_digest`][tarry.Question.proposal_digest]
-        of the question they saw. When the question proposes other arguments now (another person approved them
-        changed meanwhile), nothing is recorded (the trail says ``refused``) and
-        [`ProposalChangedError`][tarry.errors.ProposalChangedError] says what they are now. Without it, the
-        decision is for the arguments the question proposes when it is recorded.
+        ``seen`` (with ``"accept"`` or ``"respond"``) says which arguments the decider was shown: the
+        [`proposal_digest`][tarry.Question.proposal_digest] of the question they saw. When the question proposes
+        other arguments now (another person approved them changed meanwhile), nothing is recorded (the trail says
+        ``refused``) and [`ProposalChangedError`][tarry.errors.ProposalChangedError] says what they are now. Without
+        it, the decision is for the arguments the question proposes when it is recorded. A decline takes none.
 
         Raises [`UnknownQuestionError`][tarry.errors.UnknownQuestionError],
         [`InvalidAnswerError`][tarry.errors.InvalidAnswerError],
@@ -506,6 +506,8 @@ class Store:
         if decision == "decline":
             if answer is not None or arguments is not None:
                 raise ValueError("A decline takes no answer or arguments; say why in its note")
+            if seen is not None:
+                raise ValueError("A decline takes no seen: it stops the call whatever its arguments are now")
             check_note(note)
             answer_of: AnswerOf = _no_answer
         elif decision in ("accept", "respond"):

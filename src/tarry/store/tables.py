@@ -169,7 +169,7 @@ questions = Table(
     Column("decided_by_name", String(200)),
     Column("channel", String(16)),
     # Seen proposals (0015): the digest of the arguments a call's approval proposes now (Question.proposal_digest).
-    Column("proposal_digest", String(64)),
+    Column("digest", String(64)),
     Index("ix_tarry_questions_call", "tool_call_id"),
     # Pruning (0014): deleting a chat deletes its questions (and its served tasks) by chat.
     Index("ix_tarry_questions_chat", "chat_id"),

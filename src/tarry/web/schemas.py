@@ -106,6 +106,11 @@ class QuestionOut(BaseModel):
         description="For an approval: the arguments the call would run with as things stand (a person may have "
         "changed them)."
     )
+    proposal_digest: str | None = Field(
+        default=None,
+        description="For an approval: the digest of `proposal`; send it back as the approval's `seen` to approve "
+        "only those arguments.",
+    )
 
     @classmethod
     def of(cls, question: Question) -> QuestionOut:
@@ -132,6 +137,7 @@ class QuestionOut(BaseModel):
             votes=[VoteOut.of(vote) for vote in question.votes],
             editable=question.editable,
             proposal=question.proposal,
+            proposal_digest=question.proposal_digest,
         )
 
 
@@ -187,6 +193,12 @@ class ApproveIn(BaseModel):
         "checked against the question's editable schema.",
     )
     allow: AllowIn | None = Field(default=None, description="The grant to make along with the approval.")
+    seen: str | None = Field(
+        default=None,
+        description="The `proposal_digest` of the question as you were shown it: if its arguments changed since "
+        "(another person approved them changed), nothing is recorded and the answer is 409, saying what they are "
+        "now. Without it, the approval is for the arguments proposed when it is recorded.",
+    )
 
 
 class RespondIn(BaseModel):

@@ -1,6 +1,6 @@
 """Each approval's proposal digest: what a decision that says which arguments it saw (``seen``) is checked against.
 
-``proposal_digest`` holds [`Question.proposal_digest`][tarry.Question.proposal_digest] for a call's approval (NULL for
+``digest`` holds [`Question.proposal_digest`][tarry.Question.proposal_digest] for a call's approval (NULL for
 any other question), so the statements that decide without reading the question (``tarry.store.decision_sql``) can
 refuse a decision made on a view of arguments changed since. The undecided approvals already asked get theirs here;
 a decided question's digest is never read (the rule ``decided`` stops a decision first).
@@ -26,7 +26,7 @@ _BATCH = 500
 
 
 def upgrade() -> None:
-    op.add_column("tarry_questions", sa.Column("proposal_digest", sa.String(64)))
+    op.add_column("tarry_questions", sa.Column("digest", sa.String(64)))
     questions = sa.table(
         "tarry_questions",
         sa.column("id", sa.String),
@@ -35,7 +35,7 @@ def upgrade() -> None:
         sa.column("decision", sa.String),
         sa.column("extra", sa.JSON),
         sa.column("votes", sa.JSON),
-        sa.column("proposal_digest", sa.String),
+        sa.column("digest", sa.String),
     )
     calls = sa.table("tarry_tool_calls", sa.column("id", sa.Integer), sa.column("arguments", sa.JSON))
     connection = op.get_bind()
@@ -46,9 +46,9 @@ def upgrade() -> None:
         .order_by(questions.c.id)
     )
     rows = connection.execute(undecided).all()
-    digests = [{"row": row.id, "digest": _digest(row.extra, row.votes, row.arguments)} for row in rows]
+    digests = [{"row_id": row.id, "new_digest": _digest(row.extra, row.votes, row.arguments)} for row in rows]
     set_digest = (
-        sa.update(questions).where(questions.c.id == sa.bindparam("row")).values(proposal_digest=sa.bindparam("digest"))
+        sa.update(questions).where(questions.c.id == sa.bindparam("row_id")).values(digest=sa.bindparam("new_digest"))
     )
     for start in range(0, len(digests), _BATCH):
         connection.execute(set_digest, digests[start : start + _BATCH])
@@ -67,4 +67,4 @@ def _digest(extra: Any, votes: Any, arguments: Any) -> str:
 
 
 def downgrade() -> None:
-    op.drop_column("tarry_questions", "proposal_digest")
+    op.drop_column("tarry_questions", "digest")
