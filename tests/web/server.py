@@ -13,6 +13,7 @@ import uvicorn
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.web import Authorize, create_app
+from tarry.web.access import Identify
 
 TOKEN = "test-login-token-0123456789"
 
@@ -20,13 +21,16 @@ TOKEN = "test-login-token-0123456789"
 class LiveServer:
     """A real uvicorn server for the inbox of the database at ``url``; records ``on_answer`` calls.
 
-    With ``authorize`` the app uses it instead of the login token.
+    With ``authorize`` the app uses it instead of the login token, and ``identify`` (with it) says who decides.
     """
 
-    def __init__(self, url: str, token: str = TOKEN, authorize: Authorize | None = None) -> None:
+    def __init__(
+        self, url: str, token: str = TOKEN, authorize: Authorize | None = None, identify: Identify | None = None
+    ) -> None:
         self.url = url
         self.token = token
         self.authorize = authorize
+        self.identify = identify
         self.answered: list[Question] = []
         self.hooked: list[Question] = []
         self._server: uvicorn.Server | None = None
@@ -52,7 +56,9 @@ class LiveServer:
             async with Store(self.url) as store:
                 store.decision_hooks.append(self.hooked.append)
                 if self.authorize is not None:
-                    app = create_app(store, authorize=self.authorize, on_answer=self.answered.append)
+                    app = create_app(
+                        store, authorize=self.authorize, identify=self.identify, on_answer=self.answered.append
+                    )
                 else:
                     app = create_app(store, token=self.token, on_answer=self.answered.append)
                 self._server = uvicorn.Server(
