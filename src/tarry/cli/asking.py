@@ -70,6 +70,7 @@ class Asker:
             self.out.print(f"[red]Not recorded: {escape(str(error))}[/]")
         except ProposalChangedError as error:  # someone changed the arguments while the prompt showed them
             self.out.print(f"[red]Not recorded: {escape(str(error))}[/]")
+            await self.ask(await self.chat.question(question))  # asked again, showing what it proposes now
 
     async def _line(self, prompt: str) -> str:
         line = await self.reader.readline(prompt)

@@ -28,6 +28,7 @@ from tarry.errors import (
     ChatNotFoundError,
     ClaimLostError,
     PendingToolCallsError,
+    ProposalChangedError,
     StoreConflictError,
     StoreFullError,
     StoreReadOnlyError,
@@ -572,18 +573,14 @@ class StoreJournal:
         if carries and row is not None and not row.claimed and held is not None and not self.db.is_sqlite:
             along = ClaimAlong(row.id, row.version, held, self.store.owner, utcnow() + self._lease, self._lease)
             kept = partial(self._keep_claim, row, along.until)
-        settled = await self.store._decide(
-            question.id,
-            decision,
-            lambda _: answer,
-            note,
-            by,
-            channel,
-            question,
-            claim=along,
-            on_claimed=kept,
-            seen=seen,
-        )
+        made = (question.id, decision, lambda _: answer, note, by, channel, question)
+        try:
+            settled = await self.store._decide(*made, claim=along, on_claimed=kept, seen=seen)
+        except ProposalChangedError:
+            # The question changed in what the chat's version does not count (an approval counted elsewhere): the
+            # next look reads the rows, so the chat shows what the question proposes now.
+            self._view.behind()
+            raise
         decided = settled.question
         if decided is None:
             return None
