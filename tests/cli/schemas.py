@@ -70,6 +70,7 @@ QUESTION: dict[str, Any] = {
         "source": {"type": ["string", "null"]},
         "editable": {"type": ["object", "null"]},
         "proposal": {"type": ["object", "null"]},
+        "proposal_digest": {"anyOf": [{"type": "string", "pattern": "^[0-9a-f]{64}$"}, {"type": "null"}]},
     },
 }  # fmt: skip
 PENDING = {"type": "array", "items": QUESTION}
