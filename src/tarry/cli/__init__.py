@@ -451,18 +451,23 @@ def _check_approve(parser: argparse.ArgumentParser, arguments: argparse.Namespac
         parser.error("give the QUESTION_ID to approve, or --chat CHAT_ID --all")
     if arguments.whole_turn and arguments.changes:
         parser.error("--set changes one call's arguments: give its QUESTION_ID, not --chat CHAT_ID --all")
-    if arguments.whole_turn and arguments.seen is not None:
-        parser.error("--seen is one question's digest: give its QUESTION_ID, not --chat CHAT_ID --all")
-    if arguments.seen is not None:
-        from tarry.decisions import check_seen  # the command line's own checks import nothing of tarry's at start
-
-        try:
-            check_seen(arguments.seen)
-        except ValueError as error:
-            parser.error(f"--seen: {error}")
     for pair in arguments.changes:
         if not pair.partition("=")[0] or "=" not in pair:
             parser.error(f"--set takes NAME=VALUE, got {pair!r}")
+    if arguments.seen is not None:
+        _check_seen(parser, arguments)
+
+
+def _check_seen(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:
+    """``tarry approve --seen DIGEST`` takes one question's digest, as ``tarry pending`` prints it."""
+    from tarry.decisions import check_seen  # the command line's own checks import nothing of tarry's at start
+
+    if arguments.whole_turn:
+        parser.error("--seen is one question's digest: give its QUESTION_ID, not --chat CHAT_ID --all")
+    try:
+        check_seen(arguments.seen)
+    except ValueError as error:
+        parser.error(f"--seen: {error}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

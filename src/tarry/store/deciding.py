@@ -550,17 +550,13 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
         raise ValueError("Attempts decided together must each name another question")
     now = utcnow()
     answer: dict[str, Any] | None = {} if decision == "accept" else None
-    deciders = [decider_values(attempt.by, attempt.channel) for attempt in attempts]
     values = {
         "moment": now,
         "now": now,
         "clock_moved": moved().total_seconds(),
         "new_decision": decision,
         "new_answer": answer,
-        "given_question": [attempt.question_id for attempt in attempts],
-        "given_note": [attempt.note for attempt in attempts],
-        "given_saw": [attempt.seen for attempt in attempts],
-        **{f"given_{column}": [decider[column] for decider in deciders] for column in _DECIDERS},
+        **_given(attempts),
     }
     rows = {row["id"]: row for row in fetch_all(connection, fast_statement(decision, "together"), values)}
     settled: list[Settled | Exception | None] = []
@@ -580,6 +576,18 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
 
 _DECIDERS = ("decided_by", "decided_by_name", "channel")
 """The columns of a question that say who decided it, through what (``decider_values``)."""
+
+
+def _given(attempts: Sequence[Attempt]) -> dict[str, list[Any]]:
+    """The arrays of ``_decide_unread_together``'s statement: each attempt's question, note, digest seen (``saw``)
+    and decider, in the attempts' order."""
+    deciders = [decider_values(attempt.by, attempt.channel) for attempt in attempts]
+    return {
+        "given_question": [attempt.question_id for attempt in attempts],
+        "given_note": [attempt.note for attempt in attempts],
+        "given_saw": [attempt.seen for attempt in attempts],
+        **{f"given_{column}": [decider[column] for decider in deciders] for column in _DECIDERS},
+    }
 
 
 def _decide_unread_together(decision: Decision) -> Executable:
