@@ -178,16 +178,20 @@ def _declined_on_timeout(call: ToolCall, note: str | None) -> Standing:
     return Standing(CallState.CLOSES, f"Nobody decided on the {call.name} call in time; its policy declined it.", note)
 
 
-def check_decision(question: Question, decision: Decision, *, running: bool, closed: bool, now: datetime) -> bool:
+def check_decision(
+    question: Question, decision: Decision, *, running: bool, closed: bool, now: datetime, seen: str | None = None
+) -> bool:
     """Whether a decision may be recorded on ``question`` now, by [`RULES`][tarry.decision_rules.RULES] in order.
 
     Returns ``False`` when another decision came first, or when the question's call has
     already ended (an old question is never answered anew); raises
     [`QuestionExpiredError`][tarry.errors.QuestionExpiredError] when the question lapsed, and
-    [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] for declining a question whose call runs right now.
+    [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] for declining a question whose call runs right now,
+    and [`ProposalChangedError`][tarry.errors.ProposalChangedError] when ``seen`` (a digest of arguments) is not the
+    digest of the arguments the question proposes now.
     ``True`` leaves the question's approval policy, if any, to [`judge`][tarry.approvals.judge].
     """
-    facts = Facts(question, decision, running=running, closed=closed, now=now)
+    facts = Facts(question, decision, running=running, closed=closed, now=now, seen=seen)
     rule = first_stop(facts)
     if rule is None or rule.outcome == "judged":
         return True

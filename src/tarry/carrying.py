@@ -163,6 +163,9 @@ class CallCarrier:
                 outcome = await step()
                 await run.finish()
             except _AskedAgain:  # the call as changed waits on another approval now: nothing ran, nothing to save
+                # Its tool did not run: once that approval is decided (a standing grant may decide it at once), the
+                # call runs in this round.
+                self.resumed.discard(call_id)
                 return None
             except ClaimLostError:  # the tool asked a question after another process took its call over
                 logger.warning(

@@ -13,6 +13,7 @@ from tarry.clock import utcnow
 from tarry.decisions import (
     Approvals,
     check_respondable,
+    check_seen,
     find_question,
     given_result,
     is_call_approval,
@@ -226,18 +227,23 @@ class Chat:
         arguments: Mapping[str, Any] | None = None,
         by: str | Principal | None = None,
         channel: Channel = "code",
+        seen: str | None = None,
     ) -> bool:
         """Approve ``question``; same arguments, return value and errors as [`answer`][tarry.Chat.answer].
 
         ``arguments`` changes the call's arguments as it approves them: parameter names to new values, checked
         against the parameters its tool lets a person change ([`InvalidAnswerError`][tarry.errors.InvalidAnswerError]
-        names each one that is wrong). See [`tarry.edits`][tarry.edits].
+        names each one that is wrong). See [`tarry.edits`][tarry.edits]. ``seen`` is the
+        [`proposal_digest`][tarry.Question.proposal_digest] of the question the approver was shown: when the call's
+        arguments changed since (another person approved them changed), nothing is recorded and
+        [`ProposalChangedError`][tarry.errors.ProposalChangedError] says what they are now.
         """
+        seen = check_seen(seen)
         async with self._journal.session():
             target = await self._find(question)
             principal, through = principal_of(by), check_channel(channel)
             accepted = target.check_answer() if arguments is None else check_edit(target, arguments)
-            return await self._decide(target, "accept", accepted, None, principal, through)
+            return await self._decide(target, "accept", accepted, None, principal, through, seen=seen)
 
     async def decline(
         self,
@@ -392,17 +398,19 @@ class Chat:
         channel: Channel,
         *,
         frees: bool = False,
+        seen: str | None = None,
     ) -> bool:
         """Record a decision through the journal and hold the question it leaves in place of ``question``; False when
         another came first.
 
         ``frees``: the chat carries on next, so a decision that frees a call may claim it, unless the chat
-        must first load tools or wait on a question of its own (see ``record_decision``).
+        must first load tools or wait on a question of its own (see ``record_decision``). ``seen``: the digest of the
+        arguments the decider saw.
         """
         record = self.record_of(question)
         carries_on = frees and all(source.loaded for source in self._sources) and not self._waits_on_own_question()
         made = (decision, answer, note, by, channel)
-        decided = await record_decision(self._journal, question, record, *made, carries_on=carries_on)
+        decided = await record_decision(self._journal, question, record, *made, carries_on=carries_on, seen=seen)
         if decided is not None and record is None:
             self.chat_questions = [decided if held.id == decided.id else held for held in self.chat_questions]
         return decided is not None

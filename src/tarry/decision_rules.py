@@ -9,19 +9,21 @@ when none stops the decision.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from tarry.errors import QuestionExpiredError, TarryError, ToolCallRunningError
+from tarry.errors import ProposalChangedError, QuestionExpiredError, TarryError, ToolCallRunningError
 from tarry.questions import Decision, Question
 
-__all__ = ["RULES", "Facts", "Rule", "RuleOutcome", "first_stop"]
+__all__ = ["RULES", "SEEING", "Facts", "Rule", "RuleOutcome", "first_stop"]
 
-RuleOutcome = Literal["lost", "expired", "running", "judged"]
+RuleOutcome = Literal["lost", "expired", "running", "changed", "judged"]
 """What a rule that stops a decision makes of it: ``lost`` (another decision came
-first, or the call ended: nothing is recorded), ``expired`` and ``running`` (refused, with an error), ``judged``
+first, or the call ended: nothing is recorded), ``expired``, ``running`` and ``changed`` (refused, with an error),
+``judged``
 (the question's approval policy decides: [`judge`][tarry.approvals.judge])."""
 
 
@@ -36,6 +38,9 @@ class Facts:
     closed: bool
     """The question's call has ended (it has its result)."""
     now: datetime
+    seen: str | None = None
+    """The digest of the arguments the decider was shown ([`Question.proposal_digest`][tarry.Question.proposal_digest]
+    as they saw it), or ``None`` when the decision does not say."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,32 @@ def _running_error(facts: Facts) -> TarryError:
     return ToolCallRunningError(f"Cannot decline question {question.id}: the {name} call is running right now")
 
 
+SEEING: tuple[Decision, ...] = ("accept", "respond")
+"""The decisions a digest of the arguments seen (``seen``) may stop: those that let the call go on or close it with
+a person's result. A decline or a cancellation stops the call whatever its arguments are now."""
+
+
+def _changed(facts: Facts) -> bool:
+    # A question that proposes no arguments (not a call's approval) has no digest: any digest given misses it.
+    seen = facts.seen
+    return seen is not None and facts.decision in SEEING and seen != facts.question.proposal_digest
+
+
+def _changed_error(facts: Facts) -> TarryError:
+    question = facts.question
+    proposal = question.proposal
+    if proposal is None:
+        return ProposalChangedError(
+            f"Question {question.id} proposes no arguments, so no digest of them was seen", proposal=None, digest=None
+        )
+    now = json.dumps(proposal, ensure_ascii=False, sort_keys=True, default=str)
+    return ProposalChangedError(
+        f"The arguments of question {question.id} changed since you saw them: it now proposes {now}",
+        proposal=proposal,
+        digest=question.proposal_digest,
+    )
+
+
 def _has_policy(facts: Facts) -> bool:
     return facts.question.policy is not None
 
@@ -87,10 +118,12 @@ RULES: tuple[Rule, ...] = (
     Rule("expired", "expired", _expired, _expired_error),
     Rule("ended", "lost", _ended),
     Rule("running", "running", _declines_running, _running_error),
+    Rule("changed", "changed", _changed, _changed_error),
     Rule("policy", "judged", _has_policy),
 )
 """The checks of a decision, in this order: decided already, expired, its call ended, declining a call that
-runs, and last the question's approval policy, which only [`judge`][tarry.approvals.judge] can apply."""
+runs, a decision that saw other arguments than the question proposes now (``seen``), and last the question's
+approval policy, which only [`judge`][tarry.approvals.judge] can apply."""
 
 
 def first_stop(facts: Facts) -> Rule | None:

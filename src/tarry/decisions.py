@@ -37,6 +37,21 @@ class Approvals:
         return cls(questions, principal_of(by), check_channel("code" if channel is None else channel))
 
 
+def check_seen(seen: object) -> str | None:
+    """``seen`` as a decision takes it: the digest of the arguments the decider saw
+    ([`Question.proposal_digest`][tarry.Question.proposal_digest]), 64 hexadecimal digits, or ``None``.
+
+    Raises ``TypeError`` for one that is not text, ``ValueError`` for text that is no such digest.
+    """
+    if seen is None:
+        return None
+    if not isinstance(seen, str):
+        raise TypeError(f"seen is the digest of the arguments shown (text), got {type(seen).__name__}")
+    if len(seen) != 64 or any(char not in "0123456789abcdef" for char in seen):
+        raise ValueError(f"seen is a proposal's digest (64 lowercase hexadecimal digits), got {seen!r}")
+    return seen
+
+
 def question_id(question: Question | str) -> str:
     """The id of ``question``, a [`Question`][tarry.Question] or its id."""
     wanted = question.id if isinstance(question, Question) else question
@@ -68,18 +83,20 @@ async def record_decision(
     channel: Channel,
     *,
     carries_on: bool = False,
+    seen: str | None = None,
 ) -> Question | None:
     """Record a decision on ``question`` (asked by the call of ``record``, ``None`` for the chat's own) through
     ``journal``; the question as the decision left it (decided, or with one more approval counted), held in
     ``record`` in place of ``question``, or ``None`` when another decision came first.
 
     ``carries_on``: the chat carries the call on next, so when this decision frees it (see ``frees``),
-    the journal may start the call along with the decision (``carry_on`` of ``Journal.decide``).
+    the journal may start the call along with the decision (``carry_on`` of ``Journal.decide``). ``seen``: the
+    digest of the arguments the decider saw (``seen`` of ``Journal.decide``).
     """
     running, closed = (record.running, not record.open) if record is not None else (False, False)
     carry_on = carries_on and record is not None and frees(record, question)
     decided = await journal.decide(
-        question, decision, answer, note, by, channel, running=running, closed=closed, carry_on=carry_on
+        question, decision, answer, note, by, channel, running=running, closed=closed, carry_on=carry_on, seen=seen
     )
     if decided is None or record is None:
         return decided

@@ -10,7 +10,6 @@ same arguments count together.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
@@ -24,7 +23,7 @@ from tarry.errors import InvalidAnswerError
 from tarry.messages import Message, ToolCall
 from tarry.policies import Approval, Vote
 from tarry.principals import Principal
-from tarry.questions import Question
+from tarry.questions import Question, digest_of
 
 __all__ = [
     "Editable",
@@ -54,8 +53,7 @@ def arguments_digest(arguments: Mapping[str, Any]) -> str:
     >>> arguments_digest({"b": 1, "a": [1, 2]}) == arguments_digest({"a": [1, 2], "b": 1})
     True
     """
-    text = json.dumps(dict(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
+    return digest_of(arguments)
 
 
 def editable_schema(name: str, parameters: Mapping[str, Any], editable: Editable) -> dict[str, Any] | None:

@@ -81,6 +81,17 @@ class NotRespondableError(TarryError, ValueError):
     """
 
 
+class ProposalChangedError(TarryError):
+    """An approval said which arguments it saw (``seen``, their digest), and the call's approval proposes others now:
+    someone changed them since. Nothing is recorded; ``proposal`` holds the arguments proposed now, and ``digest``
+    their digest, to show the person before they decide again."""
+
+    def __init__(self, message: str, *, proposal: Mapping[str, Any] | None, digest: str | None) -> None:
+        super().__init__(message)
+        self.proposal = None if proposal is None else dict(proposal)
+        self.digest = digest
+
+
 class QuestionExpiredError(TarryError):
     """The question's time to live passed before anyone decided it."""
 

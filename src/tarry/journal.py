@@ -97,6 +97,7 @@ class Journal(Protocol):
         running: bool,
         closed: bool,
         carry_on: bool = False,
+        seen: str | None = None,
     ) -> Question | None:
         """Record a decision on ``question`` unless another came first; checks as ``check_decision``.
 
@@ -111,6 +112,9 @@ class Journal(Protocol):
         open session. The journal may then start the call along with the decision: the call is the
         session's from then on (its next ``hold_call`` takes it as it is), and the session gives it
         back if the run does not carry it on after all. Outside a session it means nothing.
+
+        ``seen``: the digest of the arguments the decider was shown; when the question proposes others now, raises
+        [`ProposalChangedError`][tarry.errors.ProposalChangedError], recording nothing.
         """
         ...
 
@@ -210,13 +214,14 @@ class MemoryJournal:
         running: bool,
         closed: bool,
         carry_on: bool = False,
+        seen: str | None = None,
     ) -> Question | None:
         """Check the decision against the question as the chat holds it; return the question that records it.
 
         An in-memory chat has no ``may_decide``: a policy that names ``by`` needs a store.
         """
         now = utcnow()
-        if not check_decision(question, decision, running=running, closed=closed, now=now):
+        if not check_decision(question, decision, running=running, closed=closed, now=now, seen=seen):
             return None
         verdict = judge(question, decision, by, None, answer)
         decided = question

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, replace
 from datetime import datetime
@@ -27,6 +29,7 @@ __all__ = [
     "Question",
     "QuestionKind",
     "Verdict",
+    "digest_of",
     "fields_from_schema",
 ]
 
@@ -214,6 +217,14 @@ class Question:
         return dict(self.tool_call.arguments)
 
     @property
+    def proposal_digest(self) -> str | None:
+        """The digest ([`arguments_digest`][tarry.edits.arguments_digest]) of [`proposal`][tarry.Question.proposal]:
+        what an approval passes as ``seen`` to be recorded only while the question still proposes those arguments;
+        ``None`` for other questions."""
+        proposal = self.proposal
+        return None if proposal is None else digest_of(proposal)
+
+    @property
     def requested_schema(self) -> dict[str, Any]:
         """The question's fields as a JSON schema object, as an MCP elicitation carries them."""
         return {
@@ -309,7 +320,15 @@ class Question:
             "reminded_at": _iso(self.reminded_at),
             "escalated_at": _iso(self.escalated_at),
             "escalated_to": list(self.escalated_to),
+            "proposal_digest": self.proposal_digest,
         }
+
+
+def digest_of(arguments: Mapping[str, Any]) -> str:
+    """The SHA-256 of ``arguments`` as canonical JSON (keys sorted, no spaces), in hex
+    ([`arguments_digest`][tarry.edits.arguments_digest] is its public name)."""
+    text = json.dumps(dict(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 _RESTORED_DEFAULTS = {item.name: item.default for item in dataclasses.fields(Question) if item.default is not MISSING}

@@ -1,7 +1,7 @@
 """The agent that ``tarry chat --agent`` runs in the CLI tests: a scripted model and four kinds of waiting tool.
 
 The model reads only the transcript, so a resumed chat in a new process carries on with a fresh one.
-What the user says picks the tool: "pay" needs an approval, "book" asks a form, "login" asks a
+What the user says picks the tool: "pay" needs an approval, "share" two people's, "book" asks a form, "login" asks a
 URL, "render" returns a task that moves on by half at each check, "mcp" books through the MCP
 booking server of the MCP tests (given with ``--mcp``), "refund" asks for the approval of tarry's
 own MCP server (``remote_errands.py`` behind ``tarry mcp serve``), "everything" asks server-everything's form,
@@ -10,7 +10,7 @@ own MCP server (``remote_errands.py`` behind ``tarry mcp serve``), "everything" 
 
 from __future__ import annotations
 
-from tarry import Agent, Task, Tool
+from tarry import Agent, Approval, Task, Tool
 from tarry.demo import BookTable
 from tarry.errors import ProviderError
 from tarry.messages import Message
@@ -24,6 +24,12 @@ class TransferMoney(Tool):
 
     def execute(self, amount: int, to: str) -> str:
         return f"Sent {amount} EUR to {to}."
+
+
+class SharedTransfer(TransferMoney):
+    """Moves money to someone; two people approve every shared transfer."""
+
+    requires_approval = Approval(count=2)
 
 
 class Login(Tool):
@@ -63,6 +69,8 @@ def turn(messages: list[Message]) -> str | list[dict[str, object]]:
         return [{"name": "refund", "arguments": {"order": "A-17"}}]
     if "everything" in text:  # server-everything's form of every field kind, pushed while the call runs
         return [{"name": "trigger-elicitation-request", "arguments": {}}]
+    if "share" in text:
+        return [{"name": "shared_transfer", "arguments": {"amount": 20, "to": "Bob"}}]
     if "pay" in text:
         return [{"name": "transfer_money", "arguments": {"amount": 20, "to": "Bob"}}]
     if "book" in text:
@@ -77,6 +85,6 @@ def turn(messages: list[Message]) -> str | list[dict[str, object]]:
 agent = Agent(
     "cli-test",
     model=lambda: ScriptedModel([turn] * 100, name="cli-test"),
-    tools=[TransferMoney(), BookTable(), Login(), RenderVideo()],
+    tools=[TransferMoney(), SharedTransfer(), BookTable(), Login(), RenderVideo()],
     instructions="You run errands.",
 )

@@ -79,6 +79,7 @@ QUESTION: dict[str, Any] = {
         "reminded_at": TIME,
         "escalated_at": TIME,
         "escalated_to": {"type": "array", "items": {"type": "string"}},
+        "proposal_digest": {"anyOf": [{"type": "string", "pattern": "^[0-9a-f]{64}$"}, {"type": "null"}]},
     },
 }  # fmt: skip
 PENDING = {"type": "array", "items": QUESTION}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from tarry.cli.exits import Exit
+from tarry.edits import arguments_digest
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 from tests.cli.chat_agent import agent, turn
@@ -46,3 +47,37 @@ def test_set_needs_a_name_and_one_question() -> None:
     assert bad.returncode == Exit.USAGE and "--set takes NAME=VALUE, got 'amount'" in bad.stderr
     whole = tarry("approve", "--chat", "c1", "--all", "--set", "amount=1")
     assert whole.returncode == Exit.USAGE and "--set changes one call's arguments" in whole.stderr
+
+
+async def test_approve_with_seen_refuses_arguments_changed_since_pending_printed_them(
+    store: Store, database_url: str
+) -> None:
+    chat = await store.create_chat(agent=agent)
+    await chat.ask("pay Bob")
+    [approval] = await chat.pending_questions()
+    listed = await asyncio.to_thread(tarry, "pending", "--url", database_url)
+    digest = approval.proposal_digest
+    assert digest is not None and f"arguments digest: {digest} (approve with --seen DIGEST)" in listed.stdout
+    shown = await asyncio.to_thread(tarry, "show", chat.id, "--url", database_url)
+    assert f"arguments digest: {digest}" in shown.stdout
+    as_json = await asyncio.to_thread(tarry, "pending", "--json", "--url", database_url)
+    assert f'"proposal_digest": "{digest}"' in as_json.stdout
+
+    other = arguments_digest({"amount": 5, "to": "Bob"})  # what a listing printed before someone changed the call
+    stale = await asyncio.to_thread(tarry, "approve", approval.id, "--seen", other, "--url", database_url)
+    assert stale.returncode == Exit.CHANGED, stale.stderr
+    assert "changed since you saw them" in stale.stderr and '"amount": 20' in stale.stderr
+    assert (await store.question(approval.id)).decision is None
+    [event] = await store.history(question_id=approval.id)
+    assert event.outcome == "refused" and event.channel == "cli"
+
+    done = await asyncio.to_thread(tarry, "approve", approval.id, "--seen", digest, "--url", database_url)
+    assert done.returncode == Exit.OK, done.stderr
+    assert (await store.question(approval.id)).decision == "accept"
+
+
+def test_seen_takes_a_digest_of_one_question() -> None:
+    bad = tarry("approve", "some-id", "--seen", "abc")
+    assert bad.returncode == Exit.USAGE and "--seen: seen is a proposal's digest" in bad.stderr
+    whole = tarry("approve", "--chat", "c1", "--all", "--seen", "a" * 64)
+    assert whole.returncode == Exit.USAGE and "--seen is one question's digest" in whole.stderr

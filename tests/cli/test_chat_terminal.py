@@ -17,6 +17,7 @@ import pexpect
 import pytest
 
 from tarry.cli.exits import Exit
+from tarry.store import Store
 from tests.cli.conftest import HERE, tarry, tarry_command, user_environment
 
 TIMEOUT = 180
@@ -331,3 +332,26 @@ def test_tarry_mcp_serves_approval_is_asked_and_only_the_persons_yes_runs_the_to
     ]
     served_trail = json.loads(tarry("history", "--json", "--url", f"sqlite:///{workdir / 'served.db'}").stdout)
     assert [(event["decision"], event["channel"]) for event in served_trail] == [(decision, "mcp")]
+
+
+def test_y_is_for_the_arguments_the_prompt_showed(chat: Terminal, workdir: Path) -> None:
+    chat.say("share 20 with Bob")
+    chat.expect("Approve shared_transfer(amount=20, to='Bob')?")
+    chat.expect("r: RESULT = give the result instead> ")
+
+    async def changed_elsewhere() -> None:  # another person approves it with the amount changed, meanwhile
+        async with Store(f"sqlite:///{workdir / 'tarry.db'}") as store:
+            [question] = await store.pending_questions()
+            assert await store.approve(question.id, arguments={"amount": 5}, by="bob")
+
+    asyncio.run(changed_elsewhere())
+    chat.say("y")
+    chat.expect('changed since you saw them: it now proposes {"amount": 5, "to": "Bob"}')
+    chat.expect("as a person changed it: amount=5 (was 20)")
+    chat.expect("r: RESULT = give the result instead> ")
+    chat.say("y")  # for what it shows now: the second approval of 5
+    chat.expect("Done: A person changed the arguments of this shared_transfer call before approving it")
+    chat.expect("It ran with the changed arguments.")
+    chat.expect("Sent 5 EUR to Bob.")
+    chat.expect("you> ")
+    assert chat.finish() == Exit.OK

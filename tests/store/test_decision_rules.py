@@ -14,13 +14,20 @@ from sqlalchemy import Connection, and_, insert
 
 from tarry.clock import utcnow
 from tarry.decision_rules import RULES, Facts, first_stop
+from tarry.edits import arguments_digest
 from tarry.questions import DECISIONS
 from tarry.store import Store
-from tarry.store.deciding import _ODD_ARGUMENTS, _QUESTION_NOW, read_question
+from tarry.store.deciding import _ODD_ARGUMENTS, _QUESTION_NOW
 from tarry.store.decision_sql import SQL_RULES, passes, stopped_by
+from tarry.store.moment import lease_values
+from tarry.store.rows import question_and_call_from_row
 from tarry.store.tables import chats, messages, questions, tool_calls
 
 HOUR = timedelta(hours=1)
+ARGUMENTS = {"to": "Bob"}
+SHOWN = arguments_digest(ARGUMENTS)
+"""The digest of what the generated call's approval proposes."""
+OTHER = arguments_digest({"to": "Eve"})
 
 
 def test_the_sql_forms_name_the_python_rules_in_their_order() -> None:
@@ -47,6 +54,8 @@ class QuestionRow:
     """Hours from now (negative: past)."""
     policy: dict[str, Any] | None
     extra: dict[str, Any] | None
+    seen: str | None = None
+    """The digest the decision says its decider saw (``None``: it does not say)."""
 
 
 # Weighted toward what reaches the later rules: an undecided question, with time left, of a call that runs.
@@ -63,6 +72,7 @@ _QUESTIONS = st.builds(
     st.sampled_from(
         [None, {}, {"awaited": True}, {"awaited": False}, {"awaited": "true"}, {"awaited": 1}, {"other": True}]
     ),
+    st.sampled_from([None, None, SHOWN, OTHER]),
 )
 
 
@@ -93,7 +103,7 @@ def _store_rows(connection: Connection, generated: QuestionRow, now: datetime) -
                 message_position=0,
                 call_id="call-1",
                 name="pay",
-                arguments={"to": "Bob"},
+                arguments=ARGUMENTS,
                 needs_approval=True,
                 version=0,
                 claimed_by=call.claimed_by,
@@ -117,6 +127,7 @@ def _store_rows(connection: Connection, generated: QuestionRow, now: datetime) -
             decision=generated.decision,
             decided_at=None if generated.decision is None else now - HOUR,
             policy=generated.policy,
+            digest=None if call_row is None else SHOWN,
         )
     )
     return question_id
@@ -144,12 +155,21 @@ def test_python_and_sql_stop_each_decision_by_the_same_rule(database_url: str) -
         @example(QuestionRow(CallRow("worker-1", 1, ended=False), None, 1, None, {"awaited": True}))
         @example(QuestionRow(CallRow("worker-1", 1, ended=False), None, 1, None, {"awaited": "true"}))
         @example(QuestionRow(CallRow("worker-1", 1, ended=False), None, 1, None, {"awaited": 1}))
+        @example(QuestionRow(CallRow(None, None, ended=False), None, 1, {"count": 2, "by": "x"}, None, OTHER))
+        @example(QuestionRow(CallRow(None, None, ended=False), None, 1, {"count": 2, "by": "x"}, None, SHOWN))
+        @example(QuestionRow(None, None, 1, None, None, SHOWN))
         def check(generated: QuestionRow) -> None:
             with store.db.sync_engine.begin() as connection:
                 question_id = _store_rows(connection, generated, utcnow())
-                row, question, running, closed = read_question(connection, query, question_id)
+                given = {"question_id": question_id, "seen_digest": generated.seen, **lease_values()}
+                row = connection.execute(query, given).mappings().one()
+            question = question_and_call_from_row(row)
+            claimed_until = row["claimed_until"]
+            running = row["claimed_by"] is not None and claimed_until is not None and claimed_until > row["now"]
+            closed = row["result_message_id"] is not None
             for decision in DECISIONS:
-                rule = first_stop(Facts(question, decision, running=running, closed=closed, now=row["now"]))
+                facts = Facts(question, decision, running=running, closed=closed, now=row["now"], seen=generated.seen)
+                rule = first_stop(facts)
                 expected = None if rule is None else rule.name
                 assert row[f"stop_{decision}"] == expected, (decision, generated)
                 assert row[f"pass_{decision}"] in ((True, 1) if rule is None else (False, 0)), (decision, generated)

@@ -11,6 +11,8 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from tarry.clock import utcnow
+from tarry.edits import arguments_digest
+from tarry.errors import ProposalChangedError
 from tarry.store import Store
 from tarry.store.tables import chats, metadata, questions, tool_calls
 from tests.store.test_database_errors import migrate_to, on_database
@@ -78,3 +80,45 @@ async def test_0008_lets_a_question_have_no_call_and_keeps_the_rows_of_0007(data
         await store.db.run_write(lambda connection: connection.execute(delete(chats).where(chats.c.id == "chat-1")))
         left = await store.db.run_read(lambda connection: list(connection.scalars(select(questions.c.id))))
         assert left == []  # deleting the chat still takes its questions along
+
+
+def _approvals_of_0014(connection: Any) -> None:
+    """Three undecided approvals of one call as tarry at 0014 wrote them: the model's arguments, a vote for changed
+    ones, and one asked again of the call as changed."""
+    _rows_of_0007(connection)
+    changed = {"to": "Bob", "amount": 50}
+    vote = {"id": "bob", "name": None, "at": utcnow().isoformat(), "digest": "x" * 64, "arguments": changed}
+    row_id = connection.execute(select(tool_calls.c.id)).scalar_one()
+    for number, (question_id, values) in enumerate(
+        [
+            ("question-2", {"votes": [vote]}),
+            ("question-3", {"extra": {"changed_arguments": {"to": "Ann", "amount": 7}}}),
+        ],
+        start=1,
+    ):
+        connection.execute(
+            insert(questions).values(
+                id=question_id, chat_id="chat-1", tool_call_id=row_id, number=number, kind="approval",
+                message="Approve?", asked_at=utcnow(), **values,
+            )
+        )  # fmt: skip
+
+
+async def test_0018_gives_each_undecided_approval_the_digest_of_what_it_proposes(database_url: str) -> None:
+    migrate_to(database_url, "0014")
+    on_database(database_url, _approvals_of_0014)
+    async with Store(database_url) as store:
+        await store.setup()
+        stored = await store.db.run_read(
+            lambda connection: dict(connection.execute(select(questions.c.id, questions.c.digest)).all())
+        )
+        assert stored == {
+            "question-1": arguments_digest({"to": "Bob", "amount": 5}),
+            "question-2": arguments_digest({"to": "Bob", "amount": 50}),
+            "question-3": arguments_digest({"to": "Ann", "amount": 7}),
+        }
+        for question_id, digest in stored.items():
+            assert (await store.question(question_id)).proposal_digest == digest
+        with pytest.raises(ProposalChangedError):  # the one-statement path on PostgreSQL reads the column
+            await store.approve("question-1", seen=stored["question-2"])
+        assert await store.approve("question-1", seen=stored["question-1"])

@@ -13,6 +13,7 @@ import uvicorn
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.web import Authorize, create_app
+from tarry.web.access import Identify
 
 TOKEN = "test-login-token-0123456789"
 
@@ -20,16 +21,23 @@ TOKEN = "test-login-token-0123456789"
 class LiveServer:
     """A real uvicorn server for the inbox of the database at ``url``; records ``on_answer`` calls.
 
-    With ``authorize`` the app uses it instead of the login token; with ``link_secret`` it serves signed links.
+    With ``authorize`` the app uses it instead of the login token, and ``identify`` (with it) says who decides; with
+    ``link_secret`` it serves signed links.
     """
 
     def __init__(
-        self, url: str, token: str = TOKEN, authorize: Authorize | None = None, link_secret: str | None = None
+        self,
+        url: str,
+        token: str = TOKEN,
+        authorize: Authorize | None = None,
+        identify: Identify | None = None,
+        link_secret: str | None = None,
     ) -> None:
         self.url = url
         self.link_secret = link_secret
         self.token = token
         self.authorize = authorize
+        self.identify = identify
         self.answered: list[Question] = []
         self.hooked: list[Question] = []
         self._server: uvicorn.Server | None = None
@@ -54,7 +62,11 @@ class LiveServer:
         async def main() -> None:
             async with Store(self.url) as store:
                 store.decision_hooks.append(self.hooked.append)
-                identity = {"authorize": self.authorize} if self.authorize is not None else {"token": self.token}
+                identity: dict[str, Any] = (
+                    {"authorize": self.authorize, "identify": self.identify}
+                    if self.authorize is not None
+                    else {"token": self.token}
+                )
                 app = create_app(store, **identity, on_answer=self.answered.append, link_secret=self.link_secret)
                 self._server = uvicorn.Server(
                     uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2)

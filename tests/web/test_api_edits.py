@@ -3,6 +3,7 @@ the JSON API, on a SQLite file and on PostgreSQL."""
 
 from __future__ import annotations
 
+from tarry.edits import arguments_digest
 from tests.web.client import AUTH, Inbox, problem
 from tests.web.tools import call, park, pending
 
@@ -38,3 +39,27 @@ def test_an_approval_without_a_body_or_with_no_changes_approves_as_it_stands(any
     assert any_inbox.client.post(f"/api/questions/{first.id}/approve", headers=AUTH).json()["question"]["answer"] == {}
     empty = any_inbox.client.post(f"/api/questions/{second.id}/approve", json={"arguments": {}}, headers=AUTH)
     assert empty.status_code == 200 and empty.json()["question"]["answer"] == {}
+
+
+def test_an_approval_for_arguments_changed_since_they_were_read_is_409_and_records_nothing(any_inbox: Inbox) -> None:
+    chat = park(any_inbox.url, call("refund", order="A1", amount=30))
+    [asked] = pending(any_inbox.url, chat)
+    read = any_inbox.client.get(f"/api/questions/{asked.id}", headers=AUTH).json()
+    assert read["proposal_digest"] == arguments_digest({"order": "A1", "amount": 30})
+    listed = any_inbox.client.get("/api/questions", params={"chat_id": chat}, headers=AUTH).json()
+    assert [question["proposal_digest"] for question in listed] == [read["proposal_digest"]]
+
+    url = f"/api/questions/{asked.id}/approve"
+    other = arguments_digest({"order": "A1", "amount": 3})  # what a page showing another person's change would send
+    stale = problem(any_inbox.client.post(url, json={"seen": other}, headers=AUTH), 409)
+    assert "changed since you saw them" in stale["detail"] and '"amount": 30' in stale["detail"]
+    assert stale["question_id"] == asked.id
+    history = any_inbox.client.get("/api/history", params={"question_id": asked.id}, headers=AUTH).json()
+    assert [event["outcome"] for event in history] == ["refused"]
+    assert any_inbox.client.get(f"/api/questions/{asked.id}", headers=AUTH).json()["decision"] is None
+    bad = problem(any_inbox.client.post(url, json={"seen": "not a digest"}, headers=AUTH), 400)
+    assert "64 lowercase hexadecimal digits" in bad["detail"]
+
+    done = any_inbox.client.post(url, json={"seen": read["proposal_digest"]}, headers=AUTH)
+    assert done.status_code == 200, done.text
+    assert done.json()["question"]["decision"] == "accept"

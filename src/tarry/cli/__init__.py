@@ -372,6 +372,11 @@ def _add_inbox(commands: Any) -> None:
         help="approve the call with this argument changed (VALUE is read as JSON when it parses, else as text); "
         "give it once per argument",
     )  # fmt: skip
+    approve.add_argument(
+        "--seen", metavar="DIGEST",
+        help="approve only if the call's arguments are still those whose digest `tarry pending` or `tarry show` "
+        "printed (exit 11, nothing recorded, when someone changed them since)",
+    )  # fmt: skip
     approve.set_defaults(check=partial(_check_approve, approve))
     decline = add("decline", "decline a question; the note reaches the model")
     decline.add_argument("question", metavar="QUESTION_ID")
@@ -463,6 +468,20 @@ def _check_approve(parser: argparse.ArgumentParser, arguments: argparse.Namespac
     for pair in arguments.changes:
         if not pair.partition("=")[0] or "=" not in pair:
             parser.error(f"--set takes NAME=VALUE, got {pair!r}")
+    if arguments.seen is not None:
+        _check_seen(parser, arguments)
+
+
+def _check_seen(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:
+    """``tarry approve --seen DIGEST`` takes one question's digest, as ``tarry pending`` prints it."""
+    from tarry.decisions import check_seen  # the command line's own checks import nothing of tarry's at start
+
+    if arguments.whole_turn:
+        parser.error("--seen is one question's digest: give its QUESTION_ID, not --chat CHAT_ID --all")
+    try:
+        check_seen(arguments.seen)
+    except ValueError as error:
+        parser.error(f"--seen: {error}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,12 +13,13 @@ from tarry.chat import Chat
 from tarry.cli.arguments import json_pairs
 from tarry.cli.identity import os_user
 from tarry.cli.lines import LineReader
-from tarry.cli.output import describe_call, escape, field_hint, shown_url
+from tarry.cli.output import describe_call, escape, field_hint, proposal_changes, shown_url
 from tarry.edits import counted_votes
 from tarry.errors import (
     InvalidAnswerError,
     NotAllowedError,
     NotRespondableError,
+    ProposalChangedError,
     QuestionExpiredError,
     ToolCallRunningError,
 )
@@ -67,6 +68,9 @@ class Asker:
         except NotAllowedError as error:
             self.passed.add(question.id)
             self.out.print(f"[red]Not recorded: {escape(str(error))}[/]")
+        except ProposalChangedError as error:  # someone changed the arguments while the prompt showed them
+            self.out.print(f"[red]Not recorded: {escape(str(error))}[/]")
+            await self.ask(await self.chat.question(question))  # asked again, showing what it proposes now
 
     async def _line(self, prompt: str) -> str:
         line = await self.reader.readline(prompt)
@@ -76,6 +80,9 @@ class Asker:
 
     async def _approval(self, question: Question) -> None:
         self.out.print(f"[bold yellow]?[/] Approve {escape(describe_call(question.tool_call))}?")
+        changes = proposal_changes(question)
+        if changes:
+            self.out.print(f"  [yellow]{escape(f'as a person changed it: {changes}')}[/]")
         change = partial(self._approve_changed, question) if question.editable is not None else None
         await self._yes_or_no(question, partial(self._approve, question), partial(self._respond, question), change)
 
@@ -88,7 +95,9 @@ class Asker:
         await self._approve(question, arguments)
 
     async def _approve(self, question: Question, arguments: dict[str, Any] | None = None) -> None:
-        recorded = await self.chat.approve(question, arguments=arguments, by=self.who, channel="cli")
+        # For the arguments this prompt showed: if someone changed them meanwhile, nothing is recorded.
+        seen = question.proposal_digest
+        recorded = await self.chat.approve(question, arguments=arguments, by=self.who, channel="cli", seen=seen)
         counted = await self._still_waiting(question) if recorded and question.policy is not None else None
         if counted is not None and counted.policy is not None:
             self.out.print(

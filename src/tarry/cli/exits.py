@@ -13,6 +13,7 @@ from tarry.errors import (
     NotAllowedError,
     NotDecidableError,
     NotRespondableError,
+    ProposalChangedError,
     QuestionExpiredError,
     StoreError,
     StoreSchemaError,
@@ -50,6 +51,9 @@ class Exit(IntEnum):
     """The approval's policy refused the person (``--as``): not allowed to decide it, or already approved."""
     TAMPERED = 10
     """``tarry history --verify``: the audit trail is not as tarry wrote it (a row changed, removed or inserted)."""
+    CHANGED = 11
+    """``tarry approve --seen``: the call's arguments changed since the digest given was printed; nothing was
+    recorded, and stderr says what they are now."""
     INTERRUPTED = 130
     """Ctrl-C: the chat is parked in the database and can be resumed."""
 
@@ -66,6 +70,7 @@ _BY_ERROR: tuple[tuple[type[BaseException], Exit], ...] = (
     (QuestionExpiredError, Exit.EXPIRED),
     (ToolCallRunningError, Exit.RUNNING),
     (NotAllowedError, Exit.NOT_ALLOWED),
+    (ProposalChangedError, Exit.CHANGED),
     (CorruptStateError, Exit.DATABASE),
     (StoreError, Exit.DATABASE),
 )

@@ -148,7 +148,8 @@ async def approve(store: Store, arguments: argparse.Namespace) -> int:
             print(f"Recorded: approved ({describe_call(question.tool_call)}), question {question.id}.")
         return Exit.OK
     changes = changed_arguments(arguments.changes) if arguments.changes else None
-    decided = await store.decide(arguments.question, "accept", by=by, channel="cli", arguments=changes)
+    seen = arguments.seen
+    decided = await store.decide(arguments.question, "accept", by=by, channel="cli", arguments=changes, seen=seen)
     return await _decided(store, arguments.question, decided)
 
 

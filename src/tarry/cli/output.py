@@ -158,6 +158,8 @@ def question_lines(question: Question) -> list[str]:
     if question.editable is not None and question.decision is None:
         names = ", ".join(question.editable.get("properties") or {})
         lines.append(f"    {escape(f'may change: {names} (approve with --set NAME=VALUE)')}")
+    if question.proposal_digest is not None and question.decision is None:
+        lines.append(f"    {escape(f'arguments digest: {question.proposal_digest} (approve with --seen DIGEST)')}")
     policy = standing(question)
     if policy is not None:
         lines.append(f"    {escape(policy)}")

@@ -53,7 +53,7 @@ from tarry.store.audit import (
     with_its_call,
 )
 from tarry.store.cursor import Sendable, fetch_all, fetch_one
-from tarry.store.decision_sql import passes
+from tarry.store.decision_sql import SEEN, passes
 from tarry.store.moment import NOW, UNTIL, lease_values
 from tarry.store.rows import Row, decider_values, question_and_call_from_row
 from tarry.store.schedule import NOTIFIED, WAKE, WAKE_NOTIFY, wake_of, wake_where
@@ -79,7 +79,8 @@ LOCKED_QUESTION = _QUESTION_NOW.with_for_update(of=questions, key_share=True)
 @dataclass(frozen=True)
 class Attempt:
     """One attempt to decide a question: the decision, the check of its answer, a note, who decides, through what,
-    and the standing grant that decides (``grant``, its id; the channel is then ``grant``)."""
+    the standing grant that decides (``grant``, its id; the channel is then ``grant``), and the digest of the
+    arguments the decider saw (``seen``; ``None``: not said)."""
 
     question_id: str
     decision: Decision
@@ -88,6 +89,7 @@ class Attempt:
     by: Principal | None
     channel: Channel
     grant: str | None = None
+    seen: str | None = None
 
     def detail(self, reason: str | None = None) -> str | None:
         """What the trail's row says beside the outcome: ``reason``, and the grant that decided, if one did."""
@@ -179,15 +181,15 @@ def decide_question(
     trail = partial(
         record_attempt, connection, question, decision, at=now, by=by, channel=attempt.channel, note=attempt.note
     )
-    facts = Facts(question, decision, running=running, closed=closed, now=now)
+    facts = Facts(question, decision, running=running, closed=closed, now=now, seen=attempt.seen)
     rule = first_stop(facts)
     if rule is not None and rule.outcome == "lost":
         trail("lost", answer=answer, detail=attempt.detail(_why_lost(question)))
         return Settled()
     refusal: TarryError | None = None
     outcome: AttemptOutcome = "refused"
-    if rule is not None and rule.error is not None:  # expired, or declining a running call
-        refusal, outcome = rule.error(facts), "expired" if rule.outcome == "expired" else "running"
+    if rule is not None and rule.error is not None:  # expired, declining a running call, or arguments changed
+        refusal, outcome = rule.error(facts), _REFUSED.get(rule.outcome, "refused")
     else:  # no rule stopped it, or only its approval policy is left to apply
         try:
             verdict = judge(question, decision, by, may_decide, answer, through_grant=attempt.grant is not None)
@@ -201,7 +203,8 @@ def decide_question(
             question = question.with_vote(vote_for(question, by, now, answer))
         answer = recorded_answer(question, answer)
     if verdict == "count":
-        connection.execute(update(questions).where(questions.c.id == question.id).values(votes=_votes(question)))
+        votes = {"votes": _votes(question), "digest": question.proposal_digest}
+        connection.execute(update(questions).where(questions.c.id == question.id).values(votes))
         assert question.policy is not None
         counted = f"{len(question.votes)} of {question.policy.count} approvals"
         trail("counted", answer=answer, detail=attempt.detail(counted))
@@ -228,6 +231,10 @@ def record_decision(
     timeout): as a decision the rules allowed is written, with no answer."""
     values = _decision_values(question, call_row, attempt, None, now, _votes(question))
     return _record(connection, question, attempt, None, values, postgres=postgres)
+
+
+_REFUSED: dict[str, AttemptOutcome] = {"expired": "expired", "running": "running"}
+"""What the trail says of an attempt a rule refused, by the rule's outcome (any other: ``refused``)."""
 
 
 def _votes(question: Question) -> list[dict[str, Any]] | None:
@@ -283,7 +290,8 @@ def decide_if_open(
     else:
         question, running, closed = known, False, False
     answer = _checked_answer(attempt, question, row)
-    if first_stop(Facts(question, attempt.decision, running=running, closed=closed, now=now)) is not None:
+    facts = Facts(question, attempt.decision, running=running, closed=closed, now=now, seen=attempt.seen)
+    if first_stop(facts) is not None:
         return None
     if attempt.decision == "accept":  # no policy, so no votes: the arguments approved are the answer's or the model's
         answer = recorded_answer(question, answer)
@@ -376,6 +384,7 @@ def _recorded(
         "new_answer": answer,
         "new_note": attempt.note,
         "new_votes": votes,
+        "seen_digest": attempt.seen,
         **{f"new_{key}": value for key, value in decider_values(attempt.by, attempt.channel).items()},
         **{f"event_{key}": value for key, value in event.items()},
     }
@@ -464,16 +473,24 @@ _READABLE = (  # an approval whose row reads back (see question_from_row); the l
 )
 """What a decision of a question it has not read asks of the question besides passing the rules: an approval whose
 row reads back (and whose call's arguments are a JSON object: ``_ODD_ARGUMENTS``)."""
+_READ_BACK = [
+    column for column in questions.c if column.name not in ("digest", "follow_up_at", "reminded_at", "escalated_at")
+]
+"""The columns of a question a statement that decides it returns: all but the digest, which only its rules read, and
+the follow-ups', which a question without an approval policy (the only kind these statements decide) never has (the
+statement of several decisions must stay under psycopg's 4 kB)."""
 _ODD_ARGUMENTS = func.json_typeof(tool_calls.c.arguments) != constant("object")
 
 
-def _decided_if_open(decision: Decision, *, decide: Update = _UNCHECKED_DECIDE, readable: bool = False) -> Update:
-    """``decide`` (the decision's writes on the question) only where no rule stops ``decision``
-    ([`passes`][tarry.store.decision_sql.passes]); with ``readable``, also only on an approval whose row and call
-    read back (``_READABLE``)."""
+def _decided_if_open(
+    decision: Decision, *, decide: Update = _UNCHECKED_DECIDE, readable: bool = False, seen: ColumnElement[Any] = SEEN
+) -> Update:
+    """``decide`` (the decision's writes on the question) only where no rule stops ``decision`` made on a view of
+    the arguments of digest ``seen`` ([`passes`][tarry.store.decision_sql.passes]); with ``readable``, also only on
+    an approval whose row and call read back (``_READABLE``)."""
     if readable:
-        return decide.where(*passes(decision, odd_call=_ODD_ARGUMENTS), *_READABLE)
-    return decide.where(*passes(decision))
+        return decide.where(*passes(decision, odd_call=_ODD_ARGUMENTS, seen=seen), *_READABLE)
+    return decide.where(*passes(decision, seen=seen))
 
 
 def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
@@ -508,12 +525,6 @@ def _bumped_call(decided: CTE, *, claim: bool = False) -> CTE:
         .returning(*returned)
         .cte("bumped")
     )
-
-
-_RETURNED = [column for column in questions.c if column.name not in ("follow_up_at", "reminded_at", "escalated_at")]
-"""The columns a statement that decides a question unread returns: all but the follow-ups', which a question
-without an approval policy (the only kind these statements decide) never has; a shorter statement stays under
-psycopg's 4 kB."""
 
 
 FastShape = Literal["known", "claim", "unread", "together"]
@@ -556,7 +567,7 @@ def _decide_unread(decision: Decision) -> Executable:
     """The decision of ``decide_unread``: ``_decide_if_open`` on a question without fields, whose chat and
     call (for the wake, the bump and the trail) it reads from the question's row as it writes; it returns the
     question with its call's columns (as ``_QUESTION`` reads them) and the versions, or no row."""
-    decided = _decided_if_open(decision, readable=True).returning(*_RETURNED).cte("decided")
+    decided = _decided_if_open(decision, readable=True).returning(*_READ_BACK).cte("decided")
     bumped = _bumped_call(decided)
     woken = wake_of(select(decided.c.chat_id).scalar_subquery()).returning(NOTIFIED).cte("woken")
     logged = insert_event_of_decided(decided)
@@ -588,16 +599,13 @@ def decide_unread_together(connection: Sendable, attempts: Sequence[Attempt]) ->
         raise ValueError("Attempts decided together must each name another question")
     now = utcnow()
     answer: dict[str, Any] | None = {} if decision == "accept" else None
-    deciders = [decider_values(attempt.by, attempt.channel) for attempt in attempts]
     values = {
         "moment": now,
         "now": now,
         "clock_moved": moved().total_seconds(),
         "new_decision": decision,
         "new_answer": answer,
-        "given_question": [attempt.question_id for attempt in attempts],
-        "given_note": [attempt.note for attempt in attempts],
-        **{f"given_{column}": [decider[column] for decider in deciders] for column in _DECIDERS},
+        **_given(attempts),
     }
     rows = {row["id"]: row for row in fetch_all(connection, fast_statement(decision, "together"), values)}
     settled: list[Settled | Exception | None] = []
@@ -619,11 +627,23 @@ _DECIDERS = ("decided_by", "decided_by_name", "channel")
 """The columns of a question that say who decided it, through what (``decider_values``)."""
 
 
+def _given(attempts: Sequence[Attempt]) -> dict[str, list[Any]]:
+    """The arrays of ``_decide_unread_together``'s statement: each attempt's question, note, digest seen (``saw``)
+    and decider, in the attempts' order."""
+    deciders = [decider_values(attempt.by, attempt.channel) for attempt in attempts]
+    return {
+        "given_question": [attempt.question_id for attempt in attempts],
+        "given_note": [attempt.note for attempt in attempts],
+        "given_saw": [attempt.seen for attempt in attempts],
+        **{f"given_{column}": [decider[column] for decider in deciders] for column in _DECIDERS},
+    }
+
+
 def _decide_unread_together(decision: Decision) -> Executable:
     """The statement of ``decide_unread_together``: ``_decide_unread``'s, for each question the array
     ``given_question`` names, with the note and decider of the same place in ``given_note`` and ``given_<column>``;
     each decided question's call is bumped and its chat woken once, however many of its questions it decided."""
-    names = ("question", "note", *_DECIDERS)
+    names = ("question", "note", "saw", *_DECIDERS)
     given = (
         func.unnest(*(bindparam(f"given_{name}", type_=postgresql.ARRAY(String)) for name in names))
         .table_valued(*names)
@@ -643,7 +663,8 @@ def _decide_unread_together(decision: Decision) -> Executable:
             **{column: given.c[column] for column in _DECIDERS},
         )
     )
-    decided = _decided_if_open(decision, decide=decide, readable=True).returning(*_RETURNED).cte("decided")
+    checked = _decided_if_open(decision, decide=decide, readable=True, seen=given.c.saw)
+    decided = checked.returning(*_READ_BACK).cte("decided")
     bumped = (
         update(tool_calls)
         .where(tool_calls.c.id.in_(select(decided.c.tool_call_id)))

@@ -14,10 +14,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, and_, case, exists, false, not_, null, or_, select
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    String,
+    and_,
+    bindparam,
+    case,
+    exists,
+    false,
+    func,
+    not_,
+    null,
+    or_,
+    select,
+)
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from tarry.decision_rules import SEEING
 from tarry.questions import Decision
 from tarry.store.moment import NOW
 from tarry.store.tables import UNDECIDED_BY_KEY, constant, questions, tool_calls
@@ -25,10 +40,11 @@ from tarry.store.tables import UNDECIDED_BY_KEY, constant, questions, tool_calls
 
 @dataclass(frozen=True)
 class SqlRule:
-    """A rule's SQL form: ``stops(decision)`` is true for a question row the rule stops ``decision`` on."""
+    """A rule's SQL form: ``stops(decision, seen)`` is true for a question row the rule stops ``decision`` on, made by
+    a decider who saw the arguments of digest ``seen`` (an expression: NULL when the decision does not say)."""
 
     name: str
-    stops: Callable[[Decision], ColumnElement[bool]]
+    stops: Callable[[Decision, ColumnElement[Any]], ColumnElement[bool]]
 
 
 class _Awaited(ColumnElement[bool]):
@@ -61,29 +77,37 @@ _CALL = select(tool_calls.c.id).where(tool_calls.c.id == questions.c.tool_call_i
 """The question's call (none for a chat's own question), looked up of its own even in a query that joins it."""
 
 
-def _decided(decision: Decision) -> ColumnElement[bool]:
+def _decided(decision: Decision, seen: ColumnElement[Any]) -> ColumnElement[bool]:
     return not_(UNDECIDED_BY_KEY)
 
 
-def _expired(decision: Decision) -> ColumnElement[bool]:
+def _expired(decision: Decision, seen: ColumnElement[Any]) -> ColumnElement[bool]:
     return and_(questions.c.expires_at.is_not(None), questions.c.expires_at <= NOW)
 
 
 _CALL_ENDED = tool_calls.c.result_message_id.is_not(None)
 
 
-def _ended(decision: Decision) -> ColumnElement[bool]:
+def _ended(decision: Decision, seen: ColumnElement[Any]) -> ColumnElement[bool]:
     return exists(_CALL.where(_CALL_ENDED))
 
 
-def _running(decision: Decision) -> ColumnElement[bool]:
+def _running(decision: Decision, seen: ColumnElement[Any]) -> ColumnElement[bool]:
     if decision != "decline":
         return false()
     running = _CALL.where(tool_calls.c.claimed_by.is_not(None), tool_calls.c.claimed_until > NOW)
     return and_(exists(running), not_(AWAITED))
 
 
-def _policy(decision: Decision) -> ColumnElement[bool]:
+def _changed(decision: Decision, seen: ColumnElement[Any]) -> ColumnElement[bool]:
+    # A digest was given (``seen``) and is not the question's; a question that proposes no arguments has none (NULL),
+    # so any digest given misses it, as in Python. Short, and never NULL: it goes in the statement of several.
+    if decision not in SEEING:
+        return false()
+    return not_(func.coalesce(seen == questions.c.digest, seen.is_(None)))
+
+
+def _policy(decision: Decision, seen: ColumnElement[Any]) -> ColumnElement[bool]:
     return questions.c.policy.is_not(None)
 
 
@@ -92,23 +116,31 @@ SQL_RULES: tuple[SqlRule, ...] = (
     SqlRule("expired", _expired),
     SqlRule("ended", _ended),
     SqlRule("running", _running),
+    SqlRule("changed", _changed),
     SqlRule("policy", _policy),
 )
 """The rules of [`RULES`][tarry.decision_rules.RULES] in SQL, named and ordered as they are."""
 
 
-def passes(decision: Decision, *, odd_call: ColumnElement[bool] | None = None) -> list[ColumnElement[bool]]:
-    """The conditions under which no rule stops ``decision`` on the question's row (for a statement's WHERE).
+SEEN: ColumnElement[Any] = bindparam("seen_digest", type_=String(64))
+"""The digest of the arguments the decider saw, a statement's parameter ``seen_digest`` (``None``: not said)."""
+
+
+def passes(
+    decision: Decision, *, odd_call: ColumnElement[bool] | None = None, seen: ColumnElement[Any] = SEEN
+) -> list[ColumnElement[bool]]:
+    """The conditions under which no rule stops ``decision`` on the question's row (for a statement's WHERE), made
+    by a decider who saw the arguments of digest ``seen`` (by default the parameter ``seen_digest``).
 
     With ``odd_call``, a call it holds for stops the decision too, checked in the same look at the call as the rule
     ``ended`` (a statement short enough for psycopg to keep its parsed form).
     """
     if odd_call is None:
-        return [not_(rule.stops(decision)) for rule in SQL_RULES]
+        return [not_(rule.stops(decision, seen)) for rule in SQL_RULES]
     ended = exists(_CALL.where(or_(_CALL_ENDED, odd_call)))
-    return [not_(ended if rule.name == "ended" else rule.stops(decision)) for rule in SQL_RULES]
+    return [not_(ended if rule.name == "ended" else rule.stops(decision, seen)) for rule in SQL_RULES]
 
 
-def stopped_by(decision: Decision) -> ColumnElement[Any]:
+def stopped_by(decision: Decision, seen: ColumnElement[Any] = SEEN) -> ColumnElement[Any]:
     """The name of the first rule that stops ``decision`` on the question's row, NULL when none does."""
-    return case(*((rule.stops(decision), constant(rule.name)) for rule in SQL_RULES), else_=null())
+    return case(*((rule.stops(decision, seen), constant(rule.name)) for rule in SQL_RULES), else_=null())

@@ -28,6 +28,7 @@ from tarry.errors import (
     ChatNotFoundError,
     ClaimLostError,
     PendingToolCallsError,
+    ProposalChangedError,
     StoreConflictError,
     StoreFullError,
     StoreReadOnlyError,
@@ -86,6 +87,7 @@ class Host(Protocol):
         *,
         claim: ClaimAlong | None = None,
         on_claimed: Callable[[], None] | None = None,
+        seen: str | None = None,
     ) -> Settled: ...
 
     async def _announce(self, settled: Settled, decision: Decision) -> Settled: ...
@@ -553,6 +555,7 @@ class StoreJournal:
         running: bool,
         closed: bool,
         carry_on: bool = False,
+        seen: str | None = None,
     ) -> Question | None:
         """Record the decision under the question's row lock (which checks the call as stored, not ``running``).
 
@@ -567,13 +570,18 @@ class StoreJournal:
         row = None if question.tool_call is None else self._calls.get(question.tool_call.id)
         along, kept = None, None
         carries = carry_on and self._sessions > 0
-        seen = self._view.seen
-        if carries and row is not None and not row.claimed and seen is not None:
-            along = ClaimAlong(row.id, row.version, seen, self.store.owner, utcnow() + self._lease, self._lease)
+        held = self._view.seen
+        if carries and row is not None and not row.claimed and held is not None:
+            along = ClaimAlong(row.id, row.version, held, self.store.owner, utcnow() + self._lease, self._lease)
             kept = partial(self._keep_claim, row, along.until)
-        settled = await self.store._decide(
-            question.id, decision, lambda _: answer, note, by, channel, question, claim=along, on_claimed=kept
-        )
+        made = (question.id, decision, lambda _: answer, note, by, channel, question)
+        try:
+            settled = await self.store._decide(*made, claim=along, on_claimed=kept, seen=seen)
+        except ProposalChangedError:
+            # The question changed in what the chat's version does not count (an approval counted elsewhere): the
+            # next look reads the rows, so the chat shows what the question proposes now.
+            self._view.behind()
+            raise
         decided = settled.question
         if decided is None:
             return None
@@ -588,7 +596,8 @@ class StoreJournal:
         return decided
 
     async def add_question(self, call_id: str, number: int, question: Question) -> None:
-        """Save a question the running call asks while it runs.
+        """Save a question the running call asks while it runs (or the approval asked again of a call a person changed,
+        which the standing grants that match the call as changed then decide, if any: ``Store._apply_grants``).
 
         Raises [`ClaimLostError`][tarry.errors.ClaimLostError], saving nothing, when this process no longer holds the
         open call (its lease ran out and another process took the call over, or closed it).
@@ -606,6 +615,11 @@ class StoreJournal:
             return version
 
         self._view.wrote(await self.db.run_write(write))
+        # An approval asked again of a call a person changed: a standing grant that matches the call as changed
+        # decides it, as one that matches a call of the model's reply decides its approval (``append``).
+        again = question.kind == "approval" and question.changed_arguments is not None
+        if again and await self.store._apply_grants(self.chat_id, [question]):
+            self._view.behind()
 
     async def close_unused(self, call_id: str, questions: Sequence[Question], note: str) -> list[Question]:
         """Cancel the questions in one transaction, only while this process holds the open call.

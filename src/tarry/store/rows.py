@@ -139,6 +139,7 @@ def question_values(question: Question) -> dict[str, Any]:
         "decided_at": question.decided_at,
         "policy": None if question.policy is None else question.policy.to_dict(),
         "votes": [vote.to_dict() for vote in question.votes] or None,
+        "digest": question.proposal_digest,
         **decider_values(question.decided_by, question.channel),
         "follow_up_at": next_at(question),
         "reminded_at": question.reminded_at,

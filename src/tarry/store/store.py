@@ -10,6 +10,7 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from types import TracebackType
@@ -21,7 +22,7 @@ from tarry.agents import Agent
 from tarry.approvals import MayDecide, check_may_decide
 from tarry.chat import Chat
 from tarry.clock import utcnow
-from tarry.decisions import given_result
+from tarry.decisions import check_seen, given_result
 from tarry.edits import check_edit
 from tarry.errors import (
     AmbiguousIdError,
@@ -469,6 +470,7 @@ class Store:
         channel: Channel = "code",
         allow: Allow | None = None,
         arguments: Mapping[str, Any] | None = None,
+        seen: str | None = None,
     ) -> Question | None:
         """Record ``decision`` on a question by id; returns the question as this decision left it, or ``None`` when
         another decision came first (or the question's call ended meanwhile).
@@ -488,11 +490,18 @@ class Store:
         and checked against the parameters its tool lets a person change (``Question.editable``). The call then
         runs with them; see [`tarry.edits`][tarry.edits].
 
+        ``seen`` (with ``"accept"`` or ``"respond"``) says which arguments the decider was shown: the
+        [`proposal_digest`][tarry.Question.proposal_digest] of the question they saw. When the question proposes
+        other arguments now (another person approved them changed meanwhile), nothing is recorded (the trail says
+        ``refused``) and [`ProposalChangedError`][tarry.errors.ProposalChangedError] says what they are now. Without
+        it, the decision is for the arguments the question proposes when it is recorded. A decline takes none.
+
         Raises [`UnknownQuestionError`][tarry.errors.UnknownQuestionError],
         [`InvalidAnswerError`][tarry.errors.InvalidAnswerError],
         [`QuestionExpiredError`][tarry.errors.QuestionExpiredError],
         [`ToolCallRunningError`][tarry.errors.ToolCallRunningError] (declining a call that runs) and
-        [`NotAllowedError`][tarry.errors.NotAllowedError] (its approval policy refuses ``by``), as
+        [`NotAllowedError`][tarry.errors.NotAllowedError] (its approval policy refuses ``by``),
+        [`ProposalChangedError`][tarry.errors.ProposalChangedError] (``seen``), as
         [`answer`][tarry.store.Store.answer], [`approve`][tarry.store.Store.approve] and
         [`decline`][tarry.store.Store.decline] do, and [`NotRespondableError`][tarry.errors.NotRespondableError]
         (``respond`` to anything but the approval a call waits on before it runs); ``ValueError`` for another
@@ -503,9 +512,12 @@ class Store:
         [`grant`][tarry.store.Store.grant]. With ``arguments`` too, the call runs as changed and the grant is for
         the tool's later calls, as ``allow``'s constraints say (whatever this call's changes).
         """
+        seen = check_seen(seen)
         if decision == "decline":
             if answer is not None or arguments is not None:
                 raise ValueError("A decline takes no answer or arguments; say why in its note")
+            if seen is not None:
+                raise ValueError("A decline takes no seen: it stops the call whatever its arguments are now")
             check_note(note)
             answer_of: AnswerOf = _no_answer
         elif decision in ("accept", "respond"):
@@ -524,11 +536,11 @@ class Store:
         else:
             raise ValueError(f"A question is decided by id with 'accept', 'decline' or 'respond', got {decision!r}")
         if allow is not None:
-            return await self._decide_and_grant(question_id, decision, answer_of, by, channel, allow)
+            return await self._decide_and_grant(question_id, decision, answer_of, by, channel, allow, seen)
         # Without values to check, the decision needs no read of the question first (decide_unread); a response
         # needs its question read, to check that it is a call's approval.
         unread = answer is None and arguments is None and decision != "respond"
-        settled = await self._decide(question_id, decision, answer_of, note, by, channel, unread=unread)
+        settled = await self._decide(question_id, decision, answer_of, note, by, channel, unread=unread, seen=seen)
         return settled.question
 
     async def answer(
@@ -558,6 +570,7 @@ class Store:
         by: str | Principal | None = None,
         channel: Channel = "code",
         allow: Allow | None = None,
+        seen: str | None = None,
     ) -> bool:
         """Approve a question by id; see [`answer`][tarry.store.Store.answer].
 
@@ -567,11 +580,14 @@ class Store:
         for an hour": ``allow=Allow("chat", ttl=3600)``); see [`decide`][tarry.store.Store.decide].
         ``arguments`` changes the call's arguments as it approves them (see [`decide`][tarry.store.Store.decide]);
         with ``allow`` too, the grant is for the tool's later calls as ``allow`` says, whatever this one's changes.
+        ``seen``, the [`proposal_digest`][tarry.Question.proposal_digest] of the question as the approver saw it,
+        refuses the approval if the arguments changed since
+        ([`ProposalChangedError`][tarry.errors.ProposalChangedError]).
         """
-        return (
-            await self.decide(question_id, "accept", arguments=arguments, by=by, channel=channel, allow=allow)
-            is not None
+        decided = await self.decide(
+            question_id, "accept", arguments=arguments, by=by, channel=channel, allow=allow, seen=seen
         )
+        return decided is not None
 
     async def decline(
         self,
@@ -688,6 +704,7 @@ class Store:
         claim: ClaimAlong | None = None,
         on_claimed: Callable[[], None] | None = None,
         grant: str | None = None,
+        seen: str | None = None,
     ) -> Settled:
         """Record a decision (``decide_question``), log it and run the decision hooks.
 
@@ -697,13 +714,14 @@ class Store:
         the question's call (``ClaimAlong``); when it did, ``on_claimed``
         is called as the statement ends, before the hooks run (a cancelled caller's too), so the claim is
         kept from then on. ``grant``: the id of the standing grant that decides, through the ``grant`` channel.
+        ``seen``: the digest of the arguments the decider saw (the rule ``changed``).
 
         Returns what the attempt came to: the question as it left it (decided, or one more
         approval counted; ``None`` when another decision came first) and the versions it wrote;
         raises the refusal the trail recorded.
         """
         through: Channel = "grant" if grant is not None else check_channel(channel)
-        attempt = Attempt(_question_id(question_id), decision, answer_of, note, principal_of(by), through, grant)
+        attempt = Attempt(_question_id(question_id), decision, answer_of, note, principal_of(by), through, grant, seen)
         settled = None
         if not self.db.is_sqlite:  # the common case in one or two statements, without BEGIN and COMMIT
             if unread and known is None:
@@ -901,13 +919,16 @@ class Store:
         by: str | Principal | None,
         channel: Channel,
         allow: Allow,
+        seen: str | None = None,
     ) -> Question | None:
         """Approve a question under its row lock and, if the approval is recorded, make the grant ``allow`` says,
         in one transaction."""
         if decision != "accept" or not isinstance(allow, Allow):
             raise ValueError("A grant goes with an approval: decide(..., 'accept', allow=Allow(...))")
         granter = _granter(by)
-        attempt = Attempt(_question_id(question_id), decision, answer_of, None, granter, check_channel(channel))
+        attempt = Attempt(
+            _question_id(question_id), decision, answer_of, None, granter, check_channel(channel), seen=seen
+        )
         postgres = not self.db.is_sqlite
 
         def write(connection: Connection) -> Settled:
@@ -921,7 +942,9 @@ class Store:
 
     async def _apply_grants(self, chat_id: str, asked: Sequence[Question]) -> bool:
         """Decide each of ``asked`` (approvals a chat has just recorded) that a live grant matches, as its granter
-        through the ``grant`` channel; whether any was decided or counted.
+        through the ``grant`` channel; whether any was decided or counted. A grant is matched against the call as the
+        approval proposes it ([`Question.proposal`][tarry.Question.proposal]): for an approval asked again of a call
+        a person changed, the call as changed.
 
         The grants are tried oldest first until one's attempt is recorded: one refused (its policy does not
         admit the granter, say) is on the trail, and the call waits for a person if no other grant approves it.
@@ -933,6 +956,8 @@ class Store:
         recorded = False
         for question in asked:
             call = question.tool_call
+            if call is not None and question.proposal is not None:  # the call as it would run: as a person changed it
+                call = replace(call, arguments=question.proposal)
             for grant in [grant for grant in found if call is not None and grant.matches(call, chat_id, agent, now)]:
                 try:
                     settled = await self._decide(

@@ -173,6 +173,8 @@ questions = Table(
     Column("follow_up_at", UTCDateTime),
     Column("reminded_at", UTCDateTime),
     Column("escalated_at", UTCDateTime),
+    # Seen proposals (0018): the digest of the arguments a call's approval proposes now (Question.proposal_digest).
+    Column("digest", String(64)),
     Index("ix_tarry_questions_call", "tool_call_id"),
     Index(
         "ix_tarry_questions_follow_up",

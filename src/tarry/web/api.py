@@ -128,9 +128,10 @@ def api_router(decider: Decider) -> APIRouter:
         values: dict[str, Any] | None,
         note: str | None,
         allow: Allow | None = None,
+        seen: str | None = None,
     ) -> DecisionOut:
         try:
-            result: Result = await decider.decide(request, question_id, action, values, note, "api", allow)
+            result: Result = await decider.decide(request, question_id, action, values, note, "api", allow, seen)
         except NotLoggedIn:
             raise Problem(401, "Log in first.") from None
         except Forbidden as error:
@@ -141,11 +142,14 @@ def api_router(decider: Decider) -> APIRouter:
                 errors.get("identity")
                 or errors.get("result")
                 or errors.get("allow")
+                or errors.get("seen")
                 or "The answer does not fit the question."
             )
             raise Problem(400, detail, errors=result.errors, question_id=question_id)
         if result.outcome == "refused":
             raise Problem(403, result.errors["policy"], question_id=question_id)
+        if result.outcome == "changed":
+            raise Problem(409, result.errors["seen"], question_id=question_id)
         if result.outcome in PROBLEM_DETAILS:
             status, detail = PROBLEM_DETAILS[result.outcome]
             raise Problem(status, detail, question_id=question_id)
@@ -173,7 +177,9 @@ def api_router(decider: Decider) -> APIRouter:
         description=(
             'With `{"arguments": {...}}`, the call with those arguments changed (checked against the question\'s '
             "editable schema). With `{\"allow\": {...}}`, also a standing grant of the call's tool in the question's "
-            "scope, made as you in the approval's transaction (a verified identity only: 403 with the shared token)."
+            "scope, made as you in the approval's transaction (a verified identity only: 403 with the shared token). "
+            'With `{"seen": proposal_digest}`, only if the arguments are still those you saw: 409 when someone '
+            "changed them since, nothing recorded."
         ),
     )
     async def approve(request: Request, question_id: str, body: ApproveIn | None = None) -> DecisionOut:
@@ -184,7 +190,8 @@ def api_router(decider: Decider) -> APIRouter:
             except ValueError as error:
                 raise Problem(400, str(error), errors={"allow": str(error)}, question_id=question_id) from None
         changes = body.arguments if body is not None else None
-        return await decided(request, question_id, "approve", changes, None, allow)
+        seen = body.seen if body is not None else None
+        return await decided(request, question_id, "approve", changes, None, allow, seen)
 
     @writes.post(
         "/questions/{question_id}/decline",

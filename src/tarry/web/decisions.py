@@ -12,12 +12,14 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
+from tarry.decisions import check_seen
 from tarry.errors import (
     ChatNotFoundError,
     InvalidAnswerError,
     NotAllowedError,
     NotDecidableError,
     NotRespondableError,
+    ProposalChangedError,
     QuestionExpiredError,
     ToolCallRunningError,
     UnknownGrantError,
@@ -48,9 +50,12 @@ DecisionOutcome = Literal[
     "invalid",
     "running",
     "refused",
+    "changed",
 ]
 """``counted``: an approval that needs more people was counted; ``taken``: someone else decided first;
-``yours``: the same person already decided it through this app; ``refused``: its approval policy refused them."""
+``yours``: the same person already decided it through this app; ``refused``: its approval policy refused them;
+``changed``: the approval said which arguments the person saw (``seen``), and someone changed them since (the
+result holds the question as it stands, and under ``"seen"`` the error's message)."""
 REMEMBERED = 10_000
 """How many recent decisions the app remembers the deciders of."""
 
@@ -134,11 +139,14 @@ class Decider:
         note: str | None = None,
         channel: Channel = "web",
         allow: Allow | None = None,
+        seen: str | None = None,
     ) -> Result:
         """Answer, approve, decline or respond as whoever ``Access.principal`` says; raises
         ``NotLoggedIn``/``Forbidden``.
 
         ``allow`` (with ``approve``) also makes the standing grant it says, in the decision's transaction.
+        ``seen`` (with ``approve``): the [`proposal_digest`][tarry.Question.proposal_digest] of the question as the
+        person was shown it; the outcome is ``changed`` when its arguments changed since.
 
         One read of the question (to check who may see it), then the decision through
         [`Store.decide`][tarry.store.Store.decide], whose question the result holds; the question is read
@@ -154,9 +162,15 @@ class Decider:
             return Result("invalid", question, {"identity": problem})
         by = await self.access.principal(request)
         try:
-            decided = await self._record(question, action, values, note, by, channel, allow)
+            seen = check_seen(seen) if action == "approve" else None
+        except (TypeError, ValueError) as error:
+            return Result("invalid", question, {"seen": str(error)})
+        try:
+            decided = await self._record(question, action, values, note, by, channel, allow, seen)
         except (NotAllowedError, InvalidAnswerError, QuestionExpiredError, ToolCallRunningError) as error:
             return _refused(question, error)
+        except ProposalChangedError as error:
+            return Result("changed", await self.store.question(question.id), {"seen": str(error)})
         except NotRespondableError as error:
             return Result("invalid", question, {"result": str(error)})
         except UnknownQuestionError:
@@ -267,9 +281,10 @@ class Decider:
         by: Principal | None,
         channel: Channel,
         allow: Allow | None = None,
+        seen: str | None = None,
     ) -> Question | None:
-        """Record the decision ``action`` makes (with ``allow``, an approval's grant too); the question as it left
-        it, ``None`` when another came first."""
+        """Record the decision ``action`` makes (with ``allow``, an approval's grant too; ``seen``, the digest of the
+        arguments an approver saw); the question as it left it, ``None`` when another came first."""
         if action == "decline":
             return await self.store.decide(question.id, "decline", note=note, by=by, channel=channel)
         if action == "respond":
@@ -280,7 +295,7 @@ class Decider:
         if action == "approve":  # values, if any, change the call's arguments
             changes = dict(values) if values else None
             return await self.store.decide(
-                question.id, "accept", by=by, channel=channel, allow=allow, arguments=changes
+                question.id, "accept", by=by, channel=channel, allow=allow, arguments=changes, seen=seen
             )
         return await self.store.decide(question.id, "accept", dict(values or {}), by=by, channel=channel)
 

@@ -169,6 +169,10 @@ class Invalid:
         self.note = note
 
 
+CHANGED = "The arguments changed since you saw them: nothing was approved. Look at them again below."
+"""The notice of an approval made on a page that showed arguments someone changed since."""
+
+
 def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
     """The page's routes: ``/login`` open to all, the rest behind the login (and forms behind CSRF); the event
     streams wait on ``live``."""
@@ -326,17 +330,20 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
         typed = _typed(form)
         values = {"result": _text(form, "result") or ""} if action == "respond" else _values(typed)
         allow = ALLOW_FOR_AN_HOUR if action == "approve" and _text(form, "allow") == "chat-hour" else None
-        if action == "approve":  # an approval's inputs change the call's arguments
-            typed, values = typed_arguments(form), changes_of(form)
+        seen = None
+        if action == "approve":  # an approval's inputs change the call's arguments; it says which ones it showed
+            typed, values, seen = typed_arguments(form), changes_of(form), _text(form, "seen") or None
         try:
-            result = await decider.decide(request, question_id, action, values, note or None, allow=allow)
+            result = await decider.decide(request, question_id, action, values, note or None, allow=allow, seen=seen)
         except (NotLoggedIn, Forbidden):
             raise Refused(403, "forbidden") from None
-        if result.outcome == "invalid":
-            invalid = Invalid(question_id, result.errors, typed, note)
+        if result.outcome in ("invalid", "changed"):
+            changed = result.outcome == "changed"  # shown again as it stands now: what was typed was for the old
+            invalid = Invalid(question_id, result.errors, {} if changed else typed, note)
             context = await inbox_context(request, chat, invalid=invalid)
-            notice = {"tone": "error", "text": "Some answers need another look.", "about": result.question}
-            return pages.render(request, "inbox.html", {**context, "notice": {**notice, "outcome": "invalid"}}, 400)
+            text = CHANGED if changed else "Some answers need another look."
+            notice = {"tone": "error", "text": text, "about": result.question, "outcome": result.outcome}
+            return pages.render(request, "inbox.html", {**context, "notice": notice}, 409 if changed else 400)
         outcome = "allowed" if allow is not None and result.outcome == "approved" else result.outcome
         query = {"outcome": outcome, "question": question_id}
         if chat:

@@ -128,6 +128,10 @@ class QuestionOut(BaseModel):
     escalated_at: datetime | None = Field(default=None, description="When its policy escalated it, if it did.")
     escalated_to: list[str] = Field(
         default=[], description="Who else may decide it since it escalated (principals' ids; empty before)."
+    proposal_digest: str | None = Field(
+        default=None,
+        description="For an approval: the digest of `proposal`; send it back as the approval's `seen` to approve "
+        "only those arguments.",
     )
 
     @classmethod
@@ -158,6 +162,7 @@ class QuestionOut(BaseModel):
             reminded_at=question.reminded_at,
             escalated_at=question.escalated_at,
             escalated_to=list(question.escalated_to),
+            proposal_digest=question.proposal_digest,
         )
 
 
@@ -213,6 +218,12 @@ class ApproveIn(BaseModel):
         "checked against the question's editable schema.",
     )
     allow: AllowIn | None = Field(default=None, description="The grant to make along with the approval.")
+    seen: str | None = Field(
+        default=None,
+        description="The `proposal_digest` of the question as you were shown it: if its arguments changed since "
+        "(another person approved them changed), nothing is recorded and the answer is 409, saying what they are "
+        "now. Without it, the approval is for the arguments proposed when it is recorded.",
+    )
 
 
 class RespondIn(BaseModel):
