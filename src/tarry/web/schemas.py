@@ -128,6 +128,7 @@ class QuestionOut(BaseModel):
     escalated_at: datetime | None = Field(default=None, description="When its policy escalated it, if it did.")
     escalated_to: list[str] = Field(
         default=[], description="Who else may decide it since it escalated (principals' ids; empty before)."
+    )
     proposal_digest: str | None = Field(
         default=None,
         description="For an approval: the digest of `proposal`; send it back as the approval's `seen` to approve "
