@@ -24,6 +24,7 @@ from tarry.errors import ChatNotFoundError, NotAllowedError, QuestionExpiredErro
 from tarry.grants import Allow
 from tarry.principals import Principal
 from tarry.questions import Question
+from tarry.store.outbox import DeliveryRecord
 from tarry.store.paging import QuestionPage
 from tarry.web import views
 from tarry.web.access import CSRF_FIELD, Access, ChatRef, Forbidden, NotLoggedIn
@@ -35,6 +36,8 @@ from tarry.web.views import FIELD_PREFIX, SHOWN_PREFIX
 
 TEMPLATES = Path(__file__).parent / "templates"
 NOTE_LIMIT = 10_000
+DELIVERIES_SHOWN = 20
+"""Deliveries of notices a question's card lists at most (the latest)."""
 NOTICES = {
     "answered": ("ok", "Your answer was recorded. The chat carries on when a process runs it (a worker, or the app)."),
     "approved": ("ok", "Approved. The call runs when a process carries the chat on (a worker, or the app)."),
@@ -205,9 +208,11 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
         for question in shown:
             refused = await _refusals(question, me)
             if invalid is not None and invalid.question_id == question.id:
-                cards.append(views.question_view(question, invalid.typed, invalid.errors, invalid.note, refused))
+                card = views.question_view(question, invalid.typed, invalid.errors, invalid.note, refused)
             else:
-                cards.append(views.question_view(question, refusals=refused))
+                card = views.question_view(question, refusals=refused)
+            card.deliveries = await notified(question.id)
+            cards.append(card)
         tasks = [views.task_view(waiting) for waiting in await access.shown(request, await store.waiting_tasks(chat))]
         chats = sorted(
             {question.chat_id for question in shown if question.chat_id} | {task.waiting.chat_id for task in tasks}
@@ -224,6 +229,10 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
             "query": _query(chat=chat, cursor=cursor),
             "more": _query(chat=chat, cursor=page.next_cursor) if page.next_cursor else None,
         }
+
+    async def notified(question_id: str) -> list[DeliveryRecord]:
+        """The deliveries of the question's notices, oldest first, the latest ``DELIVERIES_SHOWN`` of them."""
+        return list(reversed(await store.deliveries(question_id=question_id, limit=DELIVERIES_SHOWN)))
 
     async def _refusals(question: Question, me: Principal | None) -> tuple[str | None, str | None]:
         """Why ``me`` may not approve, and may not decline, ``question`` (its policy's refusals; ``None``: they may)."""

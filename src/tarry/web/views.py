@@ -14,6 +14,7 @@ import idna
 
 from tarry.approvals import standing
 from tarry.questions import Field, Question
+from tarry.store.outbox import DeliveryRecord
 from tarry.store.waiting import WaitingTask
 from tarry.web.decisions import safe_url
 from tarry.web.edit_form import ArgumentInput, argument_inputs
@@ -95,6 +96,8 @@ class QuestionView:
     """The inputs of the parameters a person may change while approving (none when its tool lets none change)."""
     asked: str | None = None
     """The arguments as the model sent them, when a person changed what the approval proposes (``arguments``)."""
+    deliveries: list[DeliveryRecord] = field(default_factory=list)
+    """Who was notified of the question and when: its notices' deliveries, oldest first (none on a link's page)."""
 
     @property
     def dom_id(self) -> str:
