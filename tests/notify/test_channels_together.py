@@ -55,6 +55,16 @@ class Payout(Tool):
         return f"Paid {amount} to {supplier}."
 
 
+class Launch(Tool):
+    """Launches once two people approve within a minute."""
+
+    requires_approval = Approval(count=2)
+    approval_ttl = 60.0
+
+    def execute(self, rocket: str) -> str:
+        return f"Launched {rocket}."
+
+
 class People:
     """The application's routes: Ada reads email, Bob and Carol use Slack; Carol hears once it is escalated."""
 
@@ -103,10 +113,10 @@ class Channels:
     async def mails(self, count: int) -> list[EmailMessage]:
         return await asyncio.to_thread(self.mailbox.messages, count)
 
-    async def asked(self) -> Question:
+    async def asked(self, name: str = "payout", **arguments: object) -> Question:
+        arguments = arguments or {"supplier": "Acme", "amount": 900}
         chat = await self.store.create_chat(
-            ScriptedModel([[{"name": "payout", "arguments": {"supplier": "Acme", "amount": 900}}], "Paid."]),
-            [Payout()],
+            ScriptedModel([[{"name": name, "arguments": arguments}], "Done."]), [Payout(), Launch()]
         )
         await chat.ask("Pay Acme.")
         [question] = await self.store.pending_questions(chat.id)
@@ -145,7 +155,7 @@ async def channels(database_url: str, tmp_path: Path) -> AsyncIterator[Channels]
                 server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
                 serving = asyncio.create_task(server.serve(sockets=[listening]))
                 await until(lambda: server.started, "the apps to be served")
-                notifier = Notifier(store, [email, slack_sender], People(), backoff=0.05)
+                notifier = Notifier(store, [email, slack_sender], People(), backoff=0.05, expiry_interval=0.0)
                 async with httpx.AsyncClient(base_url=base, timeout=30) as http:
                     yield Channels(store, notifier, mailbox, slack, http, base)
                 server.should_exit = True
@@ -261,3 +271,32 @@ async def test_the_reminder_and_the_escalation_reach_both_channels(channels: Cha
         ("reminded", "email", "ada@example.com"),
         ("reminded", "slack", "U0BOB"),
     ]
+
+    await channels.deliver(10)  # the decision: Ada's mail, and Bob's and Carol's Slack deliveries
+    [*_, told] = await channels.mails(4)
+    assert "Ada Lovelace approved it through email" in bodies(told)[0]
+    settled = {(body["channel"], body["ts"]) for body in slack.of("chat.update") if "Approved* by Ada" in str(body)}
+    assert settled == {(message.channel, message.ts) for message in await store.slack_messages(question.id)}
+    assert len(settled) == 4  # every message posted about it: the asking, the reminder, the escalation, Carol's
+
+
+async def test_an_approval_that_lapses_is_told_through_both_channels(channels: Channels) -> None:
+    store, slack = channels.store, channels.slack
+    question = await channels.asked("launch", rocket="Ariane")
+    await channels.deliver(2)
+    [mail] = await channels.mails(1)
+    counted = await confirm(channels.http, links(mail)["Approve"])
+    assert counted.status_code == 200 and "Your approval was counted" in counted.text
+
+    advance_clock(61)
+    await channels.deliver(4)  # the notifier writes the notice of the expiry, and sends it
+    [_, lapsed] = await channels.mails(2)
+    assert (lapsed["Subject"], lapsed["X-Tarry-Event"]) == ("Expired: Approve launch?", "expired")
+    assert "It expired before anyone decided it." in bodies(lapsed)[0] and links(lapsed) == {}
+    [message] = await store.slack_messages(question.id)
+    [update] = slack.of("chat.update")
+    assert (update["channel"], update["ts"]) == (message.channel, message.ts)
+    assert not [block for block in update["blocks"] if block["type"] == "actions"]
+
+    late = await channels.http.get(links(mail)["Approve"])
+    assert late.status_code == 410 and 'data-refused="lapsed"' in late.text
