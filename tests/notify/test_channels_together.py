@@ -41,7 +41,7 @@ LINK_SECRET = "a-link-secret-for-the-seam-tests"
 ADA = Principal("ada@example.com", "Ada Lovelace")
 BOB = Principal("bob@example.com", "Bob Babbage")
 CAROL = Principal("carol@example.com", "Carol Chief")
-SLACK_USERS = {("U0BOB", "T0TEAM"): BOB, ("U0CAROL", "T0TEAM"): CAROL}
+SLACK_USERS = {("U0ADA", "T0TEAM"): ADA, ("U0BOB", "T0TEAM"): BOB, ("U0CAROL", "T0TEAM"): CAROL}
 FORM_TOKEN = re.compile(r'name="link_csrf" value="([^"]+)"')
 REMIND, ESCALATE = 600, 1200
 
@@ -80,6 +80,13 @@ class People:
             (CAROL.id, "slack"): "U0CAROL",
         }
         return where.get((principal.id, channel))
+
+
+class Everywhere(People):
+    """Ada reads email and uses Slack too."""
+
+    def address(self, principal: Principal, channel: str) -> str | None:
+        return "U0ADA" if (principal.id, channel) == (ADA.id, "slack") else super().address(principal, channel)
 
 
 def may_decide(principal: Principal, question: Question) -> bool:
@@ -300,3 +307,31 @@ async def test_an_approval_that_lapses_is_told_through_both_channels(channels: C
 
     late = await channels.http.get(links(mail)["Approve"])
     assert late.status_code == 410 and 'data-refused="lapsed"' in late.text
+
+
+async def test_one_person_on_both_channels_counts_once(channels: Channels) -> None:
+    store, slack = channels.store, channels.slack
+    channels.notifier.routes = Everywhere()
+    question = await channels.asked()
+    await channels.deliver(3)  # Ada's mail, Ada's Slack message, Bob's Slack message
+    [mail] = await channels.mails(1)
+    assert sorted(body["channel"] for body in slack.of("chat.postMessage")) == ["U0ADA", "U0BOB"]
+    counted = await confirm(channels.http, links(mail)["Approve"])
+    assert counted.status_code == 200 and "Your approval was counted" in counted.text
+
+    [adas] = [message for message in await store.slack_messages(question.id) if message.channel == "D0ADA"]
+    again = await channels.http.post(
+        "/slack/interactions",
+        **signed(click("tarry_approve", question.id, user="U0ADA", channel=adas.channel, ts=adas.ts)),
+    )
+    assert again.status_code == 200
+    await until(lambda: bool(slack.of("chat.postEphemeral")), "Ada to be told")
+    [told] = [body["text"] for body in slack.of("chat.postEphemeral")]
+    assert "Ada Lovelace already approved the payout call; it needs 2 different people" in told
+    still = await store.question(question.id)
+    assert still.decision is None and [vote.principal for vote in still.votes] == [ADA]
+    trail = await store.history(question_id=question.id)
+    assert [(event.outcome, event.by, event.channel) for event in trail] == [
+        ("counted", ADA, "email"),
+        ("refused", ADA, "slack"),
+    ]
