@@ -233,8 +233,12 @@ def test_the_openapi_schema_documents_problems_and_no_422(inbox: Inbox) -> None:
     assert set(answer["responses"]) >= {"200", "400", "401", "403", "404", "409", "410"}
     assert "422" not in answer["responses"]
     assert PROBLEM in answer["responses"]["410"]["content"]
+    retry = schema["paths"]["/api/deliveries/{delivery_id}/retry"]["post"]
+    assert PROBLEM in retry["responses"]["404"]["content"] and "422" not in retry["responses"]
     assert set(schema["paths"]) == {
         "/api/chats/{chat_id}/approve-all",
+        "/api/deliveries",
+        "/api/deliveries/{delivery_id}/retry",
         "/api/grants",
         "/api/grants/{grant_id}/revoke",
         "/api/history",
