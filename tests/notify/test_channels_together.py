@@ -216,10 +216,12 @@ async def test_ada_approves_by_email_and_bob_in_slack_and_both_hear_of_the_decis
         "decided",
     )
     assert "Bob Babbage approved it through slack" in bodies(told)[0] and links(told) == {}
+    assert "Approved by Ada Lovelace and Bob Babbage." in bodies(told)[0]  # the four eyes, not only the last pair
     await until(lambda: any("Approved* by Bob" in str(body["blocks"]) for body in slack.of("chat.update")), "update")
     update = slack.of("chat.update")[-1]
     assert (update["channel"], update["ts"]) == (message.channel, message.ts)
     assert not [block for block in update["blocks"] if block["type"] == "actions"]
+    assert "2 of 2 approvals: Ada Lovelace, Bob Babbage" in str(update["blocks"])
 
     deliveries = await store.deliveries(question_id=question.id)
     assert sorted((record.event, record.channel, record.address, record.state) for record in deliveries) == [

@@ -57,7 +57,15 @@ def decision_text(question: Question) -> str:
     through = f" through {verdict.channel}" if verdict.channel else ""
     when = verdict.at.strftime("%Y-%m-%d %H:%M UTC")
     note = f' Note: "{verdict.note}"' if verdict.note else ""
-    return f"{who} {what}{through} at {when}.{note}"
+    return f"{who} {what}{through} at {when}.{_approvers(question)}{note}"
+
+
+def _approvers(question: Question) -> str:
+    """The people whose approvals made the decision, when it took more than one (``""`` otherwise)."""
+    if question.decision != "accept" or len(question.votes) < 2:
+        return ""
+    names = [vote.principal.label for vote in question.votes]
+    return f" Approved by {', '.join(names[:-1])} and {names[-1]}."
 
 
 def compose(delivery: Delivery, sender: str, base_url: str, links: LinkSigner) -> EmailMessage:

@@ -125,7 +125,10 @@ def settled_message(question: Question, event: NoticeEvent) -> dict[str, Any]:
     """``text`` and ``blocks`` of the message once the question is decided, expired or cancelled: no buttons."""
     line = outcome_line(question, event)
     settled = {"type": "section", "text": {"type": "mrkdwn", "text": _cut(line, TEXT_LIMIT)}}
-    return {"text": _cut(f"{summary(question)} {line}", TEXT_LIMIT), "blocks": [*_question_blocks(question), settled]}
+    # A decision several people's approvals made names them all, not only the last one's.
+    approvers = _votes(question) if question.decision == "accept" and len(question.votes) > 1 else []
+    blocks = [*_question_blocks(question), settled, *approvers]
+    return {"text": _cut(f"{summary(question)} {line}", TEXT_LIMIT), "blocks": blocks}
 
 
 def decline_modal(question: Question, metadata: str) -> dict[str, Any]:
