@@ -610,6 +610,7 @@ class Store:
         *,
         by: str | Principal | None = None,
         channel: Channel = "code",
+        seen: str | None = None,
     ) -> Question | None:
         """Answer a call's approval by id with the call's result, given in place of running the tool.
 
@@ -618,8 +619,10 @@ class Store:
         ``{"result": result}``), or ``None`` when another decision came first. It needs what a decline needs of the
         approval's policy. Raises [`NotRespondableError`][tarry.errors.NotRespondableError] for any question but the
         approval a call waits on before it runs, recording nothing; else as [`decide`][tarry.store.Store.decide].
+        ``seen`` refuses the response when the call's arguments changed since, as
+        [`approve`][tarry.store.Store.approve]'s does.
         """
-        return await self.decide(question_id, "respond", result, by=by, channel=channel)
+        return await self.decide(question_id, "respond", result, by=by, channel=channel, seen=seen)
 
     async def approve_all(
         self,
