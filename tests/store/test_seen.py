@@ -91,6 +91,8 @@ async def test_a_digest_that_is_not_the_proposals_refuses_a_one_person_approval_
         await store.decide(questions[1].id, "accept", {}, seen=wrong)
     with pytest.raises(ProposalChangedError):
         await store.decide(questions[1].id, "respond", "paid by hand", seen=wrong)
+    with pytest.raises(ProposalChangedError):
+        await store.respond(questions[1].id, "paid by hand", seen=wrong)
     chat = await store.load_chat(questions[1].chat_id, reactive_model(SEND), [TransferMoney()])
     with pytest.raises(ProposalChangedError):
         await chat.approve(questions[1].id, seen=wrong)
@@ -115,6 +117,10 @@ async def test_an_in_memory_chat_refuses_a_stale_approval_too() -> None:
     assert question.proposal_digest == arguments_digest({"to": "Bob", "amount": 500})
     with pytest.raises(ProposalChangedError):
         await chat.approve(question, seen=arguments_digest({"to": "Bob", "amount": 5}))
+    with pytest.raises(ProposalChangedError):
+        await chat.respond(question, "sent by hand", seen=arguments_digest({"to": "Bob", "amount": 5}))
+    with pytest.raises(ValueError, match="64 lowercase hexadecimal digits"):
+        await chat.respond(question, "sent by hand", seen="abc")
     assert (await chat.question(question)).decision is None
     assert await chat.approve(question, seen=question.proposal_digest)
 
