@@ -269,6 +269,7 @@ class Chat:
         *,
         by: str | Principal | None = None,
         channel: Channel = "code",
+        seen: str | None = None,
     ) -> bool:
         """Answer a call's approval with the call's result, given by a person in place of running the tool.
 
@@ -277,14 +278,16 @@ class Chat:
         needs of the approval's policy. Same ``by``, ``channel`` and return value as [`answer`][tarry.Chat.answer].
         Raises [`NotRespondableError`][tarry.errors.NotRespondableError] for any question but the approval a call
         waits on before it runs, [`InvalidAnswerError`][tarry.errors.InvalidAnswerError] for a result that is no
-        JSON value, and the errors of [`answer`][tarry.Chat.answer].
+        JSON value, and the errors of [`answer`][tarry.Chat.answer]. ``seen``, the
+        [`proposal_digest`][tarry.Question.proposal_digest] of the question as the person saw it, refuses the response
+        when the call's arguments changed since, as [`approve`][tarry.Chat.approve]'s does.
         """
-        given = given_result(result)
+        given, seen = given_result(result), check_seen(seen)
         principal, through = principal_of(by), check_channel(channel)
         async with self._journal.session():
             target = await self._find(question)
             check_respondable(target, call_approval=is_call_approval(self.record_of(target), target))
-            return await self._decide(target, "respond", given, None, principal, through)
+            return await self._decide(target, "respond", given, None, principal, through, seen=seen)
 
     async def cancel(self) -> None:
         """Cancel every paused task (its ``cancel()``) and close every waiting call with a cancelled result.

@@ -15,6 +15,7 @@ from sqlalchemy import update
 from tarry.cli.exits import Exit
 from tarry.clock import utcnow
 from tarry.demo import BookTable
+from tarry.edits import arguments_digest
 from tarry.store import Store
 from tarry.store.tables import questions
 from tarry.testing import ScriptedModel
@@ -81,3 +82,28 @@ async def test_approve_takes_a_question_or_a_chat_with_all_and_an_unknown_chat_e
         assert done.returncode == Exit.USAGE, (arguments, done.stderr)
     unknown = await asyncio.to_thread(tarry, "approve", "--chat", "no-such-chat", "--all", "--url", database_url)
     assert unknown.returncode == Exit.UNKNOWN and "no-such-chat" in unknown.stderr
+
+
+async def test_approve_all_with_seen_records_the_turn_only_as_shown(store: Store, database_url: str) -> None:
+    chat_id, ids = await turn_of(store, [pay("Bob"), pay("Dan"), pay("Eve")])
+    shown = {question_id: (await store.question(question_id)).proposal_digest for question_id in ids}
+    pairs = [f"{question_id[:8]}={digest}" for question_id, digest in shown.items()]  # ids as prefixes
+
+    def approve(*seen: str) -> Any:
+        options = [option for pair in seen for option in ("--seen", pair)]
+        return tarry("approve", "--chat", chat_id, "--all", *options, "--url", database_url)
+
+    unseen = await asyncio.to_thread(approve, *pairs[:2])  # the third was asked after the listing was printed
+    assert unseen.returncode == Exit.CHANGED, unseen.stderr
+    assert f"question {ids[2]} (transfer_money)" in unseen.stderr and "not among the questions you saw" in unseen.stderr
+    changed = arguments_digest({"amount": 5, "to": "Dan"})  # what a listing printed before the call was changed
+    stale = await asyncio.to_thread(approve, pairs[0], f"{ids[1]}={changed}", pairs[2])
+    assert stale.returncode == Exit.CHANGED, stale.stderr
+    assert f"question {ids[1]} (transfer_money)" in stale.stderr and "changed since you saw them" in stale.stderr
+    assert [(await store.question(question_id)).decision for question_id in ids] == [None] * 3
+    assert await store.history(chat_id) == []
+
+    done = await asyncio.to_thread(approve, *pairs)
+    assert done.returncode == Exit.OK, done.stderr
+    assert done.stdout.count("Recorded: approved (transfer_money(") == 3
+    assert [(await store.question(question_id)).decision for question_id in ids] == ["accept"] * 3

@@ -79,5 +79,37 @@ async def test_approve_with_seen_refuses_arguments_changed_since_pending_printed
 def test_seen_takes_a_digest_of_one_question() -> None:
     bad = tarry("approve", "some-id", "--seen", "abc")
     assert bad.returncode == Exit.USAGE and "--seen: seen is a proposal's digest" in bad.stderr
+    twice = tarry("approve", "some-id", "--seen", "a" * 64, "--seen", "b" * 64)
+    assert twice.returncode == Exit.USAGE and "--seen is one question's digest: give it once" in twice.stderr
     whole = tarry("approve", "--chat", "c1", "--all", "--seen", "a" * 64)
-    assert whole.returncode == Exit.USAGE and "--seen is one question's digest" in whole.stderr
+    assert whole.returncode == Exit.USAGE and "--all takes QUESTION_ID=DIGEST, got 'aaaa" in whole.stderr
+    bad_pair = tarry("approve", "--chat", "c1", "--all", "--seen", "q1=abc")
+    assert bad_pair.returncode == Exit.USAGE and "--seen: seen is a proposal's digest" in bad_pair.stderr
+    responded = tarry("respond", "some-id", "paid", "--seen", "abc")
+    assert responded.returncode == Exit.USAGE and "--seen: seen is a proposal's digest" in responded.stderr
+
+
+async def test_respond_with_seen_refuses_arguments_changed_since_pending_printed_them(
+    store: Store, database_url: str
+) -> None:
+    chat = await store.create_chat(agent=agent)
+    await chat.ask("pay Bob")
+    [approval] = await chat.pending_questions()
+    other = arguments_digest({"amount": 5, "to": "Bob"})
+    stale = await asyncio.to_thread(
+        tarry, "respond", approval.id, "paid by hand", "--seen", other, "--url", database_url
+    )
+    assert stale.returncode == Exit.CHANGED, stale.stderr
+    assert "changed since you saw them" in stale.stderr and '"amount": 20' in stale.stderr
+    assert (await store.question(approval.id)).decision is None
+    [event] = await store.history(question_id=approval.id)
+    assert (event.outcome, event.decision, event.channel) == ("refused", "respond", "cli")
+
+    digest = approval.proposal_digest
+    assert digest is not None
+    done = await asyncio.to_thread(
+        tarry, "respond", approval.id, "paid by hand", "--seen", digest, "--url", database_url
+    )
+    assert done.returncode == Exit.OK, done.stderr
+    decided = await store.question(approval.id)
+    assert (decided.decision, decided.answer) == ("respond", {"result": "paid by hand"})

@@ -10,11 +10,12 @@ import pytest
 
 from tarry import Approval, Chat, ToolCall
 from tarry.edits import arguments_digest
-from tarry.errors import ProposalChangedError
+from tarry.errors import NotDecidableError, ProposalChangedError
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 from tests.store.approvers import Payout
 from tests.store.test_accountable import PAY, check_trail, payout_question
+from tests.store.test_approve_all import PAYOUT, transfer, turn_of
 from tests.store.test_processes import marker_lines
 from tests.store.tools import TransferMoney, reactive_model
 
@@ -90,6 +91,8 @@ async def test_a_digest_that_is_not_the_proposals_refuses_a_one_person_approval_
         await store.decide(questions[1].id, "accept", {}, seen=wrong)
     with pytest.raises(ProposalChangedError):
         await store.decide(questions[1].id, "respond", "paid by hand", seen=wrong)
+    with pytest.raises(ProposalChangedError):
+        await store.respond(questions[1].id, "paid by hand", seen=wrong)
     chat = await store.load_chat(questions[1].chat_id, reactive_model(SEND), [TransferMoney()])
     with pytest.raises(ProposalChangedError):
         await chat.approve(questions[1].id, seen=wrong)
@@ -114,6 +117,10 @@ async def test_an_in_memory_chat_refuses_a_stale_approval_too() -> None:
     assert question.proposal_digest == arguments_digest({"to": "Bob", "amount": 500})
     with pytest.raises(ProposalChangedError):
         await chat.approve(question, seen=arguments_digest({"to": "Bob", "amount": 5}))
+    with pytest.raises(ProposalChangedError):
+        await chat.respond(question, "sent by hand", seen=arguments_digest({"to": "Bob", "amount": 5}))
+    with pytest.raises(ValueError, match="64 lowercase hexadecimal digits"):
+        await chat.respond(question, "sent by hand", seen="abc")
     assert (await chat.question(question)).decision is None
     assert await chat.approve(question, seen=question.proposal_digest)
 
@@ -144,3 +151,50 @@ async def test_a_grant_matching_the_call_as_changed_decides_the_approval_asked_a
     assert again.id != first.id and again.changed_arguments == {"to": "Bob", "amount": 5000}
     assert events[1].detail == f"grant {grant.id}"
     await check_trail(store)
+
+
+async def test_a_whole_turn_approved_with_the_digests_shown_is_refused_whole_when_one_changed(finance: Store) -> None:
+    chat_id, shown = await turn_of(finance, [transfer("Bob"), PAYOUT])  # what ann's page shows
+    seen = {question.id: question.proposal_digest for question in shown}
+    payout = next(question for question in shown if question.tool_call and question.tool_call.name == "payout")
+    assert await finance.approve(payout.id, arguments={"amount": 90}, by="bob")  # 1 of 2, for 90
+
+    with pytest.raises(NotDecidableError) as caught:
+        await finance.approve_all(chat_id, by="ann", seen=seen)
+    assert caught.value.question_id == payout.id and isinstance(caught.value.reason, ProposalChangedError)
+    assert caught.value.reason.proposal == {"to": "Carol", "amount": 90}
+    assert f"question {payout.id} (payout)" in str(caught.value) and "changed since you saw them" in str(caught.value)
+    now = [await finance.question(question.id) for question in shown]
+    assert [question.decision for question in now] == [None, None], "all or nothing: the transfer is not approved"
+    assert [vote.principal.id for vote in (await finance.question(payout.id)).votes] == ["bob"]
+    assert [event.by.id if event.by else None for event in await finance.history(chat_id)] == ["bob"]
+
+    again = {question.id: question.proposal_digest for question in now}  # ann looks again: 90
+    approved = await finance.approve_all(chat_id, by="ann", seen=again)
+    assert sorted(question.id for question in approved) == sorted(seen)
+    assert (await finance.question(payout.id)).answer == {"arguments": {"to": "Carol", "amount": 90}}
+    await check_trail(finance)
+
+
+async def test_a_whole_turn_stops_at_a_question_the_approver_was_not_shown(store: Store) -> None:
+    chat_id, shown = await turn_of(store, [transfer("Bob"), transfer("Dan")])
+    first = shown[0]
+    with pytest.raises(NotDecidableError) as caught:
+        await store.approve_all(chat_id, by="ann", seen={first.id: first.proposal_digest})
+    assert caught.value.question_id == shown[1].id and caught.value.reason is None
+    assert "not among the questions you saw" in str(caught.value)
+    with pytest.raises(NotDecidableError) as wrong:
+        await store.approve_all(chat_id, seen={question.id: arguments_digest({"to": "Eve"}) for question in shown})
+    assert wrong.value.question_id == min(q.id for q in shown) and isinstance(wrong.value.reason, ProposalChangedError)
+    other_id, [other] = await turn_of(store, [transfer("Eve")])
+    with pytest.raises(ValueError, match=f"not chat {chat_id}'s: {other.id}"):
+        await store.approve_all(chat_id, seen={question.id: question.proposal_digest for question in [*shown, other]})
+    with pytest.raises(TypeError, match="seen maps each question's id"):
+        await store.approve_all(chat_id, seen=[first.proposal_digest])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="64 lowercase hexadecimal digits"):
+        await store.approve_all(chat_id, seen={first.id: "abc"})
+    assert await store.history(chat_id) == [] and await store.history(other_id) == []
+
+    assert await store.approve(first.id, by="bob")  # decided meanwhile: its digest is left out, the rest approved
+    approved = await store.approve_all(chat_id, by="ann", seen={q.id: q.proposal_digest for q in shown})
+    assert [question.id for question in approved] == [shown[1].id]

@@ -63,3 +63,22 @@ def test_an_approval_for_arguments_changed_since_they_were_read_is_409_and_recor
     done = any_inbox.client.post(url, json={"seen": read["proposal_digest"]}, headers=AUTH)
     assert done.status_code == 200, done.text
     assert done.json()["question"]["decision"] == "accept"
+
+
+def test_a_response_with_seen_is_refused_when_the_arguments_are_not_those_shown(any_inbox: Inbox) -> None:
+    chat = park(any_inbox.url, call("refund", order="A1", amount=30))
+    [asked] = pending(any_inbox.url, chat)
+    url = f"/api/questions/{asked.id}/respond"
+    other = arguments_digest({"order": "A1", "amount": 3})
+    stale = problem(any_inbox.client.post(url, json={"result": "refunded by hand", "seen": other}, headers=AUTH), 409)
+    assert "changed since you saw them" in stale["detail"] and stale["question_id"] == asked.id
+    history = any_inbox.client.get("/api/history", params={"question_id": asked.id}, headers=AUTH).json()
+    assert [(event["decision"], event["outcome"]) for event in history] == [("respond", "refused")]
+    bad = problem(any_inbox.client.post(url, json={"result": "x", "seen": "abc"}, headers=AUTH), 400)
+    assert "64 lowercase hexadecimal digits" in bad["detail"]
+    assert any_inbox.client.get(f"/api/questions/{asked.id}", headers=AUTH).json()["decision"] is None
+
+    shown = {"result": "refunded by hand", "seen": asked.proposal_digest}
+    done = any_inbox.client.post(url, json=shown, headers=AUTH)
+    assert done.status_code == 200, done.text
+    assert done.json()["question"]["answer"] == {"result": "refunded by hand"}

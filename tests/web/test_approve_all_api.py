@@ -10,6 +10,7 @@ from sqlalchemy import update
 from starlette.requests import Request
 
 from tarry.clock import utcnow
+from tarry.edits import arguments_digest
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.store.tables import questions
@@ -100,3 +101,29 @@ def test_unknown_chats_logins_csrf_and_authorize_are_checked(any_database: str) 
         client.portal.call(guarded.store.close)  # type: ignore[union-attr]
     assert first.id in asked_about and second.id in asked_about
     assert history(any_database, chat) == []
+
+
+def test_a_turn_with_seen_is_approved_only_as_shown(inbox: Inbox) -> None:
+    chat = park(inbox.url, refund("A1"), refund("A2"), refund("A3"))
+    waiting = sorted(pending(inbox.url, chat), key=lambda asked: asked.id)
+    listed = inbox.client.get("/api/questions", params={"chat_id": chat}, headers=AUTH).json()
+    shown = {item["id"]: item["proposal_digest"] for item in listed}
+    url = f"/api/chats/{chat}/approve-all"
+
+    changed = {**shown, waiting[1].id: arguments_digest({"order": "A2", "amount": 100})}
+    stale = problem(inbox.client.post(url, json={"seen": changed}, headers=AUTH), 409)
+    assert stale["question_id"] == waiting[1].id and "changed since you saw them" in stale["detail"]
+    unseen = problem(inbox.client.post(url, json={"seen": dict(list(shown.items())[:2])}, headers=AUTH), 409)
+    assert unseen["question_id"] not in list(shown)[:2] and "not among the questions you saw" in unseen["detail"]
+    bad = problem(inbox.client.post(url, json={"seen": {waiting[0].id: "abc"}}, headers=AUTH), 400)
+    assert "64 lowercase hexadecimal digits" in bad["detail"] and set(bad["errors"]) == {"seen"}
+    stranger = problem(
+        inbox.client.post(url, json={"seen": {**shown, "no-such-question": "a" * 64}}, headers=AUTH), 400
+    )
+    assert "not chat" in stranger["detail"] and "no-such-question" in stranger["detail"]
+    assert [question(inbox.url, asked.id).decision for asked in waiting] == [None] * 3
+    assert history(inbox.url, chat) == [] and inbox.answered == []
+
+    done = inbox.client.post(url, json={"seen": shown}, headers=AUTH)
+    assert done.status_code == 200, done.text
+    assert [item["id"] for item in done.json()["questions"]] == [asked.id for asked in waiting]

@@ -373,9 +373,10 @@ def _add_inbox(commands: Any) -> None:
         "give it once per argument",
     )  # fmt: skip
     approve.add_argument(
-        "--seen", metavar="DIGEST",
+        "--seen", metavar="DIGEST", action="append",
         help="approve only if the call's arguments are still those whose digest `tarry pending` or `tarry show` "
-        "printed (exit 11, nothing recorded, when someone changed them since)",
+        "printed (exit 11, nothing recorded, when someone changed them since); with --chat CHAT_ID --all, give "
+        "QUESTION_ID=DIGEST once per question shown: exit 11 when one changed or a question is not among them",
     )  # fmt: skip
     approve.set_defaults(check=partial(_check_approve, approve))
     decline = add("decline", "decline a question; the note reaches the model")
@@ -390,6 +391,12 @@ def _add_inbox(commands: Any) -> None:
     respond.add_argument("question", metavar="QUESTION_ID")
     respond.add_argument("result", metavar="RESULT")
     respond.add_argument("--json", action="store_true", dest="as_json", help="read RESULT as a JSON value")
+    respond.add_argument(
+        "--seen", metavar="DIGEST", action="append",
+        help="respond only if the call's arguments are still those whose digest `tarry pending` or `tarry show` "
+        "printed (exit 11, nothing recorded, when someone changed them since)",
+    )  # fmt: skip
+    respond.set_defaults(check=partial(_check_seen, respond))
     for deciding in (pending, answer, approve, decline, respond):
         deciding.add_argument(
             "--as", dest="by", metavar="IDENTITY", type=identity_text,
@@ -473,15 +480,22 @@ def _check_approve(parser: argparse.ArgumentParser, arguments: argparse.Namespac
 
 
 def _check_seen(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:
-    """``tarry approve --seen DIGEST`` takes one question's digest, as ``tarry pending`` prints it."""
+    """``--seen DIGEST`` takes one question's digest, as ``tarry pending`` prints it; ``tarry approve --chat ID --all``
+    takes ``--seen QUESTION_ID=DIGEST`` once per question shown."""
     from tarry.decisions import check_seen  # the command line's own checks import nothing of tarry's at start
 
-    if arguments.whole_turn:
-        parser.error("--seen is one question's digest: give its QUESTION_ID, not --chat CHAT_ID --all")
-    try:
-        check_seen(arguments.seen)
-    except ValueError as error:
-        parser.error(f"--seen: {error}")
+    given: list[str] = arguments.seen or []
+    whole_turn = getattr(arguments, "whole_turn", False)
+    if not whole_turn and len(given) > 1:
+        parser.error("--seen is one question's digest: give it once (or QUESTION_ID=DIGEST each with --chat --all)")
+    for entry in given:
+        question, sep, digest = entry.partition("=") if whole_turn else ("-", "=", entry)
+        if not question or not sep:
+            parser.error(f"--seen with --chat CHAT_ID --all takes QUESTION_ID=DIGEST, got {entry!r}")
+        try:
+            check_seen(digest)
+        except ValueError as error:
+            parser.error(f"--seen: {error}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,8 +52,9 @@ class Exit(IntEnum):
     TAMPERED = 10
     """``tarry history --verify``: the audit trail is not as tarry wrote it (a row changed, removed or inserted)."""
     CHANGED = 11
-    """``tarry approve --seen``: the call's arguments changed since the digest given was printed; nothing was
-    recorded, and stderr says what they are now."""
+    """``tarry approve --seen`` or ``tarry respond --seen``: the call's arguments changed since the digest given was
+    printed (with ``--chat ID --all``: one question's did, or a question was asked since); nothing was recorded, and
+    stderr says what they are now."""
     INTERRUPTED = 130
     """Ctrl-C: the chat is parked in the database and can be resumed."""
 

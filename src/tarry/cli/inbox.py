@@ -29,7 +29,7 @@ from tarry.cli.output import (
     transcript_lines,
 )
 from tarry.edits import counted_votes
-from tarry.errors import InvalidAnswerError
+from tarry.errors import InvalidAnswerError, NotDecidableError
 from tarry.messages import Message
 from tarry.principals import Principal
 from tarry.questions import Question
@@ -141,16 +141,34 @@ async def approve(store: Store, arguments: argparse.Namespace) -> int:
     turn: every question its waiting calls wait on, all or none."""
     by = decider(arguments, store)
     if arguments.whole_turn:
-        approved = await store.approve_all(arguments.chat, by=by, channel="cli")
+        seen = await _shown(store, arguments.seen)
+        try:
+            approved = await store.approve_all(arguments.chat, by=by, channel="cli", seen=seen)
+        except NotDecidableError as error:
+            if seen is None or error.reason is not None or error.question_id in seen:
+                raise
+            print(f"tarry: {error}", file=sys.stderr)  # asked since the questions were shown: as if they changed
+            return Exit.CHANGED
         if not approved:
             print(f"Nothing to approve: no call of chat {arguments.chat} waits on a question.")
         for question in approved:
             print(f"Recorded: approved ({describe_call(question.tool_call)}), question {question.id}.")
         return Exit.OK
     changes = changed_arguments(arguments.changes) if arguments.changes else None
-    seen = arguments.seen
+    seen = arguments.seen[0] if arguments.seen else None
     decided = await store.decide(arguments.question, "accept", by=by, channel="cli", arguments=changes, seen=seen)
     return await _decided(store, arguments.question, decided)
+
+
+async def _shown(store: Store, pairs: list[str] | None) -> dict[str, str] | None:
+    """``--seen QUESTION_ID=DIGEST`` options as ``approve_all``'s ``seen``, each id given whole or as a prefix."""
+    if not pairs:
+        return None
+    shown: dict[str, str] = {}
+    for pair in pairs:
+        question, _, digest = pair.partition("=")
+        shown[await store.full_id(question, of="question")] = digest
+    return shown
 
 
 def changed_arguments(pairs: list[str]) -> dict[str, Any]:
@@ -182,7 +200,8 @@ async def respond(store: Store, arguments: argparse.Namespace) -> int:
             result = json.loads(result)
         except ValueError as error:
             raise InvalidAnswerError({"result": f"--json needs a JSON value: {error}"}) from None
-    decided = await store.respond(arguments.question, result, by=by, channel="cli")
+    seen = arguments.seen[0] if arguments.seen else None
+    decided = await store.respond(arguments.question, result, by=by, channel="cli", seen=seen)
     return await _decided(store, arguments.question, decided)
 
 

@@ -72,7 +72,7 @@ from tarry.store.schedule import wake
 from tarry.store.slack import SlackMessage, new_slack_message, read_slack_messages, save_slack_message
 from tarry.store.tables import LARGEST_ID, chats, questions, tool_calls
 from tarry.store.together import DecisionsTogether
-from tarry.store.turn import approve_turn
+from tarry.store.turn import approve_turn, shown_digests
 from tarry.store.waiting import WaitingTask, waiting_tasks
 from tarry.tasks import Task
 from tarry.text import unstorable
@@ -610,6 +610,7 @@ class Store:
         *,
         by: str | Principal | None = None,
         channel: Channel = "code",
+        seen: str | None = None,
     ) -> Question | None:
         """Answer a call's approval by id with the call's result, given in place of running the tool.
 
@@ -618,11 +619,18 @@ class Store:
         ``{"result": result}``), or ``None`` when another decision came first. It needs what a decline needs of the
         approval's policy. Raises [`NotRespondableError`][tarry.errors.NotRespondableError] for any question but the
         approval a call waits on before it runs, recording nothing; else as [`decide`][tarry.store.Store.decide].
+        ``seen`` refuses the response when the call's arguments changed since, as
+        [`approve`][tarry.store.Store.approve]'s does.
         """
-        return await self.decide(question_id, "respond", result, by=by, channel=channel)
+        return await self.decide(question_id, "respond", result, by=by, channel=channel, seen=seen)
 
     async def approve_all(
-        self, chat_id: str, *, by: str | Principal | None = None, channel: Channel = "code"
+        self,
+        chat_id: str,
+        *,
+        by: str | Principal | None = None,
+        channel: Channel = "code",
+        seen: Mapping[str, str] | None = None,
     ) -> list[Question]:
         """Approve every question the chat's waiting calls wait on, all in one transaction or none of them.
 
@@ -636,13 +644,22 @@ class Store:
         fill in or a link to open, and for an approval whose policy needs more people, which this approval would
         only count (approve it on its own to count it).
 
+        ``seen`` says what the approver was shown: each question's id to its
+        [`proposal_digest`][tarry.Question.proposal_digest] as shown (``{question.id: question.proposal_digest}`` for
+        the questions listed). Each approval is then checked as [`approve`][tarry.store.Store.approve]'s ``seen`` is:
+        when a question proposes other arguments now, nothing is recorded and ``NotDecidableError`` names it, its
+        ``reason`` a [`ProposalChangedError`][tarry.errors.ProposalChangedError]. A question of the turn missing from
+        ``seen`` (asked since it was read) stops the turn too (``reason`` ``None``); ids of questions decided
+        meanwhile are left out of it, and an id that is no question of the chat raises ``ValueError``.
+
         Returns the decided questions in id order; an empty list when no call of the chat waits on a question.
         A chat's own questions (a login before any call) are left alone. Raises
         [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown chat.
         """
         if not isinstance(chat_id, str) or unstorable(chat_id):  # no chat has such an id
             raise ChatNotFoundError(f"No chat has the id {chat_id!r}")
-        work = partial(approve_turn, chat_id=chat_id, by=principal_of(by), channel=check_channel(channel))
+        shown = shown_digests(seen)
+        work = partial(approve_turn, chat_id=chat_id, by=principal_of(by), channel=check_channel(channel), seen=shown)
         decided = await self.db.run_write(
             partial(work, may_decide=self.may_decide), may_block=self.may_decide is not None
         )

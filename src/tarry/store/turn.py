@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from sqlalchemy import Connection, select
 
 from tarry.approvals import MayDecide
+from tarry.decisions import check_seen
 from tarry.errors import ChatNotFoundError, NotDecidableError
 from tarry.principals import Channel, Principal
 from tarry.questions import Question
 from tarry.store.deciding import Attempt, Settled, decide_question
 from tarry.store.tables import chats, questions, tool_calls
+from tarry.text import unstorable
 
 _OPEN_OF_CHAT = (
     select(questions.c.id, questions.c.kind, tool_calls.c.name)
@@ -21,7 +26,12 @@ _OPEN_OF_CHAT = (
 
 
 def approve_turn(
-    connection: Connection, chat_id: str, by: Principal | None, channel: Channel, may_decide: MayDecide | None
+    connection: Connection,
+    chat_id: str,
+    by: Principal | None,
+    channel: Channel,
+    may_decide: MayDecide | None,
+    seen: Mapping[str, str] | None = None,
 ) -> list[Settled]:
     """Approve every undecided question of the chat's open calls in this transaction, or raise and record nothing.
 
@@ -30,6 +40,9 @@ def approve_turn(
     [`NotDecidableError`][tarry.errors.NotDecidableError] naming it and its tool, which rolls the whole
     transaction back (the trail's rows of the others too): with the refusal a single decision gets as its
     ``reason``, or none for a form, a link, or an approval this one would only count.
+    ``seen`` (question ids to the digests of the proposals shown) gives each question's decision its digest, for the
+    rule ``changed`` to check; a question not in it (asked since) stops the turn, and an id in it that names no
+    question of the chat raises ``ValueError``.
     A chat's own questions (a login before any call) are no call's and are left alone. Returns what each
     decision came to, in id order; an empty list when nothing waits. Raises
     [`ChatNotFoundError`][tarry.errors.ChatNotFoundError] for an unknown chat.
@@ -44,13 +57,47 @@ def approve_turn(
         if row.kind != "approval":
             stop = "it is a form to fill in" if row.kind == "form" else "it is a link to open"
             raise NotDecidableError(_stopped(chat_id, row.id, row.name, f"{stop}; decide it on its own"), row.id)
+    if seen is not None:
+        _check_shown(connection, chat_id, seen, found)
     settled: list[Settled] = []
     postgres = connection.dialect.name == "postgresql"
     for row in found:
-        attempt = Attempt(row.id, "accept", Question.check_answer, None, by, channel)
+        shown = None if seen is None else seen[row.id]
+        attempt = Attempt(row.id, "accept", Question.check_answer, None, by, channel, seen=shown)
         outcome = decide_question(connection, attempt, may_decide, postgres=postgres)
         settled.append(_decided(chat_id, row.id, row.name, outcome))
     return settled
+
+
+def shown_digests(seen: object) -> dict[str, str] | None:
+    """``Store.approve_all``'s ``seen``, checked: question ids to digests, each as ``check_seen`` takes it."""
+    if seen is None:
+        return None
+    if not isinstance(seen, Mapping):
+        raise TypeError(f"seen maps each question's id to the digest shown, got {type(seen).__name__}")
+    shown: dict[str, str] = {}
+    for key, digest in seen.items():
+        if not isinstance(key, str) or unstorable(key):
+            raise ValueError(f"seen's keys are question ids, got {key!r}")
+        checked = check_seen(digest)
+        if checked is None:
+            raise TypeError(f"seen gives question {key} no digest")
+        shown[key] = checked
+    return shown
+
+
+def _check_shown(connection: Connection, chat_id: str, seen: Mapping[str, str], found: Sequence[Any]) -> None:
+    """Raise unless ``seen`` names only questions of the chat and holds every question the turn would approve."""
+    others = set(seen) - {row.id for row in found}  # decided meanwhile (fine), or no question of this chat
+    if others:
+        ours = set(connection.scalars(select(questions.c.id).where(questions.c.chat_id == chat_id)))
+        strangers = sorted(others - ours)
+        if strangers:
+            raise ValueError(f"seen names questions that are not chat {chat_id}'s: {', '.join(strangers)}")
+    for row in found:
+        if row.id not in seen:
+            why = "it was not among the questions you saw (asked since); look again"
+            raise NotDecidableError(_stopped(chat_id, row.id, row.name, why), row.id)
 
 
 def _decided(chat_id: str, question_id: str, tool: str, outcome: Settled) -> Settled:

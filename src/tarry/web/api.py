@@ -17,6 +17,7 @@ from tarry.web.decisions import NOBODY_GRANTS, Action, Decider, Result
 from tarry.web.guard import MAX_BODY
 from tarry.web.problems import Problem, problem_responses
 from tarry.web.schemas import (
+    ApproveAllIn,
     ApproveIn,
     DecisionEventOut,
     DecisionOut,
@@ -207,11 +208,12 @@ def api_router(decider: Decider) -> APIRouter:
         summary="Give the result of a call waiting for approval, in place of running its tool",
         description=(
             "The tool never runs: the model reads `result` as given by a person. Only for the approval a call waits "
-            "on before it runs (400 otherwise); it needs what a decline needs of the approval's policy."
+            "on before it runs (400 otherwise); it needs what a decline needs of the approval's policy. With "
+            '`"seen": proposal_digest`, only if the arguments are still those you saw: 409 when they changed since.'
         ),
     )
     async def respond(request: Request, question_id: str, body: RespondIn) -> DecisionOut:
-        return await decided(request, question_id, "respond", {"result": body.result}, None)
+        return await decided(request, question_id, "respond", {"result": body.result}, None, seen=body.seen)
 
     @writes.post(
         "/chats/{chat_id}/approve-all",
@@ -220,12 +222,15 @@ def api_router(decider: Decider) -> APIRouter:
         description=(
             "One transaction: if one question cannot be approved, none is, nothing goes on the audit trail, and "
             "the problem's `question_id` names it (403 its policy refuses you, 410 it expired, 409 a form, a "
-            "link, or an approval your vote would only count). No question waiting: `questions` is empty."
+            "link, or an approval your vote would only count). No question waiting: `questions` is empty. "
+            'With `{"seen": {question_id: proposal_digest, ...}}` (the questions you were shown), 409 when one\'s '
+            "arguments changed since or a question of the turn is not among them."
         ),
     )
-    async def approve_all(request: Request, chat_id: str) -> TurnOut:
+    async def approve_all(request: Request, chat_id: str, body: ApproveAllIn | None = None) -> TurnOut:
+        seen = body.seen if body is not None else None
         try:
-            result = await decider.approve_all(request, chat_id, "api")
+            result = await decider.approve_all(request, chat_id, "api", seen)
         except NotLoggedIn:
             raise Problem(401, "Log in first.") from None
         except Forbidden as error:
@@ -233,7 +238,8 @@ def api_router(decider: Decider) -> APIRouter:
         if result.outcome == "unknown":
             raise Problem(404, "No chat has this id.", chat_id=chat_id)
         if result.outcome == "invalid":
-            raise Problem(400, result.errors["identity"], errors=result.errors, chat_id=chat_id)
+            detail = result.errors.get("identity") or result.errors["seen"]
+            raise Problem(400, detail, errors=result.errors, chat_id=chat_id)
         stopped = result.stopped
         if stopped is not None:
             reason = stopped.reason

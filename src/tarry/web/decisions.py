@@ -29,6 +29,7 @@ from tarry.grants import Allow, Grant
 from tarry.principals import Channel, Principal
 from tarry.questions import Question
 from tarry.store import Store
+from tarry.store.turn import shown_digests
 from tarry.web.access import Access, ChatRef
 
 logger = logging.getLogger("tarry.web")
@@ -77,7 +78,7 @@ class Result:
 TurnOutcome = Literal["approved", "nothing", "stopped", "unknown", "invalid"]
 """What came of approving a chat's whole turn: ``approved`` (every question), ``nothing`` (none waited),
 ``stopped`` (one question could not be approved, so none was), ``unknown`` (no such chat), ``invalid`` (an
-identity the store cannot record)."""
+identity the store cannot record, or a malformed ``seen``)."""
 
 
 @dataclass
@@ -145,8 +146,8 @@ class Decider:
         ``NotLoggedIn``/``Forbidden``.
 
         ``allow`` (with ``approve``) also makes the standing grant it says, in the decision's transaction.
-        ``seen`` (with ``approve``): the [`proposal_digest`][tarry.Question.proposal_digest] of the question as the
-        person was shown it; the outcome is ``changed`` when its arguments changed since.
+        ``seen`` (with ``approve`` or ``respond``): the [`proposal_digest`][tarry.Question.proposal_digest] of the
+        question as the person was shown it; the outcome is ``changed`` when its arguments changed since.
 
         One read of the question (to check who may see it), then the decision through
         [`Store.decide`][tarry.store.Store.decide], whose question the result holds; the question is read
@@ -162,7 +163,7 @@ class Decider:
             return Result("invalid", question, {"identity": problem})
         by = await self.access.principal(request)
         try:
-            seen = check_seen(seen) if action == "approve" else None
+            seen = check_seen(seen) if action in ("approve", "respond") else None
         except (TypeError, ValueError) as error:
             return Result("invalid", question, {"seen": str(error)})
         try:
@@ -214,9 +215,15 @@ class Decider:
         await self._after(decided)
         return Result(_RECORDED[action], decided)
 
-    async def approve_all(self, request: Request, chat_id: str, channel: Channel = "web") -> TurnResult:
+    async def approve_all(
+        self, request: Request, chat_id: str, channel: Channel = "web", seen: Mapping[str, str] | None = None
+    ) -> TurnResult:
         """Approve the chat's whole turn ([`Store.approve_all`][tarry.store.Store.approve_all]) as whoever
         ``Access.principal`` says; raises ``NotLoggedIn``/``Forbidden``.
+
+        ``seen``: the questions the person was shown, by id, each with its
+        [`proposal_digest`][tarry.Question.proposal_digest] as shown; the turn stops (``stopped``) when one changed
+        since or one was not shown, and is ``invalid`` (under ``"seen"``) when ``seen`` is malformed.
 
         The person must be allowed the chat and each question it waits on (``authorize``, item by item) before
         anything is recorded; ``on_answer`` runs for each approved question.
@@ -229,11 +236,19 @@ class Decider:
             return TurnResult("invalid", errors={"identity": problem})
         by = await self.access.principal(request)
         try:
-            approved = await self.store.approve_all(chat_id, by=by, channel=channel)
+            shown = shown_digests(seen)
+        except (TypeError, ValueError) as error:
+            return TurnResult("invalid", errors={"seen": str(error)})
+        try:
+            approved = await self.store.approve_all(chat_id, by=by, channel=channel, seen=shown)
         except ChatNotFoundError:
             return TurnResult("unknown")
         except NotDecidableError as error:
             return TurnResult("stopped", stopped=error)
+        except ValueError as error:  # seen names a question that is not this chat's
+            if shown is None:
+                raise
+            return TurnResult("invalid", errors={"seen": str(error)})
         who = self.access.who(request)
         for question in approved:
             if who is not None:
@@ -289,7 +304,7 @@ class Decider:
             return await self.store.decide(question.id, "decline", note=note, by=by, channel=channel)
         if action == "respond":
             result = (values or {}).get("result")
-            return await self.store.respond(question.id, result, by=by, channel=channel)
+            return await self.store.respond(question.id, result, by=by, channel=channel, seen=seen)
         if question.kind == "url" and not safe_url(question.url):
             raise InvalidAnswerError({"url": "only http and https links can be accepted"})
         if action == "approve":  # values, if any, change the call's arguments

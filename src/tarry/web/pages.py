@@ -20,7 +20,13 @@ from starlette.templating import Jinja2Templates
 
 from tarry.approvals import refusals
 from tarry.clock import utcnow
-from tarry.errors import ChatNotFoundError, NotAllowedError, QuestionExpiredError
+from tarry.errors import (
+    ChatNotFoundError,
+    NotAllowedError,
+    NotDecidableError,
+    ProposalChangedError,
+    QuestionExpiredError,
+)
 from tarry.grants import Allow
 from tarry.principals import Principal
 from tarry.questions import Question
@@ -71,8 +77,21 @@ NOTICES = {
         "Nothing was approved: this question needs a decision of its own (an answer, a link, or "
         "more people's approval), so none of the conversation's calls was approved.",
     ),
+    "all-changed": (
+        "error",
+        "Nothing was approved: this call's arguments changed since you saw them, so none of the conversation's "
+        "calls was. Look at them again below.",
+    ),
+    "all-unseen": (
+        "error",
+        "Nothing was approved: this call was asked after the page showed the conversation, so none of its calls "
+        "was. Look at them again below.",
+    ),
     "all-unknown": ("warn", "There is no such conversation."),
-    "all-invalid": ("warn", "Your identity cannot be recorded, so nothing was approved."),
+    "all-invalid": (
+        "warn",
+        "Nothing was approved: your identity cannot be recorded, or the form did not say which calls you saw.",
+    ),
 }
 """What the page says after a decision, by outcome: a tone and a sentence."""
 GRANT_NOTICES = {
@@ -172,8 +191,8 @@ class Invalid:
         self.note = note
 
 
-CHANGED = "The arguments changed since you saw them: nothing was approved. Look at them again below."
-"""The notice of an approval made on a page that showed arguments someone changed since."""
+CHANGED = "The arguments changed since you saw them: nothing was recorded. Look at them again below."
+"""The notice of an approval or a response made on a page that showed arguments someone changed since."""
 
 
 def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
@@ -339,9 +358,9 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
         typed = _typed(form)
         values = {"result": _text(form, "result") or ""} if action == "respond" else _values(typed)
         allow = ALLOW_FOR_AN_HOUR if action == "approve" and _text(form, "allow") == "chat-hour" else None
-        seen = None
-        if action == "approve":  # an approval's inputs change the call's arguments; it says which ones it showed
-            typed, values, seen = typed_arguments(form), changes_of(form), _text(form, "seen") or None
+        seen = _text(form, "seen") or None if action in ("approve", "respond") else None  # the arguments it showed
+        if action == "approve":  # an approval's inputs change the call's arguments
+            typed, values = typed_arguments(form), changes_of(form)
         try:
             result = await decider.decide(request, question_id, action, values, note or None, allow=allow, seen=seen)
         except (NotLoggedIn, Forbidden):
@@ -377,15 +396,14 @@ def page_router(decider: Decider, pages: Pages, live: LiveSignal) -> APIRouter:
 
     @posts.post("/chats/{chat_id}/approve-all")
     async def approve_all(request: Request, chat_id: str) -> Response:
+        shown = _shown(await request.form())  # the cards the page showed, each with the digest of its arguments
         try:
-            result = await decider.approve_all(request, chat_id)
+            result = await decider.approve_all(request, chat_id, seen=shown)
         except (NotLoggedIn, Forbidden):
             raise Refused(403, "forbidden") from None
         query = {"chat": chat_id, "outcome": f"all-{result.outcome}"}
         if result.stopped is not None:
-            reason = result.stopped.reason
-            refused = "refused" if isinstance(reason, NotAllowedError) else "stopped"
-            query["outcome"] = "all-expired" if isinstance(reason, QuestionExpiredError) else f"all-{refused}"
+            query["outcome"] = _stopped_outcome(result.stopped, shown)
             query["question"] = result.stopped.question_id
         return RedirectResponse(f"{root_of(request)}/?{urlencode(query)}", status_code=303)
 
@@ -429,6 +447,26 @@ def _query(**values: str | None) -> str:
     """A query string of the values that are set, with its ``?`` (empty when none is)."""
     given = {key: value for key, value in values.items() if value}
     return f"?{urlencode(given)}" if given else ""
+
+
+def _shown(form: FormData) -> dict[str, str] | None:
+    """The ``seen`` fields of the "approve all" form (``QUESTION_ID=DIGEST`` each) as a mapping; ``None`` for none."""
+    entries = [value for value in form.getlist("seen") if isinstance(value, str)]
+    if not entries:
+        return None
+    return dict(entry.partition("=")[::2] for entry in entries)
+
+
+def _stopped_outcome(stopped: NotDecidableError, shown: Mapping[str, str] | None) -> str:
+    """The notice for a turn that one question stopped: by what stopped it."""
+    reason = stopped.reason
+    if isinstance(reason, ProposalChangedError):
+        return "all-changed"
+    if shown is not None and stopped.question_id not in shown:
+        return "all-unseen"
+    if isinstance(reason, QuestionExpiredError):
+        return "all-expired"
+    return "all-refused" if isinstance(reason, NotAllowedError) else "all-stopped"
 
 
 def _text(form: FormData, key: str) -> str | None:

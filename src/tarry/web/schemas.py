@@ -232,6 +232,23 @@ class RespondIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     result: Any = Field(description="Any JSON value (text is the common case); the model reads it as a person's.")
+    seen: str | None = Field(
+        default=None,
+        description="The `proposal_digest` of the question as you were shown it: if the call's arguments changed "
+        "since, nothing is recorded and the answer is 409.",
+    )
+
+
+class ApproveAllIn(BaseModel):
+    """What the person was shown of the turn they approve whole."""
+
+    model_config = ConfigDict(extra="forbid")
+    seen: dict[str, str] | None = Field(
+        default=None,
+        description="Each question shown, by id, with its `proposal_digest` as shown: if one's arguments changed "
+        "since, or a question of the turn is not among them (asked since), nothing is recorded and the answer is "
+        "409 naming it. Without it, every question is approved as it stands when the turn is recorded.",
+    )
 
 
 class TaskOut(BaseModel):
