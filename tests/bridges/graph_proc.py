@@ -26,12 +26,12 @@ async def park(url: str, checkpoints: str, thread_id: str) -> None:
 
 
 async def decide(url: str, chat_id: str) -> None:
-    """Approve the refund and answer the invoice question, found through ``pending_questions``."""
+    """Approve the refund and fill in the invoice form, found through ``pending_questions``."""
     async with Store(url) as store:
         waiting = {question.tool_call.name: question for question in await store.pending_questions(chat_id)}
         approved = await store.approve(waiting["refund"].id, by=Principal("ann"))
-        given = await store.respond(waiting["invoice"].id, {"invoice": "INV-9"}, by=Principal("ann"))
-        print(json.dumps({"approved": approved, "given": given is not None}))
+        answered = await store.answer(waiting["invoice"].id, invoice="INV-9", by=Principal("ann"))
+        print(json.dumps({"approved": approved, "answered": answered}))
 
 
 async def carry(url: str, checkpoints: str, chat_id: str, start_file: str = "") -> None:

@@ -21,11 +21,12 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command
 
 from tarry.bridges import StandIn
-from tarry.bridges.langgraph import LangGraphBridge
+from tarry.bridges.langgraph import InterruptStandIn, LangGraphBridge, form_fields
 from tarry.errors import BridgeError, NotAllowedError
 from tarry.jobs import continue_chat
 from tarry.principals import Principal
 from tarry.store import Store
+from tarry.tasks import Task
 from tarry.testing import advance_clock
 from tests.bridges.graphs import (
     ENTERED,
@@ -99,7 +100,10 @@ async def test_parked_in_one_process_decided_in_a_second_resumed_in_a_third(
         "question": "The invoice of A17?",
         "response_schema": INVOICE_SCHEMA,
     }
-    assert finish(start("decide", database_url, chat_id)) == {"approved": True, "given": True}
+    assert waiting["refund"].kind == "approval" and waiting["invoice"].kind == "form"
+    assert [field.name for field in waiting["invoice"].fields] == ["invoice"]
+    assert waiting["invoice"].message == "The invoice of A17?"
+    assert finish(start("decide", database_url, chat_id)) == {"approved": True, "answered": True}
     assert refunds_done() == []  # deciding runs nothing: resuming does
     last = finish(start("carry", database_url, checkpoints, chat_id))
     assert last["role"] == "assistant"
@@ -110,7 +114,7 @@ async def test_parked_in_one_process_decided_in_a_second_resumed_in_a_third(
         trail = await store.history(chat_id)
         assert sorted((event.decision, event.by) for event in trail if event.outcome == "decided") == [
             ("accept", Principal("ann")),
-            ("respond", Principal("ann")),
+            ("accept", Principal("ann")),
         ]
 
 
@@ -180,12 +184,11 @@ async def test_a_decline_reaches_the_graph_and_the_refund_is_not_made(store: Sto
     chat_id = await parked(store, bridge)
     waiting = {question.tool_call.name: question for question in await store.pending_questions(chat_id)}
     assert await store.decline(waiting["refund"].id, "A17 was refunded last week")
-    assert await store.respond(waiting["invoice"].id, {"invoice": "INV-2041"}) is not None
+    assert await store.decline(waiting["invoice"].id, "No invoice yet")
     assert await continue_chat(store, chat_id, [bridge.agent]) is None
-    assert said(await last_reply(store, bridge, chat_id)) == [
-        "invoice: {'invoice': 'INV-2041'}",
-        "not refunded: A17 was refunded last week",
-    ]
+    (invoice, refunded) = said(await last_reply(store, bridge, chat_id))
+    assert refunded == "not refunded: A17 was refunded last week"
+    assert invoice.startswith("invoice: {'approved': False, 'note': ") and "No invoice yet" in invoice
     assert refunds_done() == []
 
 
@@ -272,6 +275,37 @@ async def test_a_thread_that_waits_on_nothing_is_not_parked(store: Store, checkp
         await bridge.park(store, uuid.uuid4().hex)
     with pytest.raises(ValueError, match="thread_id"):
         await bridge.park(store, "")
+
+
+async def test_a_respond_gives_an_interrupt_its_resume_value(store: Store, checkpoints: str) -> None:
+    bridge = make_bridge(checkpoints)
+    chat_id = await parked(store, bridge)
+    waiting = {question.tool_call.name: question for question in await store.pending_questions(chat_id)}
+    assert await store.respond(waiting["refund"].id, {"approved": False, "note": "refunded by phone"}) is not None
+    assert await store.answer(waiting["invoice"].id, invoice="INV-7")
+    await continue_chat(store, chat_id, [bridge.agent])
+    assert said(await last_reply(store, bridge, chat_id)) == [
+        "invoice: {'invoice': 'INV-7'}",
+        "not refunded: refunded by phone",
+    ]
+    assert refunds_done() == []
+
+
+def test_a_schema_tarry_can_show_is_a_form() -> None:
+    assert [field.name for field in form_fields({"response_schema": INVOICE_SCHEMA})] == ["invoice"]
+    assert form_fields({"response_schema": {"type": "string"}}) == ()
+    assert form_fields({"response_schema": {"type": "object", "properties": {"x": {"type": "frob"}}}}) == ()
+    assert form_fields({"refund": "A17"}) == ()
+
+
+async def test_a_form_interrupt_asks_its_fields_even_one_named_url() -> None:
+    schema = {"type": "object", "properties": {"url": {"type": "string"}, "ttl": {"type": "integer"}}}
+    task = await InterruptStandIn("fetch").execute(question="Where from?", response_schema=schema)
+    assert isinstance(task, Task)
+    (question,) = task.questions
+    assert question.kind == "form" and question.message == "Where from?"
+    assert [field.name for field in question.fields] == ["url", "ttl"]
+    assert await InterruptStandIn("fetch").execute(value="go") == {"approved": True}
 
 
 def test_each_node_of_the_graph_has_a_stand_in(tmp_path: Path) -> None:

@@ -3,15 +3,17 @@
 ``bridge = LangGraphBridge(graph, name="refunds")`` wraps a compiled graph with a synchronous checkpointer
 (LangGraph's ``SqliteSaver``, ``PostgresSaver``), which keeps the thread's state as ever.
 [`park`][tarry.bridges.langgraph.LangGraphBridge.park] stores a thread whose run stopped at interrupts:
-one tarry question per interrupt, an approval of the interrupting node's
-[`StandIn`][tarry.bridges.StandIn] whose arguments are the interrupt's value (and its ``response_schema``).
+one tarry call per interrupt, of the interrupting node's stand-in, whose arguments are the interrupt's
+value (and its ``response_schema``). It waits on a form of the schema's fields when tarry can show them
+([`form_fields`][tarry.bridges.langgraph.form_fields]), on an approval otherwise.
 Carrying the chat on (``bridge.agent`` given to [`continue_chat`][tarry.jobs.continue_chat], the
 [`Worker`][tarry.jobs.Worker] or Celery) resumes the thread with ``Command(resume={interrupt id: value})``,
 under the chat's turn claim, so in one process at a time. Each interrupt's resume value:
 
 - approved: [`APPROVED`][tarry.bridges.APPROVED], ``{"approved": True}``;
 - declined, lapsed or cancelled: ``{"approved": False, "note": ...}``, the decline's note (else tarry's reason);
-- answered with ``respond``: the person's result, as given (a form's answer dict, say).
+- a form answered: the answer, ``{field: value}``;
+- answered with ``respond``: the person's result, as given.
 
 A run that stops at new interrupts parks again in the same chat; the final state, as text (``reply``), is
 the chat's last reply.
@@ -33,12 +35,15 @@ from pydantic_core import to_jsonable_python
 from tarry.agents import Agent
 from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, park, parked_reply
 from tarry.chat import Chat
+from tarry.fields import Field, fields_from_schema
 from tarry.messages import Message, ToolCall
 from tarry.policies import Approval
+from tarry.questions import Question
 from tarry.running import sync_twin
 from tarry.store import Store
+from tarry.tasks import Task
 
-__all__ = ["KEY", "LangGraphBridge", "LangGraphModel", "as_json", "resume_value"]
+__all__ = ["KEY", "InterruptStandIn", "LangGraphBridge", "LangGraphModel", "as_json", "form_fields", "resume_value"]
 
 KEY = "langgraph"
 """Where a parked chat keeps the run's thread (``provider_data``)."""
@@ -47,6 +52,42 @@ KEY = "langgraph"
 def as_json(values: Any) -> str:
     """The default final reply: the graph's final state as JSON."""
     return json.dumps(to_jsonable_python(values, fallback=repr), sort_keys=True)
+
+
+def form_fields(arguments: Mapping[str, Any]) -> tuple[Field, ...]:
+    """The form an interrupt's call asks for: the fields of its ``response_schema`` when that is a JSON schema
+    object whose properties tarry can show as fields; none otherwise (the call is then an approval)."""
+    schema = arguments.get("response_schema")
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        return ()
+    try:
+        return fields_from_schema(schema)
+    except (TypeError, ValueError):
+        return ()
+
+
+class InterruptStandIn(StandIn):
+    """A node's stand-in: its interrupts wait on an approval, or, with a ``response_schema`` tarry can show, on a
+    form whose answer is the resume value."""
+
+    def approval_policy(self, call: ToolCall) -> Approval | None:
+        """No approval for a form interrupt (its form is the question); the node's policy otherwise."""
+        return None if form_fields(call.arguments) else super().approval_policy(call)
+
+    async def execute(self, **arguments: Any) -> Any:
+        """Ask the form of a form interrupt; an approved interrupt's call only says so."""
+        fields = form_fields(arguments)
+        if not fields:
+            return await super().execute(**arguments)
+        message = arguments.get("question") or arguments.get("value") or f"The {self.name} step asks"
+        # The question is built here, not with ``self.ask``, so a field may be named ``ttl`` or ``url``.
+        question = Question(id="", kind="form", message=str(message), fields=fields)
+        return Task(status="input_required").with_question(question)
+
+    def resume(self, task: Task, *args: Any, **arguments: Any) -> Any:
+        """The form's answer, marked as a person's (so the graph resumes with it), once it is given."""
+        result = super().resume(task, *args, **arguments)
+        return result if isinstance(result, Task) else {"given_by": "a person", "result": result}
 
 
 class LangGraphBridge:
@@ -87,7 +128,8 @@ class LangGraphBridge:
         """The compiled graph whose runs this bridge parks and resumes."""
         names = dict.fromkeys([*(node for node in graph.nodes if not node.startswith("__")), *nodes])
         stand_ins = [
-            StandIn(node, requires_approval=policies.get(node, Approval()), approval_ttl=approval_ttl) for node in names
+            InterruptStandIn(node, requires_approval=policies.get(node, Approval()), approval_ttl=approval_ttl)
+            for node in names
         ]
         self.agent = Agent(name, model=lambda: LangGraphModel(graph, reply), tools=stand_ins)
         """The tarry agent of the parked chats: give it to whatever carries them on."""
