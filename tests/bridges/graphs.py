@@ -72,6 +72,10 @@ def invoice(state: Refund) -> Refund:
     return {"said": [f"invoice: {answer}"]}
 
 
+OPENED: list[psycopg.Connection[Any]] = []
+"""The checkpointers' PostgreSQL connections opened in this process, for a test to close."""
+
+
 def checkpointer(url: str) -> BaseCheckpointSaver[Any]:
     """LangGraph's own saver: ``SqliteSaver`` for a ``sqlite:///`` file, ``PostgresSaver`` for PostgreSQL."""
     if url.startswith("sqlite:///"):
@@ -85,6 +89,7 @@ def checkpointer(url: str) -> BaseCheckpointSaver[Any]:
             prepare_threshold=0,
             row_factory=dict_row,
         )
+        OPENED.append(connection)
         saver = PostgresSaver(connection)  # type: ignore[arg-type]
     saver.setup()  # type: ignore[attr-defined]
     return saver

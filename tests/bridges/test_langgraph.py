@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from tarry.testing import advance_clock
 from tests.bridges.graphs import (
     ENTERED,
     INVOICE_SCHEMA,
+    OPENED,
     Refund,
     make_bridge,
     make_graph,
@@ -49,6 +51,14 @@ def refunds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "refunds"
     monkeypatch.setenv("TARRY_TEST_REFUNDS", str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def closed_savers() -> Iterator[None]:
+    """Close the PostgreSQL connections the test's checkpointers opened in this process."""
+    yield
+    while OPENED:
+        OPENED.pop().close()
 
 
 @pytest.fixture
@@ -192,14 +202,16 @@ async def test_a_decline_reaches_the_graph_and_the_refund_is_not_made(store: Sto
     assert refunds_done() == []
 
 
-async def test_an_expired_interrupt_resumes_as_declined(store: Store, checkpoints: str) -> None:
+async def test_an_expired_interrupt_or_form_resumes_as_declined(store: Store, checkpoints: str) -> None:
     bridge = LangGraphBridge(make_graph(checkpoints), name="refunds", approval_ttl=60)
-    chat_id = await parked(store, bridge, with_invoice=False)
+    chat_id = await parked(store, bridge)
+    assert all(question.expires_at is not None for question in await store.pending_questions(chat_id))
     advance_clock(61)
     assert await store.pending_questions(chat_id) == []
     await continue_chat(store, chat_id, [bridge.agent])
-    (reply,) = said(await last_reply(store, bridge, chat_id))
-    assert reply.startswith("not refunded: ") and "lapsed" in reply
+    (invoice, refunded) = said(await last_reply(store, bridge, chat_id))
+    assert refunded.startswith("not refunded: ") and "lapsed" in refunded
+    assert invoice.startswith("invoice: {'approved': False, 'note': ") and "lapsed" in invoice
     assert refunds_done() == []
 
 

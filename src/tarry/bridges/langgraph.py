@@ -81,7 +81,7 @@ class InterruptStandIn(StandIn):
             return await super().execute(**arguments)
         message = arguments.get("question") or arguments.get("value") or f"The {self.name} step asks"
         # The question is built here, not with ``self.ask``, so a field may be named ``ttl`` or ``url``.
-        question = Question(id="", kind="form", message=str(message), fields=fields)
+        question = Question(id="", kind="form", message=str(message), fields=fields, ttl=self.approval_ttl)
         return Task(status="input_required").with_question(question)
 
     def resume(self, task: Task, *args: Any, **arguments: Any) -> Any:
@@ -95,11 +95,13 @@ class LangGraphBridge:
 
     ``graph`` needs a synchronous checkpointer that every process reaches (``SqliteSaver`` on a shared
     file, ``PostgresSaver``): the thread's state stays LangGraph's. ``name`` is the tarry agent's (a worker
-    finds the chat's bridge by it). Each node of the graph gets a [`StandIn`][tarry.bridges.StandIn];
-    ``nodes`` names more (a subgraph's node that interrupts). ``approvals`` gives a node's interrupts an
-    [`Approval`][tarry.approvals.Approval] policy (default: one person, anyone); ``approval_ttl`` is the
-    seconds a person has, ``None`` for no limit; ``reply`` turns the final state into the chat's last reply
-    (default [`as_json`][tarry.bridges.langgraph.as_json]). Pass ``bridge.agent`` to every process that
+    finds the chat's bridge by it). Each node of the graph gets an
+    [`InterruptStandIn`][tarry.bridges.langgraph.InterruptStandIn]; ``nodes`` names more (a subgraph's
+    node that interrupts). ``approvals`` gives a node's interrupts an [`Approval`][tarry.approvals.Approval]
+    policy (default: one person, anyone; a form is answered by one); ``approval_ttl`` is the seconds a
+    person has to decide or answer, ``None`` for no limit; ``reply`` turns the final state into the chat's
+    last reply (default [`as_json`][tarry.bridges.langgraph.as_json]). Pass ``bridge.agent`` to every
+    process that
     carries the chats on.
     """
 
