@@ -9,7 +9,8 @@ embedded worker, Celery) asks its model, which is the bridge: it reads the decis
 ([`Decided`][tarry.bridges.Decided]) and runs the foreign agent on, under the chat's turn claim.
 
 The pydantic-ai bridge is [`tarry.bridges.pydantic_ai`][tarry.bridges.pydantic_ai] (``pip install
-'tarry[pydantic-ai]'``); this package's own names import no framework.
+'tarry[pydantic-ai]'``), the LangGraph bridge [`tarry.bridges.langgraph`][tarry.bridges.langgraph]
+(``pip install 'tarry[langgraph]'``); this package's own names import no framework.
 """
 
 from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, park, parked_reply

@@ -1,0 +1,205 @@
+"""The LangGraph bridge: a graph run stopped at ``interrupt()``, parked in tarry's store and resumed from it.
+
+``bridge = LangGraphBridge(graph, name="refunds")`` wraps a compiled graph with a synchronous checkpointer
+(LangGraph's ``SqliteSaver``, ``PostgresSaver``), which keeps the thread's state as ever.
+[`park`][tarry.bridges.langgraph.LangGraphBridge.park] stores a thread whose run stopped at interrupts:
+one tarry call per interrupt, of the interrupting node's stand-in, whose arguments are the interrupt's
+value (and its ``response_schema``). It waits on a form of the schema's fields when tarry can show them
+([`form_fields`][tarry.bridges.langgraph.form_fields]), on an approval otherwise.
+Carrying the chat on (``bridge.agent`` given to [`continue_chat`][tarry.jobs.continue_chat], the
+[`Worker`][tarry.jobs.Worker] or Celery) resumes the thread with ``Command(resume={interrupt id: value})``,
+under the chat's turn claim, so in one process at a time. Each interrupt's resume value:
+
+- approved: [`APPROVED`][tarry.bridges.APPROVED], ``{"approved": True}``;
+- declined, lapsed or cancelled: ``{"approved": False, "note": ...}``, the decline's note (else tarry's reason);
+- a form answered: the answer, ``{field: value}``;
+- answered with ``respond``: the person's result, as given.
+
+A run that stops at new interrupts parks again in the same chat; the final state, as text (``reply``), is
+the chat's last reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.pregel import Pregel
+from langgraph.types import Command, StateSnapshot
+from pydantic_core import to_jsonable_python
+
+from tarry.agents import Agent
+from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, park, parked_reply
+from tarry.chat import Chat
+from tarry.fields import Field, fields_from_schema
+from tarry.messages import Message, ToolCall
+from tarry.policies import Approval
+from tarry.questions import Question
+from tarry.running import sync_twin
+from tarry.store import Store
+from tarry.tasks import Task
+
+__all__ = ["KEY", "InterruptStandIn", "LangGraphBridge", "LangGraphModel", "as_json", "form_fields", "resume_value"]
+
+KEY = "langgraph"
+"""Where a parked chat keeps the run's thread (``provider_data``)."""
+
+
+def as_json(values: Any) -> str:
+    """The default final reply: the graph's final state as JSON."""
+    return json.dumps(to_jsonable_python(values, fallback=repr), sort_keys=True)
+
+
+def form_fields(arguments: Mapping[str, Any]) -> tuple[Field, ...]:
+    """The form an interrupt's call asks for: the fields of its ``response_schema`` when that is a JSON schema
+    object whose properties tarry can show as fields; none otherwise (the call is then an approval)."""
+    schema = arguments.get("response_schema")
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        return ()
+    try:
+        return fields_from_schema(schema)
+    except (TypeError, ValueError):
+        return ()
+
+
+class InterruptStandIn(StandIn):
+    """A node's stand-in: its interrupts wait on an approval, or, with a ``response_schema`` tarry can show, on a
+    form whose answer is the resume value."""
+
+    def approval_policy(self, call: ToolCall) -> Approval | None:
+        """No approval for a form interrupt (its form is the question); the node's policy otherwise."""
+        return None if form_fields(call.arguments) else super().approval_policy(call)
+
+    async def execute(self, **arguments: Any) -> Any:
+        """Ask the form of a form interrupt; an approved interrupt's call only says so."""
+        fields = form_fields(arguments)
+        if not fields:
+            return await super().execute(**arguments)
+        message = arguments.get("question") or arguments.get("value") or f"The {self.name} step asks"
+        # The question is built here, not with ``self.ask``, so a field may be named ``ttl`` or ``url``.
+        question = Question(id="", kind="form", message=str(message), fields=fields, ttl=self.approval_ttl)
+        return Task(status="input_required").with_question(question)
+
+    def resume(self, task: Task, *args: Any, **arguments: Any) -> Any:
+        """The form's answer, marked as a person's (so the graph resumes with it), once it is given."""
+        result = super().resume(task, *args, **arguments)
+        return result if isinstance(result, Task) else {"given_by": "a person", "result": result}
+
+
+class LangGraphBridge:
+    """Parks runs of a compiled LangGraph ``graph`` stopped at ``interrupt()``, and resumes them from any process.
+
+    ``graph`` needs a synchronous checkpointer that every process reaches (``SqliteSaver`` on a shared
+    file, ``PostgresSaver``): the thread's state stays LangGraph's. ``name`` is the tarry agent's (a worker
+    finds the chat's bridge by it). Each node of the graph gets an
+    [`InterruptStandIn`][tarry.bridges.langgraph.InterruptStandIn]; ``nodes`` names more (a subgraph's
+    node that interrupts). ``approvals`` gives a node's interrupts an [`Approval`][tarry.approvals.Approval]
+    policy (default: one person, anyone; a form is answered by one); ``approval_ttl`` is the seconds a
+    person has to decide or answer, ``None`` for no limit; ``reply`` turns the final state into the chat's
+    last reply (default [`as_json`][tarry.bridges.langgraph.as_json]). Pass ``bridge.agent`` to every
+    process that
+    carries the chats on.
+    """
+
+    def __init__(
+        self,
+        graph: Pregel[Any, Any, Any, Any],
+        *,
+        name: str,
+        nodes: Iterable[str] = (),
+        approvals: Mapping[str, Approval] | None = None,
+        approval_ttl: float | None = None,
+        reply: Callable[[Any], str] = as_json,
+    ) -> None:
+        if not isinstance(graph, Pregel):
+            raise TypeError(f"LangGraphBridge bridges a compiled LangGraph graph, got {type(graph).__name__}")
+        if not isinstance(graph.checkpointer, BaseCheckpointSaver):
+            raise ValueError(
+                "The graph needs a checkpointer every process reaches (SqliteSaver, PostgresSaver): "
+                "compile it with checkpointer=..."
+            )
+        policies = dict(approvals or {})
+        for node, policy in policies.items():
+            if not isinstance(policy, Approval):
+                raise TypeError(f"approvals[{node!r}] must be an Approval, got {type(policy).__name__}")
+        self.graph = graph
+        """The compiled graph whose runs this bridge parks and resumes."""
+        names = dict.fromkeys([*(node for node in graph.nodes if not node.startswith("__")), *nodes])
+        stand_ins = [
+            InterruptStandIn(node, requires_approval=policies.get(node, Approval()), approval_ttl=approval_ttl)
+            for node in names
+        ]
+        self.agent = Agent(name, model=lambda: LangGraphModel(graph, reply), tools=stand_ins)
+        """The tarry agent of the parked chats: give it to whatever carries them on."""
+
+    async def park(self, store: Store, thread_id: str, prompt: str = "") -> Chat:
+        """Park the run of thread ``thread_id``, stopped at interrupts: a new stored chat whose calls (one per
+        interrupt) wait on their questions. ``prompt`` is the chat's user message. Raises ``ValueError`` when
+        the thread waits on no interrupt."""
+        if not isinstance(thread_id, str) or not thread_id:
+            raise ValueError(f"thread_id must be the non-empty id of a LangGraph thread, got {thread_id!r}")
+        snapshot = await asyncio.to_thread(self.graph.get_state, _config(thread_id))
+        if not snapshot.interrupts:
+            raise ValueError(f"Only a run stopped at interrupt() parks; thread {thread_id!r} waits on none")
+        return await park(
+            store, self.agent, prompt or f"(a LangGraph run, thread {thread_id})", _reply_of(thread_id, snapshot)
+        )
+
+    park_sync = sync_twin(park)
+
+
+def _config(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _reply_of(thread_id: str, snapshot: StateSnapshot) -> Message:
+    """The assistant message that parks a thread: its id, and one call per waiting interrupt."""
+    calls: list[ToolCall] = []
+    for task in snapshot.tasks:
+        for waiting in task.interrupts:
+            value = to_jsonable_python(waiting.value, fallback=repr)
+            arguments = dict(value) if isinstance(value, dict) else {"value": value}
+            if isinstance(waiting.response_schema, dict):
+                arguments["response_schema"] = waiting.response_schema
+            calls.append(ToolCall(waiting.id, task.name, arguments))
+    return parked_reply(KEY, {"thread_id": thread_id}, calls)
+
+
+def resume_value(decision: Decided) -> Any:
+    """What an interrupt's ``interrupt()`` returns when the graph resumes: see the module's mapping."""
+    if decision.outcome == "approved":
+        return dict(APPROVED)
+    if decision.outcome == "given":
+        return decision.result
+    return {"approved": False, "note": decision.message}
+
+
+class LangGraphModel(BridgeModel):
+    """A parked chat's model: resumes the thread with ``Command(resume=...)`` built from the decisions."""
+
+    key = KEY
+
+    def __init__(self, graph: Pregel[Any, Any, Any, Any], reply: Callable[[Any], str] = as_json) -> None:
+        self.graph = graph
+        self.reply = reply
+
+    async def carry_on(self, state: Any, decided: Mapping[str, Decided]) -> Message:
+        """Resume the thread ``state`` names; park it again or return its final state as the reply."""
+        return await asyncio.to_thread(self._carry_on, str(state["thread_id"]), decided)
+
+    def _carry_on(self, thread_id: str, decided: Mapping[str, Decided]) -> Message:
+        config = _config(thread_id)
+        waiting = {pending.id for pending in self.graph.get_state(config).interrupts}
+        # A process that died after resuming but before its turn was saved leaves the thread gone on: the
+        # decided interrupts wait no more, so it is read, not resumed again.
+        if decided and set(decided) <= waiting:
+            resume = {call_id: resume_value(decision) for call_id, decision in decided.items()}
+            self.graph.invoke(Command(resume=resume), config)
+        snapshot = self.graph.get_state(config)
+        if snapshot.interrupts:
+            return _reply_of(thread_id, snapshot)
+        return Message("assistant", self.reply(snapshot.values))

@@ -1,0 +1,65 @@
+"""Commands the LangGraph bridge tests run in real OS processes: ``python -m tests.bridges.graph_proc CMD ...``.
+
+``URL`` is tarry's store; ``CHECKPOINTS`` is LangGraph's checkpointer (a SQLite file or PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from tarry.jobs import continue_chat
+from tarry.principals import Principal
+from tarry.store import Store
+from tests.bridges.graphs import make_bridge, start_run
+
+
+async def park(url: str, checkpoints: str, thread_id: str) -> None:
+    """Run the graph until it stops at its interrupts, park the thread; print the chat's id."""
+    bridge = make_bridge(checkpoints)
+    async with Store(url) as store:
+        await asyncio.to_thread(start_run, bridge, thread_id)
+        chat = await bridge.park(store, thread_id, "Refund order A17")
+        print(json.dumps({"chat": chat.id}))
+
+
+async def decide(url: str, chat_id: str) -> None:
+    """Approve the refund and fill in the invoice form, found through ``pending_questions``."""
+    async with Store(url) as store:
+        waiting = {question.tool_call.name: question for question in await store.pending_questions(chat_id)}
+        approved = await store.approve(waiting["refund"].id, by=Principal("ann"))
+        answered = await store.answer(waiting["invoice"].id, invoice="INV-9", by=Principal("ann"))
+        print(json.dumps({"approved": approved, "answered": answered}))
+
+
+async def carry(url: str, checkpoints: str, chat_id: str, start_file: str = "") -> None:
+    """Carry the chat on as a worker does (after ``start_file`` appears, if given); print its last message."""
+    bridge = make_bridge(checkpoints)
+    async with Store(url) as store:
+        await store.pending_questions()  # open the pool before the start signal
+        while start_file and not Path(start_file).exists():
+            await asyncio.sleep(0.005)
+        await continue_chat(store, chat_id, [bridge.agent])
+        chat = await store.load_chat(chat_id, bridge.agent.make_model(), bridge.agent.tools)
+        print(json.dumps({"last": chat.messages[-1].content, "role": chat.messages[-1].role}))
+
+
+async def race(url: str, question_id: str, decision: str, who: str, start_file: str) -> None:
+    """Once ``start_file`` appears, approve or decline the question as ``who``; print whether it was recorded."""
+    async with Store(url) as store:
+        await store.pending_questions()
+        while not Path(start_file).exists():
+            await asyncio.sleep(0.005)
+        if decision == "accept":
+            recorded = await store.approve(question_id, by=Principal(who))
+        else:
+            recorded = await store.decline(question_id, f"declined by {who}", by=Principal(who))
+        print(json.dumps({"recorded": recorded, "decision": decision, "who": who}))
+
+
+COMMANDS = {"park": park, "decide": decide, "carry": carry, "race": race}
+
+if __name__ == "__main__":
+    asyncio.run(COMMANDS[sys.argv[1]](*sys.argv[2:]))
