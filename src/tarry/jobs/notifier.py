@@ -11,7 +11,6 @@ its claims to run out: they are sent again, under the same delivery id, by which
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -21,6 +20,7 @@ from functools import partial
 from sqlalchemy import Connection
 
 from tarry.clock import utcnow
+from tarry.jobs.events import first_of
 from tarry.notices import Delivery, NoticeEvent, Routes, Sender, goes_to_endpoint
 from tarry.principals import Principal
 from tarry.questions import Question
@@ -121,7 +121,7 @@ class Notifier:
                 except Exception:
                     logger.exception("Delivering notices failed; trying again in a second")
                     timeout = 1.0
-                await _first_of((self._stopping, wakeups.event), timeout)
+                await first_of((self._stopping, wakeups.event), timeout)
         finally:
             await wakeups.stop()
 
@@ -199,14 +199,3 @@ def _distinct(people: Iterable[Principal]) -> list[Principal]:
     for person in people:
         found.setdefault(person.id, person)
     return list(found.values())
-
-
-async def _first_of(events: tuple[asyncio.Event, ...], seconds: float) -> None:
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*waiters, return_exceptions=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import time
@@ -12,6 +11,7 @@ from collections import OrderedDict
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
+from tarry.jobs.events import first_of
 from tarry.jobs.notifier import Notifier
 from tarry.store import Store
 from tarry.store.due import ChatSchedule, earliest_due, pick_due, wake_abandoned
@@ -119,7 +119,7 @@ class Worker:
                 except Exception:
                     logger.exception("Looking for due chats failed; trying again in a second")
                     timeout = 1.0
-                await _first_of((self._stopping, wakeups.event, self._slot_freed), timeout)
+                await first_of((self._stopping, wakeups.event, self._slot_freed), timeout)
         finally:
             if notifying is not None and self.notifier is not None:
                 self.notifier.stop()
@@ -162,15 +162,3 @@ class Worker:
         finally:
             del self._running[chat_id]
             self._slot_freed.set()
-
-
-async def _first_of(events: tuple[asyncio.Event, ...], seconds: float) -> None:
-    """Wait until one of ``events`` is set, or ``timeout`` seconds pass."""
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*waiters, return_exceptions=True)
