@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import importlib
 import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,11 @@ class Gemini(HostedModel["genai.Client"]):
         self._genai = require("google.genai", "gemini")
         self._api_key = api_key
         self._http_options: dict[str, Any] = {"retry_options": {"attempts": max_retries + 1}}
+        transport = _httpx_transport()
+        if transport is not None:
+            # A transport of its own keeps the SDK's async requests on httpx: with aiohttp installed (the notify
+            # extra brings it) the SDK would send them through aiohttp, and a chat's traffic would change with it.
+            self._http_options["async_client_args"] = {"transport": transport}
         if base_url is not None:
             self._http_options["base_url"] = base_url
         if timeout is not None:
@@ -288,4 +294,15 @@ def _retry_delay(details: list[Any]) -> float | None:
             matched = _DURATION.match(str(item.get("retryDelay", "")))
             if matched:
                 return float(matched.group(1))
+    return None
+
+
+def _httpx_transport() -> Any:
+    """An async transport of the httpx the SDK sends with (``httpx2``, its fork, in recent releases; ``httpx``
+    before), or ``None`` when neither is installed."""
+    for name in ("httpx2", "httpx"):
+        try:
+            return importlib.import_module(name).AsyncHTTPTransport()
+        except ImportError:
+            continue
     return None
