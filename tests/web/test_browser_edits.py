@@ -152,7 +152,8 @@ def test_approve_all_on_a_page_showing_arguments_changed_since_approves_none_and
 def stale_turn(page: Any, live: LiveServer, tmp_path: Path) -> None:
     """Two refunds each approved once (1 of 2); Ann's page offers to approve both; another person changes one."""
     chat = parked_refunds(live.url, "A1", "A2")
-    first, second = sorted(pending(live.url, chat), key=lambda asked: asked.id)
+    by_order = {asked.tool_call.arguments["order"]: asked for asked in pending(live.url, chat) if asked.tool_call}
+    first, second = by_order["A1"], by_order["A2"]
 
     async def counted() -> None:
         async with Store(live.url) as store:
