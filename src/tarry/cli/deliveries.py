@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from tarry.cli.exits import Exit
-from tarry.cli.output import console, escape, print_json
+from tarry.cli.output import print_json, print_listing
 from tarry.store import DeliveryRecord, Store
 
 
@@ -36,14 +36,7 @@ async def deliveries(store: Store, arguments: argparse.Namespace) -> int:
             print(f"Due now: {delivery_line(retried)}")
         return Exit.OK
     listed = await store.deliveries(state=arguments.state, question_id=arguments.question, limit=arguments.limit)
-    if arguments.json:
-        print_json([delivery.to_dict() for delivery in listed])
-        return Exit.OK
-    out = console()
-    if not listed:
-        out.print("No deliveries.")
-    for delivery in listed:
-        out.print(escape(delivery_line(delivery)))
+    print_listing(listed, DeliveryRecord.to_dict, delivery_line, as_json=arguments.json, empty="No deliveries.")
     return Exit.OK
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from tarry.cli.arguments import json_pairs
 from tarry.cli.exits import Exit
 from tarry.cli.identity import os_user
-from tarry.cli.output import console, escape, print_json
+from tarry.cli.output import print_json, print_listing
 from tarry.grants import Constraint, Equal, Grant
 from tarry.store import Store
 
@@ -60,14 +60,7 @@ async def grants(store: Store, arguments: argparse.Namespace) -> int:
         print(f"Revoked: grant {revoked.id} of {revoked.tool} calls approves nothing from now on.")
         return Exit.OK
     listed = await store.grants(include_ended=arguments.all)
-    if arguments.json:
-        print_json([grant.to_dict() for grant in listed])
-        return Exit.OK
-    out = console()
-    if not listed:
-        out.print("No standing grants.")
-    for grant in listed:
-        out.print(escape(grant_line(grant)))
+    print_listing(listed, Grant.to_dict, grant_line, as_json=arguments.json, empty="No standing grants.")
     return Exit.OK
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
@@ -30,6 +30,24 @@ def console(stderr: bool = False) -> Console:
 def print_json(value: Any) -> None:
     """``value`` as indented JSON on stdout."""
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+_Item = TypeVar("_Item")
+
+
+def print_listing(
+    items: Sequence[_Item], data: Callable[[_Item], Any], line: Callable[[_Item], str], *, as_json: bool, empty: str
+) -> None:
+    """A listing from a shell: each item's ``data`` as JSON with ``as_json``, else its ``line`` (``empty`` when
+    there is none)."""
+    if as_json:
+        print_json([data(item) for item in items])
+        return
+    out = console()
+    if not items:
+        out.print(empty)
+    for item in items:
+        out.print(escape(line(item)))
 
 
 def iso(moment: datetime | None) -> str | None:
