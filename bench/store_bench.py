@@ -388,20 +388,11 @@ async def round_trip_counts(url: str) -> dict[str, dict[str, int]]:
 
 
 async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, Any]:
-    """``pending_questions()`` over ``finished`` done chats and ``waiting`` parked ones."""
+    """``pending_questions()`` and ``list_chats(waiting=True)`` over ``finished`` done chats and ``waiting`` parked
+    ones; a database that holds them already (:func:`fill_for_listing` made it) is measured as it is."""
     async with Store(url) as store:
         await store.setup()
-        now = datetime.now(UTC)
-        batch = 5000
-        for start in range(0, finished, batch):
-            size = min(batch, finished - start)
-            ids = [str(uuid.uuid4()) for _ in range(size)]
-            await store.db.run_write(partial(insert_finished_chats, ids, now))
-        for _ in range(waiting):
-            chat = await store.create_chat(transfer_model(), [Transfer()])
-            await chat.ask("Pay Bob 5")
-        if not store.db.is_sqlite:
-            await store.db.run_write(lambda connection: connection.execute(text("ANALYZE")))
+        await fill_for_listing(store, finished, waiting)
         counter = Counter(store)
         timings = []
         for _ in range(20):
@@ -443,6 +434,54 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
         "waiting_chats_p50_ms": statistics.median(chat_timings) * 1000,
         "bytes_per_chat": stored_bytes / (finished + waiting),
     }
+
+
+async def fill_for_listing(store: Store, finished: int, waiting: int) -> None:
+    """``finished`` done chats, then ``waiting`` chats parked on an approval through the store; nothing when the
+    database holds that many chats already (a kept database, measured again), an error when it holds others."""
+    held = await store.db.run_read(lambda connection: connection.scalar(select(func.count()).select_from(chats)))
+    if held == finished + waiting:
+        return
+    if held:
+        raise SystemExit(f"The database holds {held} chats, not {finished + waiting}: drop it, or ask for {held}")
+    now = datetime.now(UTC)
+    batch = 100_000 if not store.db.is_sqlite else 5000
+    for start in range(0, finished, batch):
+        size = min(batch, finished - start)
+        if store.db.is_sqlite:
+            ids = [str(uuid.uuid4()) for _ in range(size)]
+            await store.db.run_write(partial(insert_finished_chats, ids, now))
+        else:
+            values = {"now": now, "first": start, "last": start + size - 1, "all": finished}
+            await store.db.run_write(lambda connection, v=values: connection.execute(FINISHED_CHATS, v))
+    for _ in range(waiting):
+        chat = await store.create_chat(transfer_model(), [Transfer()])
+        await chat.ask("Pay Bob 5")
+    if not store.db.is_sqlite:
+        await store.db.run_write(lambda connection: connection.execute(text("ANALYZE")))
+
+
+FINISHED_CHATS = text("""
+WITH c AS (
+    INSERT INTO tarry_chats (id, settings, created_at, message_count)
+    SELECT gen_random_uuid()::text, '{}', CAST(:now AS timestamptz) - (:all - n) * interval '1 second', 3
+    FROM generate_series(CAST(:first AS integer), CAST(:last AS integer)) AS n
+    RETURNING id, created_at
+), m AS (
+    INSERT INTO tarry_messages (chat_id, position, role, content, tool_call_id, created_at)
+    SELECT id, 2, 'tool', 'Sent', 'c' || id, created_at FROM c
+    RETURNING id, chat_id, created_at
+), t AS (
+    INSERT INTO tarry_tool_calls
+        (chat_id, message_position, call_id, name, arguments, needs_approval, version, result_message_id, created_at)
+    SELECT chat_id, 1, 'c' || chat_id, 'transfer', '{"amount": 5}', true, 1, id, created_at FROM m
+    RETURNING id, chat_id, created_at
+)
+INSERT INTO tarry_questions (id, chat_id, tool_call_id, number, kind, message, asked_at, decision, answer, decided_at)
+SELECT gen_random_uuid()::text, chat_id, id, 0, 'approval', 'Approve?', created_at, 'accept', '{}', created_at FROM t
+""")
+"""Finished chats numbered ``first`` to ``last`` of ``all``, made by PostgreSQL itself, one a second up to ``now``:
+rows shaped as :func:`insert_finished_chats` writes them, a hundred thousand in a statement."""
 
 
 async def database_bytes(store: Store, url: str) -> int:
@@ -752,6 +791,17 @@ def fresh_postgres(url: str) -> str:
     return f"{url}?options=-csearch_path%3D{schema}"
 
 
+def kept_postgres(url: str, name: str) -> str:
+    """The URL of database ``name`` on ``url``'s server, made when missing; never dropped here."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        if connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            connection.execute(f'CREATE DATABASE "{name}"')
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
 def drop_schemas() -> None:
     """Drop every schema :func:`fresh_postgres` made."""
     import psycopg
@@ -906,13 +956,19 @@ def listing_only(arguments: list[str]) -> None:
     parser.add_argument("--scale", type=int, default=100_000, help="chats in all")
     parser.add_argument("--waiting", type=int, default=1_000, help="chats among them waiting on an approval")
     parser.add_argument("--only", choices=["sqlite", "postgres"], help="one database only")
+    parser.add_argument(
+        "--database",
+        help="on PostgreSQL, this database of the server (made when missing) instead of a new schema: kept, and "
+        "measured as it is when it holds --scale chats already",
+    )
     options = parser.parse_args(arguments)
     targets = []
     with tempfile.TemporaryDirectory() as folder:
         if options.only != "postgres":
             targets.append(("SQLite", f"sqlite:///{Path(folder) / 'scale.db'}"))
         if options.postgres and options.only != "sqlite":
-            targets.append(("PostgreSQL", fresh_postgres(options.postgres)))
+            kept = options.database and kept_postgres(options.postgres, options.database)
+            targets.append(("PostgreSQL", kept or fresh_postgres(options.postgres)))
         try:
             for label, url in targets:
                 found = asyncio.run(listing_at_scale(url, options.scale - options.waiting, options.waiting))

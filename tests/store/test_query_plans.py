@@ -199,3 +199,42 @@ async def test_a_later_page_of_what_waits_walks_the_undecided_questions_in_order
         plan = [row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)]
     assert plan[0].startswith("SEARCH tarry_questions USING INDEX ix_tarry_questions_undecided"), plan
     assert not any("TEMP B-TREE" in step for step in plan), plan
+
+
+def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``plan`` and every node under it."""
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+async def test_the_listing_of_waiting_chats_reads_the_open_calls_once_and_no_call_by_its_key(
+    database_url: str,
+) -> None:
+    """The listing counted the open calls twice (for the counts, and to find the waiting chats) and looked up the
+    call of each undecided question by its key, twice too: at a million chats, 12 pages read for each waiting chat."""
+    async with Store(database_url) as store:
+        await store.setup()
+        await store.db.run_write(lambda connection: finished_chats(2_000, connection))
+        parked = []
+        for _ in range(30):
+            chat = await store.create_chat(reactive_model(TRANSFER), all_tools())
+            await chat.ask("Pay Bob 5")
+            parked.append(chat.id)
+        with statements_of(store) as sent:
+            listed = await store.list_chats(waiting=True)
+    assert [summary.id for summary in listed] == parked
+    assert all(summary.open_calls == summary.questions == 1 for summary in listed)
+    ((statement, parameters),) = sent
+    if database_url.startswith("sqlite"):
+        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as connection:
+            plan = [row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)]
+        assert len([step for step in plan if "tarry_tool_calls" in step]) == 1, plan
+        return
+    with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://")) as connection:
+        ((found,),) = connection.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters).fetchall()
+    nodes = list(plan_nodes((json.loads(found) if isinstance(found, str) else found)[0]["Plan"]))
+    calls = [node for node in nodes if node.get("Relation Name") == "tarry_tool_calls"]
+    assert len(calls) == 1 and calls[0]["Actual Loops"] == 1, calls
+    (read,) = [node for node in nodes if node.get("Relation Name") == "tarry_questions"]
+    assert read.get("Index Name") == "ix_tarry_questions_undecided" and read["Actual Loops"] == 1, read

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, func, literal_column, select, union
+from sqlalchemy import Connection, func, select, union_all
 
 from tarry.clock import utcnow
-from tarry.store.tables import chats, questions, tool_calls
+from tarry.store.tables import chats, constant, questions, tool_calls
 
 
 @dataclass(frozen=True)
@@ -41,26 +41,30 @@ class ChatSummary:
 def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | None = None) -> list[ChatSummary]:
     """Chats oldest first, with counts of their open calls and undecided questions."""
     one = chat_id is not None  # one chat: count its rows alone
+    # Started from what waits (the partial indexes of open calls and undecided questions), read once: the open calls
+    # are counted and they tell which calls' questions count, without looking each question's call up by its key.
     open_calls = (
-        select(tool_calls.c.chat_id, func.count().label("open_calls"))
+        select(tool_calls.c.id, tool_calls.c.chat_id)
         .where(tool_calls.c.result_message_id.is_(None), *([tool_calls.c.chat_id == chat_id] if one else []))
-        .group_by(tool_calls.c.chat_id)
-        .subquery()
+        .cte("open_calls")
     )
-    # On SQLite, "+chat_id" keeps the planner from reading all of the questions' chat index (which pruning needs)
-    # in chat order to spare the GROUP BY a sort: it reads the partial index of undecided questions instead.
-    by_chat = literal_column("+tarry_questions.chat_id") if connection.dialect.name == "sqlite" else questions.c.chat_id
-    undecided = (
-        select(questions.c.chat_id, func.count().label("questions"))
-        .outerjoin(tool_calls, questions.c.tool_call_id == tool_calls.c.id)
-        .where(
-            questions.c.decision.is_(None),
-            tool_calls.c.result_message_id.is_(None),
-            questions.c.expires_at.is_(None) | (questions.c.expires_at > utcnow()),
-            *([questions.c.chat_id == chat_id] if one else []),
+    undecided = select(questions.c.chat_id, constant(0), constant(1)).where(
+        questions.c.decision.is_(None),
+        questions.c.tool_call_id.is_(None) | questions.c.tool_call_id.in_(select(open_calls.c.id)),
+        questions.c.expires_at.is_(None) | (questions.c.expires_at > utcnow()),
+        *([questions.c.chat_id == chat_id] if one else []),
+    )
+    waits = union_all(
+        select(open_calls.c.chat_id, constant(1).label("call"), constant(0).label("question")), undecided
+    ).subquery("waits")
+    counts = (
+        select(
+            waits.c.chat_id,
+            func.sum(waits.c.call).label("open_calls"),
+            func.sum(waits.c.question).label("questions"),
         )
-        .group_by(by_chat)
-        .subquery()
+        .group_by(waits.c.chat_id)
+        .subquery("counts")
     )
     query = (
         select(
@@ -71,15 +75,12 @@ def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | 
             chats.c.message_count,
             chats.c.cancel_requested_at,
             chats.c.instructions,
-            func.coalesce(open_calls.c.open_calls, 0).label("open_calls"),
-            func.coalesce(undecided.c.questions, 0).label("questions"),
+            func.coalesce(counts.c.open_calls, 0).label("open_calls"),
+            func.coalesce(counts.c.questions, 0).label("questions"),
         )
-        .outerjoin(open_calls, open_calls.c.chat_id == chats.c.id)
-        .outerjoin(undecided, undecided.c.chat_id == chats.c.id)
+        .join(counts, counts.c.chat_id == chats.c.id, isouter=not waiting)  # waiting: only the chats counted
         .order_by(chats.c.created_at, chats.c.id)
     )
-    if waiting:  # found from the waiting rows' indexes, not by reading every chat
-        query = query.where(chats.c.id.in_(union(select(open_calls.c.chat_id), select(undecided.c.chat_id))))
     if chat_id is not None:
         query = query.where(chats.c.id == chat_id)
     return [
@@ -94,5 +95,5 @@ def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | 
             cancel_requested_at=row.cancel_requested_at,
             instructions=row.instructions,
         )
-        for row in connection.execute(query)
+        for row in connection.execute(query).all()
     ]
