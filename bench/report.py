@@ -29,6 +29,7 @@ from store_bench import (
     commit_cost,
     drop_schemas,
     fresh_postgres,
+    kept_postgres,
     langgraph_missing,
     langgraph_writes_per_step,
     latency_section,
@@ -246,6 +247,42 @@ def listing_section(folder: Path, postgres: str | None, scale: int, waiting: int
     return [*lines, ""]
 
 
+MILLION = 1_000_000
+
+
+def million_section(postgres: str | None, database: str | None, waiting: int) -> list[str]:
+    """The listings at a million chats, on PostgreSQL database ``database`` (built when empty, and kept)."""
+    lines = ["## A million chats (PostgreSQL)", ""]
+    if not postgres or not database:
+        return [*lines, "Not measured in this run: pass `--million NAME`, a database of the PostgreSQL server to build",
+                "(about 4 minutes) and keep, or one that an earlier run built.", ""]  # fmt: skip
+    found = asyncio.run(listing_at_scale(kept_postgres(postgres, database), MILLION - waiting, waiting))
+    goals = (("a page of 50", "page_p50_ms", 5), ("the waiting chats listed", "waiting_chats_p50_ms", 10))
+    for goal, key, limit in goals:
+        GOALS.append((f"{goal} in ≤ {limit} ms p50 (PostgreSQL, {MILLION:,} chats, {waiting:,} waiting)",
+                      f"{found[key]:.2f} ms", found[key] <= limit))  # fmt: skip
+    tables = ", ".join(f"{name} {size:,.0f}" for name, size in found["bytes_per_chat_by_table"].items())
+    return [
+        *lines,
+        f"{MILLION - waiting:,} finished chats (a tool message, an approved call, its decided question: rows shaped",
+        "as tarry writes them, made by PostgreSQL itself in statements of 100,000) and "
+        f"{waiting:,} chats parked on an approval",
+        "through the store; `ANALYZE` after. The database is kept, and a later run measures it again as it is;",
+        f"`python bench/store_bench.py --listing --only postgres --database {database} --scale {MILLION}`",
+        "measures it alone. *Waiting chats listed*: `Store.list_chats(waiting=True)`, p50 of 20, every one of the",
+        f"{waiting:,} waiting chats with its counts (the listing has no pages: `tarry chats --waiting` prints it all).",
+        "*Bytes a chat*: `pg_total_relation_size` of tarry's tables (indexes, TOAST included) over the chats.",
+        "",
+        "| page of 50, p50 | page, p99 | whole `pending_questions()`, p50 | waiting chats listed, p50 | bytes a chat |",
+        "|---|---|---|---|---|",
+        f"| {found['page_p50_ms']:.2f} ms | {found['page_p99_ms']:.2f} ms | {found['p50_ms']:.1f} ms "
+        f"| {found['waiting_chats_p50_ms']:.1f} ms | {found['bytes_per_chat']:,.0f} |",
+        "",
+        f"Bytes a chat by table: {tables}.",
+        "",
+    ]
+
+
 def answers_section(postgres: str | None, processes: int, each: int) -> list[str]:
     """Answers per second with ``processes`` processes on PostgreSQL, 1, 4 and 16 answers at a time in each."""
     lines = [f"## Answers per second (PostgreSQL, {processes} processes)", ""]
@@ -347,6 +384,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"), help="the page to write")
     parser.add_argument("--chats", type=int, default=200, help="chats per library in the latency rows")
     parser.add_argument("--scale", type=int, default=100_000, help="chats in the listing at scale")
+    parser.add_argument("--million", help="a PostgreSQL database for the million chats (built when empty, kept)")
     parser.add_argument("--quick", action="store_true", help="tiny counts: checks the harness, not for figures")
     arguments = parser.parse_args()
     chats, scale, waiting, sizes, answers = arguments.chats, arguments.scale, 1000, STEP_SIZES, (8, 1000)
@@ -374,6 +412,7 @@ def main() -> None:
                 *statements_section(folder, arguments.postgres),
                 *bytes_section(folder, sizes, figures),
                 *listing_section(folder, arguments.postgres, scale, waiting),
+                *million_section(arguments.postgres, arguments.million, waiting),
                 *answers_section(arguments.postgres, *answers),
             ]
     finally:

@@ -422,6 +422,7 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
             chat_timings.append(time.perf_counter() - started)
         assert len(summaries) == waiting, len(summaries)
         stored_bytes = await database_bytes(store, url)
+        tables = {} if store.db.is_sqlite else await bytes_by_table(store)
     return {
         "chats": finished + waiting,
         "waiting": waiting,
@@ -433,6 +434,7 @@ async def listing_at_scale(url: str, finished: int, waiting: int) -> dict[str, A
         "plan": plan,
         "waiting_chats_p50_ms": statistics.median(chat_timings) * 1000,
         "bytes_per_chat": stored_bytes / (finished + waiting),
+        "bytes_per_chat_by_table": {name: size / (finished + waiting) for name, size in tables.items()},
     }
 
 
@@ -495,6 +497,17 @@ async def database_bytes(store: Store, url: str) -> int:
         "WHERE c.relkind = 'r' AND n.nspname = current_schema() AND c.relname LIKE 'tarry%'"
     )
     return int(await store.db.run_read(lambda connection: connection.scalar(query)) or 0)
+
+
+async def bytes_by_table(store: Store) -> dict[str, int]:
+    """PostgreSQL: what each of the store's tables of more than a megabyte takes on disk, indexes included, largest
+    first."""
+    query = text(
+        "SELECT c.relname, pg_total_relation_size(c.oid) AS size FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname = current_schema() "
+        "AND c.relname LIKE 'tarry%' AND pg_total_relation_size(c.oid) > 1048576 ORDER BY size DESC"
+    )
+    return dict(await store.db.run_read(lambda connection: connection.execute(query).tuples().all()))
 
 
 def insert_finished_chats(ids: list[str], now: datetime, connection: Connection) -> None:
