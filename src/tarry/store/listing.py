@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
+from typing import Any
 
-from sqlalchemy import Connection, func, select, union_all
+from sqlalchemy import BindParameter, Connection, Select, bindparam, func, select, union_all
 
 from tarry.clock import utcnow
 from tarry.store.tables import chats, constant, questions, tool_calls
@@ -40,7 +42,17 @@ class ChatSummary:
 
 def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | None = None) -> list[ChatSummary]:
     """Chats oldest first, with counts of their open calls and undecided questions."""
-    one = chat_id is not None  # one chat: count its rows alone
+    rows = connection.execute(_listing(waiting, chat_id is not None), {"now": utcnow(), "chat_id": chat_id}).all()
+    # Unpacked by place: a thousand rows' nine columns looked up by name cost the listing as much as its statement.
+    return [ChatSummary(i, a, m, t, n, int(o), int(q), c, s) for i, a, m, t, n, o, q, c, s in rows]
+
+
+@cache
+def _listing(waiting: bool, one: bool) -> Select[Any]:
+    """The listing's statement, built once (its parameters ``now`` and ``chat_id``): built at each call, it and its
+    cache key cost a listing of a thousand chats a fifth of its time. ``one``: one chat's, whose rows alone are
+    counted."""
+    chat_id: BindParameter[str] = bindparam("chat_id")
     # Started from what waits (the partial indexes of open calls and undecided questions), read once: the open calls
     # are counted and they tell which calls' questions count, without looking each question's call up by its key.
     open_calls = (
@@ -51,7 +63,7 @@ def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | 
     undecided = select(questions.c.chat_id, constant(0), constant(1)).where(
         questions.c.decision.is_(None),
         questions.c.tool_call_id.is_(None) | questions.c.tool_call_id.in_(select(open_calls.c.id)),
-        questions.c.expires_at.is_(None) | (questions.c.expires_at > utcnow()),
+        questions.c.expires_at.is_(None) | (questions.c.expires_at > bindparam("now")),
         *([questions.c.chat_id == chat_id] if one else []),
     )
     waits = union_all(
@@ -73,27 +85,12 @@ def list_chats(connection: Connection, *, waiting: bool = False, chat_id: str | 
             chats.c.model,
             chats.c.created_at,
             chats.c.message_count,
-            chats.c.cancel_requested_at,
-            chats.c.instructions,
             func.coalesce(counts.c.open_calls, 0).label("open_calls"),
             func.coalesce(counts.c.questions, 0).label("questions"),
-        )
+            chats.c.cancel_requested_at,
+            chats.c.instructions,
+        )  # in the order of ChatSummary's fields
         .join(counts, counts.c.chat_id == chats.c.id, isouter=not waiting)  # waiting: only the chats counted
         .order_by(chats.c.created_at, chats.c.id)
     )
-    if chat_id is not None:
-        query = query.where(chats.c.id == chat_id)
-    return [
-        ChatSummary(
-            id=row.id,
-            agent=row.agent,
-            model=row.model,
-            created_at=row.created_at,
-            messages=row.message_count,
-            open_calls=int(row.open_calls),
-            questions=int(row.questions),
-            cancel_requested_at=row.cancel_requested_at,
-            instructions=row.instructions,
-        )
-        for row in connection.execute(query).all()
-    ]
+    return query.where(chats.c.id == chat_id) if one else query
