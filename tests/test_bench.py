@@ -32,6 +32,7 @@ def test_the_report_runs_every_part_with_tiny_counts(tmp_path: Path) -> None:
         "## What one statement costs on this machine",
         "## Bytes written per step as the chat grows (SQLite file)",
         "## `pending_questions()` at scale, whole and in pages of 50",
+        "## A million chats (PostgreSQL)",
         "## Answers per second (PostgreSQL, 2 processes)",
     ):
         assert heading in text
