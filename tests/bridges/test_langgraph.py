@@ -19,10 +19,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.pregel import Pregel
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from tarry.bridges import StandIn
-from tarry.bridges.langgraph import InterruptStandIn, LangGraphBridge, form_fields
+from tarry.bridges.langgraph import InterruptStandIn, LangGraphBridge, form_fields, once
 from tarry.errors import BridgeError, NotAllowedError
 from tarry.jobs import continue_chat
 from tarry.principals import Principal
@@ -305,6 +305,27 @@ async def test_an_interrupt_in_the_resumed_run_parks_again(store: Store, checkpo
     chat = await store.load_chat(chat_id, bridge.agent.make_model(), bridge.agent.tools)
     with pytest.raises(BridgeError, match="gone on already"):
         await chat.ask("Refund it again")
+
+
+async def test_a_node_that_runs_two_side_effects_through_once_is_refused(store: Store) -> None:
+    made: list[str] = []
+
+    def two_effects(state: Refund) -> Refund:
+        interrupt({"refund": state["order"]})
+        first = once(lambda: made.append("first") or "first", interrupted=str)
+        second = once(lambda: made.append("second") or "second", interrupted=str)
+        return {"said": [first, second]}
+
+    builder = StateGraph(Refund)
+    builder.add_node("refund", two_effects)
+    builder.add_edge(START, "refund")
+    bridge = LangGraphBridge(builder.compile(checkpointer=InMemorySaver()), name="two")
+    chat_id = await parked(store, bridge, with_invoice=False)
+    (question,) = await store.pending_questions(chat_id)
+    assert await store.approve(question.id)
+    with pytest.raises(BridgeError, match="one side effect per node"):
+        await continue_chat(store, chat_id, [bridge.agent])
+    assert made == ["first"]
 
 
 async def test_a_thread_that_waits_on_nothing_is_not_parked(store: Store, checkpoints: str) -> None:
