@@ -184,13 +184,9 @@ class CallCarrier:
 
     def _interrupted(self, record: CallRecord) -> Outcome:
         """The result of a call whose tool may have run in a process that stopped before it recorded a result."""
-        message = (
-            f"The {record.call.name} call was interrupted: the process running it stopped before it "
-            "recorded a result, so whether the tool finished is not known."
-        )
         name, call_id = record.call.name, record.call.id
         logger.warning("Closed the %s call %s as interrupted", name, call_id, extra=self._ids(record))
-        return Outcome(result=error_result(record.call, message))
+        return Outcome(result=error_result(record.call, interrupted_message(name)))
 
     async def _record(self, record: CallRecord, outcome: Outcome) -> bool:
         """Save ``outcome``; False when the claim was lost meanwhile."""
@@ -421,6 +417,15 @@ def _told(outcome: Outcome, record: CallRecord) -> Outcome:
     if outcome.result is None:
         return outcome
     return Outcome(result=with_note(outcome.result, record), task=outcome.task, questions=outcome.questions)
+
+
+def interrupted_message(name: str) -> str:
+    """What the model is told of a call of tool ``name`` whose run may have happened in a process that stopped
+    before it recorded a result: the call is not run again."""
+    return (
+        f"The {name} call was interrupted: the process running it stopped before it "
+        "recorded a result, so whether the tool finished is not known."
+    )
 
 
 def error_result(call: ToolCall, text: str, **extra: Any) -> Message:

@@ -14,6 +14,7 @@ from tarry.changes import Changes
 from tarry.clock import utcnow
 from tarry.edits import recorded_answer, vote_for
 from tarry.errors import QuestionExpiredError
+from tarry.live import EarlierRun
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question, Verdict
@@ -145,6 +146,16 @@ class Journal(Protocol):
         """
         ...
 
+    async def start_run(self, call_id: str) -> EarlierRun | None:
+        """Mark, in a transaction of its own, the run of closed call ``call_id``'s tool by the framework the chat's
+        model runs (a bridge) started; ``None`` when this marked it, else what an earlier run of it recorded
+        (in any process), marking nothing: so at most one run of the call's tool starts."""
+        ...
+
+    async def finish_run(self, call_id: str, result: Any) -> None:
+        """Record ``result`` (JSON) as what the run of call ``call_id``'s tool, marked started, returned."""
+        ...
+
     async def wait_for_decision(self, question: Question) -> Question:
         """Wait until a decision on ``question`` is recorded (in any process) or it expires.
 
@@ -164,6 +175,8 @@ class MemoryJournal:
         """The ids of the calls held right now."""
         self._turn = asyncio.Lock()
         """Held around a model request of the one chat this journal serves."""
+        self._runs: dict[str, EarlierRun] = {}
+        """The runs of calls' tools a bridge's framework started, by call id."""
 
     @asynccontextmanager
     async def refresh(self, start: int) -> AsyncIterator[Changes | None]:
@@ -250,6 +263,17 @@ class MemoryJournal:
                 if decided is not None:
                     closed.append(decided)
         return closed
+
+    async def start_run(self, call_id: str) -> EarlierRun | None:
+        """Mark the run started unless one was; what that one recorded otherwise."""
+        earlier = self._runs.get(call_id)
+        if earlier is None:
+            self._runs[call_id] = EarlierRun(finished=False)
+        return earlier
+
+    async def finish_run(self, call_id: str, result: Any) -> None:
+        """Keep the run's result."""
+        self._runs[call_id] = EarlierRun(finished=True, result=result)
 
     async def add_chat_question(self, number: int, question: Question) -> bool:
         """Refuse: only a store keeps a login where the redirect endpoint answers it, so the chat raises."""

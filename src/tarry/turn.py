@@ -11,6 +11,7 @@ from tarry.calls import CallRecord, mint
 from tarry.edits import shown_as_ran
 from tarry.errors import ClaimLostError, InvalidArgumentsError, PendingToolCallsError, TarryError
 from tarry.journal import Journal
+from tarry.live import LiveTurn, current_turn
 from tarry.messages import (
     Message,
     MessageDone,
@@ -114,7 +115,11 @@ class ModelTurn:
                 if reply is None:
                     raise TarryError(f"The model {model.name} ended its stream without a message")
             else:
-                reply = await model.complete(request)
+                live = current_turn.set(LiveTurn(self.chat_id, self.journal.start_run, self.journal.finish_run))
+                try:
+                    reply = await model.complete(request)
+                finally:
+                    current_turn.reset(live)
                 if stream:
                     for event in _events_of(reply):
                         yield event

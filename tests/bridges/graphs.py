@@ -3,7 +3,8 @@
 Two nodes run side by side from the start, each stopping at ``interrupt()``: ``refund`` asks to
 approve a refund (its resume value says approved or not) and, when the order asks, ``invoice`` asks
 for the invoice number with a ``response_schema``. Each refund made appends a line to the file
-``TARRY_TEST_REFUNDS`` names: its side effect, counted across processes. The checkpointer is
+``TARRY_TEST_REFUNDS`` names: its side effect, counted across processes, made through tarry's ``once`` (a
+process whose ``TARRY_TEST_HANG_IN`` is ``refund`` hangs right after it). The checkpointer is
 LangGraph's own: ``SqliteSaver`` on a file, or ``PostgresSaver``, which every process reaches.
 """
 
@@ -25,7 +26,8 @@ from langgraph.types import interrupt
 from psycopg.rows import dict_row
 
 from tarry.approvals import Approval
-from tarry.bridges.langgraph import LangGraphBridge
+from tarry.bridges.langgraph import LangGraphBridge, once
+from tests.bridges.hang import hang_in
 
 INVOICE_SCHEMA = {"type": "object", "properties": {"invoice": {"type": "string"}}, "required": ["invoice"]}
 
@@ -59,9 +61,15 @@ def refund(state: Refund) -> Refund:
     answer: dict[str, Any] = interrupt({"refund": state["order"]})
     if not answer.get("approved"):
         return {"said": [f"not refunded: {answer.get('note')}"]}
+    return {"said": [once(lambda: make_refund(state["order"]), interrupted=lambda message: message)]}
+
+
+def make_refund(order: str) -> str:
+    """The refund's side effect: a line in the refunds file (then a hang, when this process was told to)."""
     with refunds_file().open("a") as refunds:
-        refunds.write(f"{state['order']} {os.getpid()}\n")
-    return {"said": [f"refunded {state['order']}"]}
+        refunds.write(f"{order} {os.getpid()}\n")
+    hang_in("refund")
+    return f"refunded {order}"
 
 
 def invoice(state: Refund) -> Refund:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 
 from tarry.jobs import continue_chat
@@ -31,16 +32,35 @@ async def decide(url: str, chat_id: str) -> None:
         print(json.dumps({"approved": approved, "given": given is not None}))
 
 
-async def carry(url: str, chat_id: str, start_file: str = "") -> None:
-    """Carry the chat on as a worker does (after ``start_file`` appears, if given); print its last message."""
+async def carry(url: str, chat_id: str, start_file: str = "", lease: str = "60") -> None:
+    """Carry the chat on as a worker does (after ``start_file`` appears, if given), with a claim ``lease`` of that
+    many seconds; print its last message."""
     bridge = make_bridge()
-    async with Store(url) as store:
+    async with Store(url, lease=float(lease)) as store:
         await store.pending_questions()  # open the pool before the start signal
         while start_file and not Path(start_file).exists():
             await asyncio.sleep(0.005)
         await continue_chat(store, chat_id, [bridge.agent])
         chat = await store.load_chat(chat_id, bridge.agent.make_model(), bridge.agent.tools)
         print(json.dumps({"last": chat.messages[-1].content, "role": chat.messages[-1].role}))
+
+
+async def carry_to_the_end(url: str, chat_id: str, lease: str) -> None:
+    """Carry the chat on (with a claim ``lease`` of that many seconds) until its last message is the final reply,
+    for up to a minute: a turn still held by a killed process is taken over once its lease ran out; print it."""
+    bridge = make_bridge()
+    deadline = time.monotonic() + 60
+    async with Store(url, lease=float(lease)) as store:
+        while True:
+            await continue_chat(store, chat_id, [bridge.agent])
+            chat = await store.load_chat(chat_id, bridge.agent.make_model(), bridge.agent.tools)
+            last = chat.messages[-1]
+            if last.role == "assistant" and not last.tool_calls:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Chat {chat_id} was not carried to its end within a minute")
+            await asyncio.sleep(0.1)  # the polling interval while the dead process's lease runs out
+        print(json.dumps({"last": last.content, "roles": [message.role for message in chat.messages]}))
 
 
 async def race(url: str, question_id: str, decision: str, who: str, start_file: str) -> None:
@@ -56,7 +76,7 @@ async def race(url: str, question_id: str, decision: str, who: str, start_file: 
         print(json.dumps({"recorded": recorded, "decision": decision, "who": who}))
 
 
-COMMANDS = {"park": park, "decide": decide, "carry": carry, "race": race}
+COMMANDS = {"park": park, "decide": decide, "carry": carry, "carry_to_the_end": carry_to_the_end, "race": race}
 
 if __name__ == "__main__":
     asyncio.run(COMMANDS[sys.argv[1]](*sys.argv[2:]))

@@ -4,6 +4,8 @@ Its model (pydantic-ai's ``FunctionModel``, no network) calls ``refund`` (which 
 when the prompt asks, ``lookup`` (which defers to a result given from outside); once results are in, it
 replies with what each call returned, so a test reads what reached the model. Each run of ``refund``
 appends a line to the file ``TARRY_TEST_REFUNDS`` names: its side effect, counted across processes.
+A process whose ``TARRY_TEST_HANG_IN`` is ``refund`` (or ``reply``) hangs there, after its refund (or once the
+model has the results), having written the file ``TARRY_TEST_HANG_MARK`` names, for a test to kill it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from tarry.approvals import Approval
 from tarry.bridges.pydantic_ai import PydanticAIBridge
+from tests.bridges.hang import hang_in
 
 PROMPT = "Refund order A17 and look up its invoice"
 
@@ -28,6 +31,7 @@ def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         [part for part in last.parts if isinstance(part, ToolReturnPart)] if isinstance(last, ModelRequest) else []
     )
     if returned:
+        hang_in("reply")
         return ModelResponse(parts=[TextPart(" | ".join(f"{part.tool_name}: {part.content}" for part in returned))])
     prompt = str(messages[0].parts[-1].content) if isinstance(messages[0], ModelRequest) else ""
     if prompt == "Hello":
@@ -60,6 +64,7 @@ def make_agent() -> Agent[None, str | DeferredToolRequests]:
         """Refund an order."""
         with refunds_file().open("a") as refunds:
             refunds.write(f"{order} {os.getpid()}\n")
+        hang_in("refund")
         return f"Refunded {order}"
 
     @agent.tool_plain

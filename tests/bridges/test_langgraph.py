@@ -19,10 +19,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.pregel import Pregel
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from tarry.bridges import StandIn
-from tarry.bridges.langgraph import InterruptStandIn, LangGraphBridge, form_fields
+from tarry.bridges.langgraph import InterruptStandIn, LangGraphBridge, form_fields, once
 from tarry.errors import BridgeError, NotAllowedError
 from tarry.jobs import continue_chat
 from tarry.principals import Principal
@@ -41,6 +41,7 @@ from tests.bridges.graphs import (
     said,
     start_run,
 )
+from tests.bridges.hang import hang_at, kill_when_hung
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,9 +68,9 @@ def checkpoints(database_url: str, tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'checkpoints.db'}" if database_url.startswith("sqlite") else database_url
 
 
-def start(*args: str) -> subprocess.Popen[str]:
-    """``python -m tests.bridges.graph_proc ARGS`` in a real process, on this checkout's tarry."""
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``python -m tests.bridges.graph_proc ARGS`` in a real process, on this checkout's tarry (with ``env`` added)."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     return subprocess.Popen(
         [sys.executable, "-m", "tests.bridges.graph_proc", *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -88,6 +89,16 @@ async def parked(store: Store, bridge: LangGraphBridge, *, with_invoice: bool = 
     await asyncio.to_thread(start_run, bridge, thread_id, with_invoice=with_invoice)
     chat = await bridge.park(store, thread_id, "Refund order A17")
     return chat.id
+
+
+async def approved_refund(database_url: str, checkpoints: str) -> str:
+    """The id of a new chat whose thread's one refund interrupt was approved."""
+    async with Store(database_url) as store:
+        await store.setup()
+        chat_id = await parked(store, make_bridge(checkpoints), with_invoice=False)
+        (question,) = await store.pending_questions(chat_id)
+        assert await store.approve(question.id)
+    return chat_id
 
 
 async def last_reply(store: Store, bridge: LangGraphBridge, chat_id: str) -> str:
@@ -163,11 +174,7 @@ async def test_eight_processes_racing_conflicting_decisions_record_one(
 async def test_four_processes_resuming_the_same_run_refund_once(
     database_url: str, checkpoints: str, tmp_path: Path
 ) -> None:
-    async with Store(database_url) as store:
-        await store.setup()
-        chat_id = await parked(store, make_bridge(checkpoints), with_invoice=False)
-        (question,) = await store.pending_questions(chat_id)
-        assert await store.approve(question.id)
+    chat_id = await approved_refund(database_url, checkpoints)
     go = tmp_path / "go"
     carriers = [start("carry", database_url, checkpoints, chat_id, str(go)) for _ in range(4)]
     time.sleep(0.5)  # lets them reach the start line; they poll for it
@@ -187,6 +194,25 @@ async def test_four_processes_resuming_the_same_run_refund_once(
     assert len(refunds_done()) == 1
     assert refunds_done()[0].split()[1] != str(os.getpid())  # one of the four resumed it
     assert [message.role for message in chat.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_process_killed_inside_the_resumed_node_leaves_its_refund_made_once(
+    database_url: str, checkpoints: str, tmp_path: Path
+) -> None:
+    """SIGKILL while the refund node's side effect runs, before LangGraph checkpointed the node: the next process
+    resumes the thread, LangGraph runs the node again from its start, and ``once`` does not make the refund again:
+    the node is told it was interrupted."""
+    chat_id = await approved_refund(database_url, checkpoints)
+    mark = tmp_path / "hanging"
+    kill_when_hung(start("carry", database_url, checkpoints, chat_id, "", "2", env=hang_at("refund", mark)), mark)
+    assert len(refunds_done()) == 1
+    last = finish(start("resume_to_the_end", database_url, checkpoints, chat_id, "2"))
+    assert len(refunds_done()) == 1  # not made again
+    assert said(str(last["last"])) == [
+        "The refund call was interrupted: the process running it stopped before it recorded a result, "
+        "so whether the tool finished is not known."
+    ]
+    assert last["roles"] == ["user", "assistant", "tool", "assistant"]
 
 
 async def test_a_decline_reaches_the_graph_and_the_refund_is_not_made(store: Store, checkpoints: str) -> None:
@@ -279,6 +305,27 @@ async def test_an_interrupt_in_the_resumed_run_parks_again(store: Store, checkpo
     chat = await store.load_chat(chat_id, bridge.agent.make_model(), bridge.agent.tools)
     with pytest.raises(BridgeError, match="gone on already"):
         await chat.ask("Refund it again")
+
+
+async def test_a_node_that_runs_two_side_effects_through_once_is_refused(store: Store) -> None:
+    made: list[str] = []
+
+    def two_effects(state: Refund) -> Refund:
+        interrupt({"refund": state["order"]})
+        first = once(lambda: made.append("first") or "first", interrupted=str)
+        second = once(lambda: made.append("second") or "second", interrupted=str)
+        return {"said": [first, second]}
+
+    builder = StateGraph(Refund)
+    builder.add_node("refund", two_effects)
+    builder.add_edge(START, "refund")
+    bridge = LangGraphBridge(builder.compile(checkpointer=InMemorySaver()), name="two")
+    chat_id = await parked(store, bridge, with_invoice=False)
+    (question,) = await store.pending_questions(chat_id)
+    assert await store.approve(question.id)
+    with pytest.raises(BridgeError, match="one side effect per node"):
+        await continue_chat(store, chat_id, [bridge.agent])
+    assert made == ["first"]
 
 
 async def test_a_thread_that_waits_on_nothing_is_not_parked(store: Store, checkpoints: str) -> None:

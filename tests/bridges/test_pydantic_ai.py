@@ -21,6 +21,7 @@ from tarry.jobs import continue_chat
 from tarry.principals import Principal
 from tarry.store import Store
 from tarry.testing import advance_clock
+from tests.bridges.hang import hang_at, kill_when_hung
 from tests.bridges.runs import PROMPT, make_agent, make_bridge, refunds_done
 from tests.web.client import AUTH, Inbox
 
@@ -35,9 +36,9 @@ def refunds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def start(*args: str) -> subprocess.Popen[str]:
-    """``python -m tests.bridges.proc ARGS`` in a real process, on this checkout's tarry."""
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``python -m tests.bridges.proc ARGS`` in a real process, on this checkout's tarry (with ``env`` added)."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     return subprocess.Popen(
         [sys.executable, "-m", "tests.bridges.proc", *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -73,6 +74,16 @@ async def parked(store: Store, bridge: PydanticAIBridge, prompt: str = PROMPT) -
     result = await bridge.pydantic_agent.run(prompt)
     chat = await bridge.park(store, result)
     return chat.id
+
+
+async def approved_refund(database_url: str) -> str:
+    """The id of a new chat whose one refund call was approved."""
+    async with Store(database_url) as store:
+        await store.setup()
+        chat_id = await parked(store, make_bridge(), "Refund order A17")
+        (question,) = await store.pending_questions(chat_id)
+        assert await store.approve(question.id)
+    return chat_id
 
 
 async def test_parked_in_one_process_decided_in_a_second_carried_on_in_a_third(database_url: str) -> None:
@@ -193,11 +204,7 @@ async def test_eight_processes_racing_conflicting_decisions_record_one(database_
 
 
 async def test_four_processes_carrying_the_same_run_on_refund_once(database_url: str, tmp_path: Path) -> None:
-    async with Store(database_url) as store:
-        await store.setup()
-        chat_id = await parked(store, make_bridge(), "Refund order A17")
-        (question,) = await store.pending_questions(chat_id)
-        assert await store.approve(question.id)
+    chat_id = await approved_refund(database_url)
     go = tmp_path / "go"
     carriers = [start("carry", database_url, chat_id, str(go)) for _ in range(4)]
     time.sleep(0.5)  # lets them reach the start line; they poll for it
@@ -217,6 +224,27 @@ async def test_four_processes_carrying_the_same_run_on_refund_once(database_url:
     assert len(refunds_done()) == 1
     assert refunds_done()[0].split()[1] != str(os.getpid())  # one of the four carried it on
     assert [message.role for message in chat.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+INTERRUPTED = (
+    "refund: The refund call was interrupted: the process running it stopped before it recorded a result, "
+    "so whether the tool finished is not known."
+)
+
+
+@pytest.mark.parametrize(("hang_in", "told"), [("refund", INTERRUPTED), ("reply", "refund: Refunded A17")])
+async def test_a_process_killed_while_carrying_on_leaves_the_approved_tool_run_once(
+    database_url: str, tmp_path: Path, hang_in: str, told: str
+) -> None:
+    """SIGKILL mid-tool (``refund``: the tool ran, its result unrecorded) or after it (``reply``: the model was
+    being asked with its recorded result): the next process does not run the tool again, and the model is told."""
+    chat_id = await approved_refund(database_url)
+    mark = tmp_path / "hanging"
+    kill_when_hung(start("carry", database_url, chat_id, "", "2", env=hang_at(hang_in, mark)), mark)
+    assert len(refunds_done()) == 1
+    last = finish(start("carry_to_the_end", database_url, chat_id, "2"))
+    assert len(refunds_done()) == 1  # not run again
+    assert last == {"last": told, "roles": ["user", "assistant", "tool", "assistant"]}
 
 
 async def test_a_declines_note_reaches_the_model_and_the_tool_never_runs(store: Store) -> None:

@@ -13,6 +13,6 @@ The pydantic-ai bridge is [`tarry.bridges.pydantic_ai`][tarry.bridges.pydantic_a
 (``pip install 'tarry[langgraph]'``); this package's own names import no framework.
 """
 
-from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, park, parked_reply
+from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, park, parked_reply, run_once
 
-__all__ = ["APPROVED", "BridgeModel", "Decided", "StandIn", "park", "parked_reply"]
+__all__ = ["APPROVED", "BridgeModel", "Decided", "StandIn", "park", "parked_reply", "run_once"]

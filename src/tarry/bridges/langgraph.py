@@ -16,26 +16,34 @@ under the chat's turn claim, so in one process at a time. Each interrupt's resum
 - answered with ``respond``: the person's result, as given.
 
 A run that stops at new interrupts parks again in the same chat; the final state, as text (``reply``), is
-the chat's last reply.
+the chat's last reply. LangGraph runs a node again from its start when a process died inside it before its
+writes were checkpointed: a node's side effect after its interrupt, run through
+[`once`][tarry.bridges.langgraph.once], runs once even then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.config import get_config
 from langgraph.pregel import Pregel
-from langgraph.types import Command, StateSnapshot
+from langgraph.types import Command, StateSnapshot, _interrupt_id
 from pydantic_core import to_jsonable_python
 
 from tarry.agents import Agent
 from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, park, parked_reply
+from tarry.carrying import interrupted_message
 from tarry.chat import Chat
+from tarry.errors import BridgeError
 from tarry.fields import Field, fields_from_schema
+from tarry.live import current_turn
 from tarry.messages import Message, ToolCall
 from tarry.policies import Approval
 from tarry.questions import Question
@@ -43,7 +51,16 @@ from tarry.running import sync_twin
 from tarry.store import Store
 from tarry.tasks import Task
 
-__all__ = ["KEY", "InterruptStandIn", "LangGraphBridge", "LangGraphModel", "as_json", "form_fields", "resume_value"]
+__all__ = [
+    "KEY",
+    "InterruptStandIn",
+    "LangGraphBridge",
+    "LangGraphModel",
+    "as_json",
+    "form_fields",
+    "once",
+    "resume_value",
+]
 
 KEY = "langgraph"
 """Where a parked chat keeps the run's thread (``provider_data``)."""
@@ -152,6 +169,68 @@ class LangGraphBridge:
     park_sync = sync_twin(park)
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Resuming:
+    """A thread being resumed by a chat's model turn: the turn's event loop and the interrupts decided."""
+
+    loop: asyncio.AbstractEventLoop
+    decided: frozenset[str]
+    used: set[str] = field(default_factory=set)
+    """The interrupts whose node ran its ``once`` in this resume."""
+
+
+_resuming: ContextVar[_Resuming | None] = ContextVar("tarry_langgraph_resuming", default=None)
+
+
+def once(effect: Callable[[], T], *, interrupted: Callable[[str], T]) -> T:
+    """Run ``effect``, a node's side effect after its last ``interrupt()``, at most once: call it in the node, once.
+
+    While the bridge resumes a thread (carrying a chat on), the run of ``effect`` is marked started on the tarry
+    call of the node's interrupt this resume answered, in a transaction of its own, and its result (as JSON)
+    recorded once it returns. LangGraph runs a node again from its start when its process died before the
+    node's writes were checkpointed; ``effect`` is then not run again: the recorded result is returned (its
+    JSON form), or, when none was recorded (the process died while ``effect`` ran), ``interrupted(message)``,
+    ``message`` saying the run was interrupted and may or may not have finished, as tarry tells a model of its
+    own interrupted calls. Anywhere else (a graph invoked outside tarry, a node this resume answered no
+    interrupt of) it only runs ``effect``. Raises [`BridgeError`][tarry.errors.BridgeError] when a node calls it
+    twice in one run (a second effect would read the first one's mark).
+    """
+    resuming = _resuming.get()
+    turn = current_turn.get()
+    call_id = None if resuming is None else _answered_interrupt(resuming)
+    if resuming is None or turn is None or call_id is None:
+        return effect()
+    if call_id in resuming.used:
+        raise BridgeError("once() runs one side effect per node, after its last interrupt(); this node called it twice")
+    resuming.used.add(call_id)
+
+    def wait(step: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(step, resuming.loop).result()
+
+    earlier = wait(turn.start_run(call_id))
+    if earlier is not None:
+        node = str(get_config().get("metadata", {}).get("langgraph_node", "node"))
+        return earlier.result if earlier.finished else interrupted(interrupted_message(node))
+    result = effect()
+    wait(turn.finish_run(call_id, to_jsonable_python(result, fallback=repr)))
+    return result
+
+
+def _answered_interrupt(resuming: _Resuming) -> str | None:
+    """The id of the interrupt of the running node that this resume answered, if any: the node's last one."""
+    configurable = get_config().get("configurable", {})
+    # LangGraph keeps a task's answers in its scratchpad, this resume's last; an interrupt's id is the hash of the
+    # task's namespace and how many answers came before it.
+    answers = getattr(configurable.get("__pregel_scratchpad"), "resume", None) or []
+    if not answers:
+        return None
+    interrupt_id = _interrupt_id(str(configurable.get("checkpoint_ns", "")), len(answers) - 1)
+    return interrupt_id if interrupt_id in resuming.decided else None
+
+
 def _config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
@@ -189,7 +268,11 @@ class LangGraphModel(BridgeModel):
 
     async def carry_on(self, state: Any, decided: Mapping[str, Decided]) -> Message:
         """Resume the thread ``state`` names; park it again or return its final state as the reply."""
-        return await asyncio.to_thread(self._carry_on, str(state["thread_id"]), decided)
+        token = _resuming.set(_Resuming(asyncio.get_running_loop(), frozenset(decided)))
+        try:
+            return await asyncio.to_thread(self._carry_on, str(state["thread_id"]), decided)
+        finally:
+            _resuming.reset(token)
 
     def _carry_on(self, thread_id: str, decided: Mapping[str, Decided]) -> Message:
         config = _config(thread_id)

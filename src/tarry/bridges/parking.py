@@ -8,20 +8,24 @@ tarry question like any call. An approval runs the stand-in, whose result only s
 the call with tarry's error result and its note; [`respond`][tarry.store.Store.respond] closes it
 with the person's result. When no call waits, tarry asks the chat's model, under the chat's turn
 claim: a bridge's model is a [`BridgeModel`][tarry.bridges.BridgeModel], which reads each call's
-outcome back ([`Decided`][tarry.bridges.Decided]) and runs the foreign agent on.
+outcome back ([`Decided`][tarry.bridges.Decided]) and runs the foreign agent on. A framework that runs an
+approved call's tool itself as its run goes on runs it through [`run_once`][tarry.bridges.run_once], so a
+process that dies while the tool runs does not leave the next process to run it again.
 """
 
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from tarry.agents import Agent
+from tarry.carrying import interrupted_message
 from tarry.chat import Chat
 from tarry.errors import BridgeError, CorruptStateError
+from tarry.live import current_turn
 from tarry.messages import Message, ModelRequest, ToolCall
 from tarry.policies import Approval
 from tarry.store import Store
@@ -159,6 +163,38 @@ def decision_of(call: ToolCall, result: Message) -> Decided:
     if isinstance(data, dict) and "error" in data:
         return Decided(call, "declined", message=str(data.get("note") or data["error"]))
     return Decided(call, "declined", message=result.content if isinstance(data, str) else json.dumps(data))
+
+
+async def run_once(
+    call_id: str,
+    name: str,
+    run: Callable[[], Awaitable[Any]],
+    *,
+    as_json: Callable[[Any], Any],
+    interrupted: Callable[[str], Any],
+) -> Any:
+    """Run the tool of decided call ``call_id`` (a call of tool ``name``) at most once, whichever processes carry
+    the chat on: for a bridge whose framework runs an approved call's tool itself while its run goes on, inside
+    [`carry_on`][tarry.bridges.BridgeModel.carry_on].
+
+    Marks the run started on the call's row (a transaction of its own, before ``run()``), then runs it and
+    records ``as_json(result)`` once it returns, and returns the result. When a run of the call was marked
+    before (a process died while its turn ran the framework on, and this turn runs the framework on again from
+    the same state), ``run`` is not called: a recorded result is returned as recorded (its JSON form), and a run
+    that recorded none returns ``interrupted(message)``, ``message`` being what tarry tells a model of its own
+    interrupted calls (the tool may or may not have run); ``interrupted`` may raise the framework's failure
+    instead. A tool that raises records nothing (its exception goes on; a later turn finds it interrupted).
+    Outside a chat's model turn it only runs ``run()``.
+    """
+    turn = current_turn.get()
+    if turn is None:
+        return await run()
+    earlier = await turn.start_run(call_id)
+    if earlier is not None:
+        return earlier.result if earlier.finished else interrupted(interrupted_message(name))
+    result = await run()
+    await turn.finish_run(call_id, as_json(result))
+    return result
 
 
 class _Once:

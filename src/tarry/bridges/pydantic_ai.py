@@ -12,32 +12,37 @@ that ended with them: its message history, and one tarry question per approval a
 - an external call (or question) answered with ``respond`` gets the person's result; declined, lapsed
   or cancelled, ``ToolFailed`` with the note; accepted with no result, ``ToolFailed`` saying so.
 
-A run that ends with new deferred calls parks again in the same chat; its final output (as text) is
-the chat's last reply.
+An approved call's tool runs once: its run is marked started in tarry's store before the tool runs and its
+result recorded after ([`run_once`][tarry.bridges.run_once]), so a process that dies while the run goes on
+leaves the next one to return the recorded result, or to tell the model the call was interrupted, rather
+than run the tool again. A run that ends with new deferred calls parks again in the same chat; its final
+output (as text) is the chat's last reply.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, RunContext, ToolApproved, ToolDenied
 from pydantic_ai.agent import AgentRunResult
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ToolCallPart, UserPromptPart
-from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, FunctionToolset
+from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, FunctionToolset, ToolsetTool, WrapperToolset
 from pydantic_core import to_jsonable_python
 
 from tarry.agents import Agent
-from tarry.bridges.parking import BridgeModel, Decided, StandIn, park, parked_reply
+from tarry.bridges.parking import BridgeModel, Decided, StandIn, park, parked_reply, run_once
 from tarry.chat import Chat
 from tarry.messages import Message, ToolCall
 from tarry.policies import Approval
 from tarry.running import sync_twin
 from tarry.store import Store
 
-__all__ = ["KEY", "PydanticAIBridge", "PydanticAIModel"]
+__all__ = ["KEY", "OnceToolset", "PydanticAIBridge", "PydanticAIModel", "RunsOnce"]
 
 KEY = "pydantic_ai"
 """Where a parked chat keeps the run's message history (``provider_data``) and each call's kind."""
@@ -155,11 +160,52 @@ class PydanticAIModel(BridgeModel):
             else:
                 results.calls[call_id] = _call_result(decision)
         history = ModelMessagesTypeAdapter.validate_python(state)
-        result = await self.agent.run(message_history=history, deferred_tool_results=results)
+        approved = frozenset(call_id for call_id, decision in decided.items() if decision.outcome == "approved")
+        result = await self.agent.run(
+            message_history=history, deferred_tool_results=results, capabilities=[RunsOnce(approved)]
+        )
         if isinstance(result.output, DeferredToolRequests):
             return reply_of(result.all_messages(), result.output)
         output = result.output if isinstance(result.output, str) else repr(result.output)
         return Message("assistant", output)
+
+
+@dataclass
+class RunsOnce(AbstractCapability[Any]):
+    """Runs the tools of the ``approved`` calls (by id) once across processes: see
+    [`run_once`][tarry.bridges.run_once]."""
+
+    approved: frozenset[str]
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+        """The agent's toolset, each approved call run once."""
+        return OnceToolset(toolset, self.approved)
+
+
+@dataclass
+class OnceToolset(WrapperToolset[Any]):
+    """A toolset whose calls among ``approved`` (by id) run once; an interrupted one fails with tarry's message."""
+
+    approved: frozenset[str] = frozenset()
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        """Run the call through the wrapped toolset; an approved call at most once."""
+        call_id = ctx.tool_call_id
+        if call_id is None or call_id not in self.approved:
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+        return await run_once(
+            call_id,
+            name,
+            lambda: self.wrapped.call_tool(name, tool_args, ctx, tool),
+            as_json=lambda result: to_jsonable_python(result, fallback=repr),
+            interrupted=_interrupted,
+        )
+
+
+def _interrupted(message: str) -> Any:
+    raise ToolFailed(message)
 
 
 def _approval(decision: Decided) -> ToolApproved | ToolDenied:

@@ -34,6 +34,7 @@ from tarry.errors import (
     StoreReadOnlyError,
     StoreUnavailableError,
 )
+from tarry.live import EarlierRun
 from tarry.messages import Message
 from tarry.principals import Channel, Principal
 from tarry.questions import Decision, Question
@@ -646,6 +647,34 @@ class StoreJournal:
                 closed.append(settled.question)
         return closed
 
+    async def start_run(self, call_id: str) -> EarlierRun | None:
+        """Mark the run started in one statement that writes only a call row no run was marked on; read the mark
+        when none was written (another run marked it first, in this process or another)."""
+        where = {"the_chat": self.chat_id, "the_call": call_id, "new_ran": {"started_at": utcnow().isoformat()}}
+
+        def write(connection: Connection) -> EarlierRun | None:
+            if connection.execute(_START_RUN, where).rowcount:
+                return None
+            row = connection.execute(_RAN, where).mappings().first()
+            if row is None:
+                raise ValueError(f"Chat {self.chat_id} has no call {call_id!r} to run")
+            ran = row["ran"] if isinstance(row["ran"], dict) else {}
+            return EarlierRun(finished="finished_at" in ran, result=ran.get("result"))
+
+        return await self.db.run_write(write)
+
+    async def finish_run(self, call_id: str, result: Any) -> None:
+        """Record the result on the call's row, keeping when the run started."""
+        where = {"the_chat": self.chat_id, "the_call": call_id}
+
+        def write(connection: Connection) -> None:
+            row = connection.execute(_RAN, where).mappings().first()
+            started = row["ran"] if row is not None and isinstance(row["ran"], dict) else {}
+            ran = {**started, "finished_at": utcnow().isoformat(), "result": result}
+            connection.execute(_FINISH_RUN, {**where, "new_ran": ran})
+
+        await self.db.run_write(write)
+
     async def add_chat_question(self, number: int, question: Question) -> bool:
         """Save a question of the chat itself (a login), parking the chat on it, in one transaction."""
         chat_id = self.chat_id
@@ -1058,6 +1087,10 @@ _INSERT_MESSAGE = insert(messages)
 _INSERT_MESSAGE_RETURNING_ID = insert(messages).returning(messages.c.id)
 _INSERT_CALL = insert(tool_calls).returning(tool_calls.c.id)
 _INSERT_QUESTION = insert(questions)
+_THE_CALL = (tool_calls.c.chat_id == bindparam("the_chat"), tool_calls.c.call_id == bindparam("the_call"))
+_RAN = select(tool_calls.c.ran).where(*_THE_CALL)
+_FINISH_RUN = update(tool_calls).where(*_THE_CALL).values(ran=bindparam("new_ran", type_=tool_calls.c.ran.type))
+_START_RUN = _FINISH_RUN.where(tool_calls.c.ran.is_(None))
 _HOLD_OPEN_CALL = select(tool_calls.c.id).where(*HELD_OPEN_CALL).with_for_update(key_share=True)
 """Locks the call row ``row_id`` while it is open and ``owner`` holds it (``FOR NO KEY UPDATE``: see docs/store.md)."""
 _LOCK_QUESTIONS = (

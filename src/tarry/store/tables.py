@@ -116,6 +116,9 @@ tool_calls = Table(
     Column("claimed_until", UTCDateTime),
     Column("result_message_id", Id, ForeignKey("tarry_messages.id")),
     Column("created_at", UTCDateTime, nullable=False),
+    # Bridged runs (0019): the run of a decided call's tool by another framework, in a model turn (a bridge): NULL
+    # until it starts, then {"started_at"}, then with "finished_at" and "result" (tarry.live.EarlierRun).
+    Column("ran", Json),
     UniqueConstraint("chat_id", "call_id", name="uq_tarry_tool_calls_chat_call"),
     Index("ix_tarry_tool_calls_chat_position", "chat_id", "message_position"),
     # Pruning (0014): deleting a message looks up the calls whose result it is.
