@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import statistics
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -129,17 +130,27 @@ async def full_sides(stack: AsyncExitStack, folder: Path) -> dict[Path, Any]:
 
 async def rounds(sides: list[Side], count: int, first: int) -> dict[str, dict[str, float]]:
     """``count`` rounds: in each, every side parks chat ``first + round`` and carries it on, the sides' order
-    reversed every other round, so each gets the same share of what the machine does meanwhile."""
-    park: dict[str, list[float]] = {side.label: [] for side in sides}
-    finish: dict[str, list[float]] = {side.label: [] for side in sides}
+    reversed every other round, so each gets the same share of what the machine does meanwhile. Besides the
+    latencies, the p50 of the process's CPU time (all its threads) in each half: ``park_cpu_ms``, ``finish_cpu_ms``.
+    """
+    timings: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for number in range(first, first + count):
         order = sides if number % 2 == 0 else sides[::-1]
-        for phase, timings in (("park", park), ("finish", finish)):
+        for phase in ("park", "finish"):
             for side in order:
-                started = time.perf_counter()
+                wall, cpu = time.perf_counter(), time.process_time()
                 await getattr(side, phase)(number)
-                timings[side.label].append(time.perf_counter() - started)
-    return {side.label: latency_figures(park[side.label], finish[side.label]) for side in sides}
+                took = (time.perf_counter() - wall, time.process_time() - cpu)
+                timings.setdefault((side.label, phase), []).append(took)
+    figures = {}
+    for side in sides:
+        park, finish = timings[side.label, "park"], timings[side.label, "finish"]
+        figures[side.label] = {
+            **latency_figures([wall for wall, _ in park], [wall for wall, _ in finish]),
+            "park_cpu_ms": statistics.median(cpu for _, cpu in park) * 1000,
+            "finish_cpu_ms": statistics.median(cpu for _, cpu in finish) * 1000,
+        }
+    return figures
 
 
 async def commits_per_half(side: Any, path: Path, number: int) -> tuple[int, int]:
