@@ -4,7 +4,8 @@ Both run the workload of ``store_bench.TarrySide``: the model calls ``transfer``
 stops, what the library gives to resume it is saved; then a fresh agent loads it, approves, and carries on
 to the final reply "Done.", which is saved too. Their models are scripted (no network). Neither library
 has a database layer of its own for this, so each saves its serialised state as one row per chat, in a
-SQLite file (WAL, ``synchronous=NORMAL``, as LangGraph's rows) or a PostgreSQL schema of its own.
+SQLite file (WAL, ``synchronous=NORMAL`` as LangGraph's rows, or ``FULL`` in bench/full_sync.py) or a
+PostgreSQL schema of its own.
 """
 
 from __future__ import annotations
@@ -40,14 +41,14 @@ class Blobs:
         self.sqlite = sqlite
 
     @classmethod
-    async def open(cls, stack: AsyncExitStack, where: str | Path) -> Blobs:
-        """A SQLite file (a ``Path``) or a PostgreSQL URL, its table created."""
+    async def open(cls, stack: AsyncExitStack, where: str | Path, synchronous: str = "NORMAL") -> Blobs:
+        """A SQLite file (a ``Path``, at ``PRAGMA synchronous`` as given) or a PostgreSQL URL, its table created."""
         if isinstance(where, Path):
             import aiosqlite
 
             connection = await stack.enter_async_context(aiosqlite.connect(where, isolation_level=None))
             await connection.execute("PRAGMA journal_mode=WAL")
-            await connection.execute("PRAGMA synchronous=NORMAL")
+            await connection.execute(f"PRAGMA synchronous={synchronous}")
             await connection.execute("CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, state TEXT NOT NULL)")
             return cls(connection, True)
         import psycopg
@@ -191,8 +192,8 @@ def scripted_agents_model() -> Any:
     return Scripted()
 
 
-async def peer_sides(stack: AsyncExitStack, where: dict[str, str | Path]) -> list[Any]:
-    """A side for each importable peer in ``where`` (peer name: SQLite file or PostgreSQL URL)."""
+async def peer_sides(stack: AsyncExitStack, where: dict[str, str | Path], synchronous: str = "NORMAL") -> list[Any]:
+    """A side for each importable peer in ``where`` (peer name: SQLite file, at ``synchronous``, or PostgreSQL URL)."""
     if "OpenAI Agents SDK" in where and not missing("OpenAI Agents SDK"):
         from agents import set_tracing_disabled
 
@@ -202,5 +203,5 @@ async def peer_sides(stack: AsyncExitStack, where: dict[str, str | Path]) -> lis
         if missing(peer):
             continue
         side = PydanticAiSide if peer == "pydantic-ai" else AgentsSdkSide
-        sides.append(side(peer, await Blobs.open(stack, place)))
+        sides.append(side(peer, await Blobs.open(stack, place, synchronous)))
     return sides

@@ -3,8 +3,9 @@
 Run: ``pip install -e ".[bench,postgres]" && python bench/report.py [--postgres URL]``
 (``--postgres`` defaults to ``TARRY_TEST_POSTGRES_URL``; without one, PostgreSQL is left out).
 ``--quick`` runs every part with tiny counts: a check that the harness works, not figures to publish.
-The measurements live in bench/store_bench.py (tarry, LangGraph) and bench/peers.py (pydantic-ai,
-the OpenAI Agents SDK); this module runs them, writes the page and draws the plots with matplotlib.
+The measurements live in bench/store_bench.py (tarry, LangGraph), bench/peers.py (pydantic-ai,
+the OpenAI Agents SDK) and bench/full_sync.py (every library at ``synchronous=FULL``); this module runs
+them, writes the page and draws the plots with matplotlib.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ import asyncio
 import os
 import platform
 import re
+import statistics
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from full_sync import CHAT_DECIDES, ELSEWHERE, FLOOR, full_sync_figures
 from store_bench import (
     PAGE,
     ROOT,
@@ -213,6 +217,83 @@ def commits_section(folder: Path, postgres: str | None) -> list[str]:
     return [*lines, ""]
 
 
+def full_sync_section(folder: Path, count: int) -> list[str]:
+    """Every library at ``synchronous=FULL`` on a SQLite file, tarry at its default durability both ways of deciding,
+    beside what its disk syncs cost here: the goal of issue 38."""
+    rows = full_sync_figures(folder, count)
+    floor = next(row for row in rows if row["label"] == FLOOR)
+    sync = statistics.mean((floor["park_p50_ms"], floor["finish_p50_ms"]))
+    lines = [
+        "## Every library at `synchronous=FULL` (SQLite file)",
+        "",
+        f"{count} rounds in one run; in each, every library parks one chat and carries it on, the libraries' order",
+        "reversed every other round, so all shared whatever else the machine was doing. The workload is the one",
+        'above; here every library\'s commits wait for the disk: tarry at its default, `durability="full"`, and',
+        "each peer with `PRAGMA synchronous=FULL` set on the connection it writes through (LangGraph's",
+        "`AsyncSqliteSaver` and the peers' rows; SQLite's own default too), read back after the run (2 is FULL).",
+        "tarry runs two ways: the chat object decides (`complete(approve=[question])`), and the decision comes from",
+        "elsewhere, as a second process makes it (`store.pending_questions(chat_id=)`, `store.approve`, then",
+        "`load_chat` and `complete()`; the carry-on figures include all of it). Commits are counted in a round of",
+        "their own from each file's WAL (its frames that end a transaction): at `FULL` each is one disk sync. The",
+        "floor's row commits one row through Python's `sqlite3` alone in each half, in the same rounds: its p50,",
+        f"here **{sync:.2f} ms**, is what one commit and its sync cost meanwhile, and *syncs alone* is each",
+        "library's commits times it: the time its commits would take with no work in Python at all. *CPU* is the",
+        "p50 of the process's CPU time (all its threads) in the half: the work in Python and in SQLite; the rest of",
+        "the time is waiting, for the disk and for threads to be scheduled.",
+        "",
+        "| library | synchronous | to the pause: commits | syncs alone | CPU | p50 | p99 | carry on: commits "
+        "| syncs alone | CPU | p50 | p99 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['label']} | {row['synchronous']} | {row['park_commits']} | {row['park_commits'] * sync:.1f} ms "
+            f"| {row['park_cpu_ms']:.1f} ms | {row['park_p50_ms']:.1f} ms | {row['park_p99_ms']:.1f} ms "
+            f"| {row['finish_commits']} | {row['finish_commits'] * sync:.1f} ms | {row['finish_cpu_ms']:.1f} ms "
+            f"| {row['finish_p50_ms']:.1f} ms | {row['finish_p99_ms']:.1f} ms |"
+        )
+    peers = [row for row in rows if not row["label"].startswith("tarry") and row["label"] != FLOOR]
+    shown = full_sync_goals(rows, peers, sync)
+    return [*lines, "", *shown, ""]
+
+
+def full_sync_goals(rows: list[dict[str, Any]], peers: list[dict[str, Any]], sync: float) -> list[str]:
+    """The goals of issue 38 against this run's figures, and what the table shows, phase by phase."""
+    if not peers:
+        return ["No peer could be imported: nothing to compare tarry with at `FULL`."]
+    said = []
+    for tarry in (row for row in rows if row["label"] in (CHAT_DECIDES, ELSEWHERE)):
+        way = "the chat decides" if tarry["label"] == CHAT_DECIDES else "decided elsewhere"
+        for key, phase in (("park", "run to the approval and save"), ("finish", "carry on")):
+            fastest = min(peers, key=lambda peer: peer[f"{key}_p50_ms"])
+            took, allowed, commits = tarry[f"{key}_p50_ms"], fastest[f"{key}_p50_ms"] / 2, tarry[f"{key}_commits"]
+            figure = (
+                f"{took:.1f} ms against {fastest[f'{key}_p50_ms']:.1f} ms ({fastest['label'].replace('`', '')}): "
+                f"{took / (2 * allowed):.2f}×; tarry's {commits} syncs alone {commits * sync:.1f} ms, the peer's "
+                f"{fastest[f'{key}_commits']} {fastest[f'{key}_commits'] * sync:.1f} ms"
+            )
+            GOALS.append((f"{phase} ≤ 0.5× the fastest peer (SQLite file, every library at synchronous=FULL, "
+                          f"tarry durability=\"full\", {way})", figure, took <= allowed))  # fmt: skip
+            if commits * sync > allowed:
+                verdict = f"its syncs alone, at the floor's p50, would take {commits * sync:.1f} ms: more than that"
+            elif took > allowed:
+                cpu, peer_cpu = tarry[f"{key}_cpu_ms"], fastest[f"{key}_cpu_ms"]
+                verdict = f"its syncs alone would take {commits * sync:.1f} ms, its CPU took {cpu:.1f} ms"
+                verdict += f" (the peer's {peer_cpu:.1f} ms)"
+            else:
+                verdict = "met"
+            said.append(f"- {phase}, {way}: {took:.1f} ms, half the fastest peer {allowed:.1f} ms; {verdict}.")
+    return [
+        "What it shows: at `FULL` every commit waits for the disk, and a library's commits set a floor under its",
+        "time that no work in Python taken off can lower. tarry commits more often than the peers that save a run",
+        "as one row (each commit keeps a guarantee: the chat and its first message saved before the model is",
+        "called; the claim of a call before its tool runs; the tool's result before the model is called again;",
+        "the reply), fewer than LangGraph. Against the goal (half the fastest peer's p50):",
+        "",
+        *said,
+    ]
+
+
 def plan_steps(plan: str) -> list[str]:
     """The steps of a query plan without PostgreSQL's cost estimates and conditions, for a table cell."""
     steps = []
@@ -373,7 +454,7 @@ def latency_goals(rows: list[tuple[str, str, dict[str, float]]]) -> None:
 
 def goals_section() -> list[str]:
     """The goals of issue 14 beside this run's figures."""
-    lines = ["## The goals of issue 14, in this run", "", "| goal | this run | met |", "|---|---|---|"]
+    lines = ["## The goals of issues 14 and 38, in this run", "", "| goal | this run | met |", "|---|---|---|"]
     lines += [f"| {goal} | {figure} | {'yes' if met else 'no'} |" for goal, figure, met in GOALS]
     return [*lines, ""]
 
@@ -383,13 +464,15 @@ def main() -> None:
     parser.add_argument("--postgres", default=os.environ.get("TARRY_TEST_POSTGRES_URL"), help="a PostgreSQL URL")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"), help="the page to write")
     parser.add_argument("--chats", type=int, default=200, help="chats per library in the latency rows")
+    parser.add_argument("--full-rounds", type=int, default=300, help="rounds of every library at synchronous=FULL")
     parser.add_argument("--scale", type=int, default=100_000, help="chats in the listing at scale")
     parser.add_argument("--million", help="a PostgreSQL database for the million chats (built when empty, kept)")
     parser.add_argument("--quick", action="store_true", help="tiny counts: checks the harness, not for figures")
     arguments = parser.parse_args()
     chats, scale, waiting, sizes, answers = arguments.chats, arguments.scale, 1000, STEP_SIZES, (8, 1000)
+    rounds = arguments.full_rounds
     if arguments.quick:
-        chats, scale, waiting, sizes, answers = 3, 200, 60, [10, 20], (2, 5)
+        chats, scale, waiting, sizes, answers, rounds = 3, 200, 60, [10, 20], (2, 5), 3
     out = Path(arguments.out)
     figures: Path | None = None
     if not plots_missing():
@@ -407,6 +490,7 @@ def main() -> None:
             latency_goals(latency_rows)
             body = [
                 *latency_lines,
+                *full_sync_section(folder, rounds),
                 *transactions_section(folder, arguments.postgres),
                 *commits_section(folder, arguments.postgres),
                 *statements_section(folder, arguments.postgres),

@@ -233,14 +233,17 @@ def langgraph_missing(postgres: bool = False) -> str | None:
     return None
 
 
-async def langgraph_sqlite(stack: AsyncExitStack, path: Path, durability: str | None, label: str) -> LangGraphSide:
+async def langgraph_sqlite(
+    stack: AsyncExitStack, path: Path, durability: str | None, label: str, synchronous: str = "NORMAL"
+) -> LangGraphSide:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     connection = await stack.enter_async_context(aiosqlite.connect(path))
     saver = AsyncSqliteSaver(connection)
     await saver.setup()  # journal_mode=WAL, as tarry
-    await connection.execute("PRAGMA synchronous=NORMAL")  # tarry's setting; SQLite's default (FULL) syncs more
+    # NORMAL: tarry's durability="fast"; FULL (SQLite's default): tarry's default, durability="full"
+    await connection.execute(f"PRAGMA synchronous={synchronous}")
     return LangGraphSide(label, saver, durability)
 
 

@@ -26,8 +26,9 @@ def test_the_report_runs_every_part_with_tiny_counts(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = page.read_text()
     for heading in (
-        "## The goals of issue 14, in this run",
+        "## The goals of issues 14 and 38, in this run",
         "## Latency per chat, beside the peers",
+        "## Every library at `synchronous=FULL` (SQLite file)",
         "## What one commit costs on this machine",
         "## What one statement costs on this machine",
         "## Bytes written per step as the chat grows (SQLite file)",
@@ -37,6 +38,13 @@ def test_the_report_runs_every_part_with_tiny_counts(tmp_path: Path) -> None:
     ):
         assert heading in text
     assert '| SQLite file | tarry, `durability="full"` (the default) |' in text
+    times = r"\| [\d.]+ ms \| [\d.]+ ms \| [\d.]+ ms \| [\d.]+ ms \|"  # syncs alone, CPU, p50, p99
+    full = rf"\| 2 \| (\d+) {times} (\d+) {times}"
+    chat_decides = re.search(r"\| tarry, the chat decides \(`complete\(approve=\)`\) " + full, text)
+    elsewhere = re.search(r"\| tarry, decided elsewhere \(`store.approve`, `load_chat`, `complete\(\)`\) " + full, text)
+    assert chat_decides and elsewhere, "the synchronous=FULL rows of tarry, with synchronous read back as 2"
+    assert (chat_decides.groups(), elsewhere.groups()) == (("2", "3"), ("2", "4"))  # commits, from the WALs
+    assert re.search(r"\| Python's `sqlite3` alone: one commit of one row " + full, text)
     assert re.search(r"\| SQLite file \| \d+ µs \| \d+ µs \| \d+ µs \| \d+ µs \|", text)
     if postgres:
         assert '| PostgreSQL | tarry, `durability="full"` (the default) |' in text
