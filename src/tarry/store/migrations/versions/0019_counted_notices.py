@@ -18,9 +18,10 @@ branch_labels = None
 depends_on = None
 
 _QUESTIONS = "tarry_questions"
-_WHEN = "NEW.decision IS NULL AND NEW.votes IS NOT NULL"
+# Only a list of votes is counted: a row whose votes were tampered with into something else is left to the
+# checks that refuse to read it (a trigger that raised would stop the statement that finds it).
 _SQLITE_UP = f"""CREATE TRIGGER tarry_notice_counted AFTER UPDATE OF votes ON {_QUESTIONS}
-WHEN {_WHEN}
+WHEN NEW.decision IS NULL AND CASE WHEN json_valid(NEW.votes) THEN json_type(NEW.votes) = 'array' ELSE 0 END
 BEGIN
     INSERT OR IGNORE INTO tarry_notices (id, event, question_id, chat_id, noticed_at)
     VALUES (NEW.id || '.counted.' || json_array_length(NEW.votes), 'counted', NEW.id, NEW.chat_id,
@@ -35,7 +36,8 @@ BEGIN
         ON CONFLICT DO NOTHING;
     RETURN NULL;
 END $$""",
-    f"CREATE TRIGGER tarry_notice_counted AFTER UPDATE OF votes ON {_QUESTIONS} FOR EACH ROW WHEN ({_WHEN}) "
+    f"CREATE TRIGGER tarry_notice_counted AFTER UPDATE OF votes ON {_QUESTIONS} FOR EACH ROW "
+    "WHEN (NEW.decision IS NULL AND json_typeof(NEW.votes) = 'array') "
     "EXECUTE FUNCTION tarry_notice_counted()",
 ]
 _POSTGRES_DOWN = [f"DROP TRIGGER tarry_notice_counted ON {_QUESTIONS}", "DROP FUNCTION tarry_notice_counted()"]
