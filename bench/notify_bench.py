@@ -113,15 +113,7 @@ async def latency(url: str, count: int) -> dict[str, float]:
                 worker = Worker(working, [_agent()], notifier=Notifier(working, [sender]))
                 running = asyncio.create_task(worker.run())
                 await asyncio.sleep(0.5)  # the worker's first look
-                took = []
-                for _ in range(count):
-                    chat = await asking.create_chat(transfers(1), [Transfer()])
-                    await chat.ask("Pay.")
-                    committed = time.time()
-                    (question,) = await chat.pending_questions()
-                    while question.id not in (got := arrivals(Path(folder))):
-                        await asyncio.sleep(0.002)
-                    took.append((got[question.id] - committed) * 1000)
+                took = await one_at_a_time(asking, Path(folder), count)
                 worker.stop()
                 await running
                 await sender.aclose()
@@ -129,6 +121,53 @@ async def latency(url: str, count: int) -> dict[str, float]:
             receiver.kill()
             receiver.wait()
     return {"p50": statistics.median(took), "p99": percentile(took, 0.99)}
+
+
+async def one_at_a_time(asking: Store, folder: Path, count: int) -> list[float]:
+    """Milliseconds from each of ``count`` questions committed to its webhook received, asked one at a time."""
+    took = []
+    for _ in range(count):
+        chat = await asking.create_chat(transfers(1), [Transfer()])
+        await chat.ask("Pay.")
+        committed = time.time()
+        (question,) = await chat.pending_questions()
+        deadline = time.monotonic() + 120
+        while question.id not in (got := arrivals(folder)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"question {question.id}'s webhook never arrived")
+            await asyncio.sleep(0.002)
+        took.append((got[question.id] - committed) * 1000)
+    return took
+
+
+async def celery_latency(url: str, broker: str, count: int, *, watch: bool) -> dict[str, float]:
+    """As [latency][], with a Celery worker process (2 threads, beat in it) delivering the notices: with ``watch``,
+    sent the delivery task by its watch of the outbox; without, by beat alone (every second)."""
+    with tempfile.TemporaryDirectory() as folder:
+        receiver, hook = start_receiver(Path(folder))
+        async with Store(url) as asking:
+            await asking.setup()
+            worker = start_celery(Path(folder), broker, url, hook, watch=watch)
+            try:
+                await one_at_a_time(asking, Path(folder), 1)  # the worker is up and has delivered once
+                took = await one_at_a_time(asking, Path(folder), count)
+            finally:
+                worker.terminate()
+                worker.wait(timeout=60)
+                receiver.kill()
+                receiver.wait()
+    return {"p50": statistics.median(took), "p99": percentile(took, 0.99)}
+
+
+def start_celery(folder: Path, broker: str, url: str, hook: str, *, watch: bool) -> subprocess.Popen[bytes]:
+    """A Celery worker of ``bench/notify_celery_app.py`` with beat in it, on a queue of its own."""
+    env = {**os.environ, "BENCH_BROKER": broker, "BENCH_DB": url, "BENCH_WEBHOOK": hook,
+           "BENCH_QUEUE": f"tarry-notify-bench-{uuid.uuid4().hex[:8]}", "BENCH_WATCH": "1" if watch else "0",
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    command = [sys.executable, "-m", "celery", "--quiet", "-A", "notify_celery_app", "worker", "-B",
+               "--pool", "threads", "--concurrency", "2", "--loglevel", "WARNING", "--without-gossip",
+               "--without-mingle", "--without-heartbeat", "-s", str(folder / "beat-schedule")]  # fmt: skip
+    return subprocess.Popen(command, cwd=ROOT / "bench", env=env)
 
 
 def _agent() -> Any:
@@ -188,7 +227,7 @@ def drop_schema(url: str, schema: str) -> None:
         connection.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-async def measure(postgres: str | None, count: int, deliveries: int) -> dict[str, Any]:
+async def measure(postgres: str | None, count: int, deliveries: int, brokers: dict[str, str]) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
         figures["latency SQLite"] = await latency(f"sqlite:///{folder}/latency.db", count)
@@ -206,6 +245,15 @@ async def measure(postgres: str | None, count: int, deliveries: int) -> dict[str
                 figures[f"{name} PostgreSQL"] = await work(url)
             finally:
                 drop_schema(postgres, schema)
+        for broker_name, broker in brokers.items():
+            for watch in (True, False):
+                url, schema = fresh_postgres(postgres)
+                try:
+                    figures[f"celery {broker_name} {'watch' if watch else 'beat'}"] = await celery_latency(
+                        url, broker, count, watch=watch
+                    )
+                finally:
+                    drop_schema(postgres, schema)
     return figures
 
 
@@ -227,6 +275,7 @@ def section(figures: dict[str, Any], count: int) -> list[str]:
         f"{os.cpu_count()} cores, Python {platform.python_version()}; load average {os.getloadavg()[0]:.1f} as it",
         "ended).",
         "",
+        *loaded(),
         "| worker | p50 | p99 |",
         "|---|---|---|",
     ]
@@ -234,10 +283,19 @@ def section(figures: dict[str, Any], count: int) -> list[str]:
         if f"latency {database}" in figures:
             found = figures[f"latency {database}"]
             lines.append(f"| embedded worker, {database} | {found['p50']:.0f} ms | {found['p99']:.0f} ms |")
+    for broker in ("RabbitMQ", "Redis"):
+        for how, said in (("watch", "watching the outbox (the default)"), ("beat", "beat alone, every second")):
+            if (found := figures.get(f"celery {broker} {how}")) is not None:
+                row = f"| Celery on {broker}, {said}, PostgreSQL | {found['p50']:.0f} ms | {found['p99']:.0f} ms |"
+                lines.append(row)
     lines += [
         "",
         "The notifier looks every 25 ms besides the store's wake-ups (a question recorded on PostgreSQL sends no",
         "`NOTIFY`; on SQLite any commit wakes it within 20 ms). The receiver verifies each signature.",
+        "A Celery worker (a process of its own: `celery worker -B --pool threads --concurrency 2`) watches the",
+        "outbox the same way (`register_notifier(..., watch=0.025)`) and sends `tarry.deliver_notices` through",
+        "the broker as soon as a notice waits; a worker thread takes it and delivers. With `watch=None` only",
+        "beat sends the task (`every=1.0`, Celery beat inside the worker): a notice waits for beat's next tick.",
         "",
         "## Notifications: webhooks delivered per second by one worker (to a receiver on 127.0.0.1)",
         "",
@@ -262,6 +320,18 @@ def section(figures: dict[str, Any], count: int) -> list[str]:
     return lines
 
 
+def loaded() -> list[str]:
+    """A warning, when the machine was busy with other work while this ran (its load average above its cores)."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load <= cores:
+        return []
+    return [
+        f"The machine was loaded by other work as this ran (load average {load:.1f} on {cores} cores): compare the",
+        "rows of this run with each other; on a quiet machine every figure is lower (throughput higher).",
+        "",
+    ]
+
+
 def write(out: Path, lines: list[str]) -> None:
     before = out.read_text().split(MARKER)[0].rstrip("\n") + "\n\n" if out.exists() else ""
     out.write_text(before + "\n".join(lines))
@@ -271,6 +341,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--receive", help=argparse.SUPPRESS)
     parser.add_argument("--postgres", default=os.environ.get("TARRY_TEST_POSTGRES_URL"))
+    parser.add_argument("--rabbitmq", default=os.environ.get("TARRY_TEST_RABBITMQ_URL"))
+    parser.add_argument("--redis", default=os.environ.get("TARRY_TEST_REDIS_URL"))
     parser.add_argument("--count", type=int, default=50)
     parser.add_argument("--deliveries", type=int, default=1000)
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-jobs.md"))
@@ -278,7 +350,8 @@ def main() -> None:
     if arguments.receive:
         receive(arguments.receive)
         return
-    figures = asyncio.run(measure(arguments.postgres, arguments.count, arguments.deliveries))
+    brokers = {name: url for name, url in (("RabbitMQ", arguments.rabbitmq), ("Redis", arguments.redis)) if url}
+    figures = asyncio.run(measure(arguments.postgres, arguments.count, arguments.deliveries, brokers))
     print(json.dumps(figures, indent=2))
     write(Path(arguments.out), section(figures, arguments.count))
 

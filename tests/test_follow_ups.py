@@ -79,3 +79,30 @@ def test_escalation_admits_its_principals_only_once_the_question_escalated() -> 
     assert refusal(escalated, "decline", boss, None) is None
     assert refusal(escalated, "accept", Principal("boss", verified=False), None) is not None
     assert refusal(escalated, "accept", Principal("eve"), None) is not None
+
+
+@pytest.mark.parametrize(
+    ("policy", "error", "match"),
+    [
+        (Approval(count=2), ValueError, "takes one answer"),
+        (Approval(grant_suffices=True), ValueError, "takes one answer"),
+        ({"remind_after": 60}, TypeError, "policy must be an Approval"),
+    ],
+)
+def test_a_tools_question_takes_a_policy_that_one_answer_settles(policy: object, error: type, match: str) -> None:
+    from tarry.tools import ask
+
+    with pytest.raises(error, match=match):
+        ask("Which time?", time=str, policy=policy)  # type: ignore[arg-type]
+
+
+def test_a_tools_question_is_followed_up_as_an_approval_is() -> None:
+    from tarry.approvals import standing
+    from tarry.tools import ask
+
+    asked = replace(ask("Which time?", time=str, ttl=4 * 3600, policy=POLICY), asked_at=ASKED)
+    asked = replace(asked, expires_at=ASKED + timedelta(hours=4))
+    assert due(asked, ASKED + timedelta(minutes=61)) == ("remind", "escalate")
+    assert next_at(asked) == ASKED + timedelta(minutes=10)
+    assert standing(asked) == "Needs the answer of someone allowed as 'finance'."
+    assert standing(replace(asked, policy=Approval(remind_after=60))) is None

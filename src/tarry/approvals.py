@@ -166,6 +166,8 @@ def standing(question: Question) -> str | None:
     if policy is None:
         return None
     allowed = f"allowed as {policy.by!r}" if policy.by else ""
+    if question.kind != "approval":  # a tool's question: one answer settles it
+        return f"Needs the answer of someone {allowed}." if allowed else None
     if policy.count == 1:
         return f"Needs the approval of someone {allowed}." if allowed else "Needs one person's approval."
     each = f", each {allowed}" if allowed else ""

@@ -152,7 +152,7 @@ def call_state(record: CallRecord, now: datetime, *, checked: bool = False) -> S
 def _question_standing(call: ToolCall, question: Question, now: datetime, waiting: CallState) -> Standing:
     if question.decision == "decline":
         if question.channel == "policy":
-            return _declined_on_timeout(call, question.note)
+            return _declined_on_timeout(call, question.note, waiting)
         return Standing(CallState.CLOSES, f"The user declined the {call.name} call.", question.note)
     if question.decision == "cancel":
         return Standing(CallState.CLOSES, f"The {call.name} call was cancelled.")
@@ -162,7 +162,7 @@ def _question_standing(call: ToolCall, question: Question, now: datetime, waitin
         return Standing(CallState.CLOSES, reason, given=given)
     if question.expired(now):
         if question.policy is not None and question.policy.on_timeout == "decline":
-            return _declined_on_timeout(call, TIMEOUT_NOTE)
+            return _declined_on_timeout(call, TIMEOUT_NOTE, waiting)
         if waiting is CallState.WAITS_ON_APPROVAL:
             return Standing(CallState.CLOSES, f"Nobody approved the {call.name} call in time; the approval lapsed.")
         return Standing(CallState.CLOSES, f"Nobody answered the question of the {call.name} call in time; it lapsed.")
@@ -170,12 +170,16 @@ def _question_standing(call: ToolCall, question: Question, now: datetime, waitin
 
 
 TIMEOUT_NOTE = "Nobody decided in time."
-"""The note of the decline an approval's policy records when nobody decided in time (``on_timeout="decline"``)."""
+"""The note of the decline a question's policy records when nobody decided in time (``on_timeout="decline"``)."""
 
 
-def _declined_on_timeout(call: ToolCall, note: str | None) -> Standing:
-    """The call closes as declined: nobody decided in time, and its approval's policy declines then."""
-    return Standing(CallState.CLOSES, f"Nobody decided on the {call.name} call in time; its policy declined it.", note)
+def _declined_on_timeout(call: ToolCall, note: str | None, waiting: CallState) -> Standing:
+    """The call closes as declined: nobody decided (or answered) in time, and its question's policy declines then."""
+    if waiting is CallState.WAITS_ON_APPROVAL:
+        reason = f"Nobody decided on the {call.name} call in time; its policy declined it."
+    else:
+        reason = f"Nobody answered the question of the {call.name} call in time; its policy declined it."
+    return Standing(CallState.CLOSES, reason, note)
 
 
 def check_decision(

@@ -22,7 +22,7 @@ from tarry.calls import CallRecord
 from tarry.errors import InvalidAnswerError
 from tarry.messages import Message, ToolCall
 from tarry.policies import Approval, Vote
-from tarry.principals import Principal
+from tarry.principals import Channel, Principal
 from tarry.questions import Question, digest_of
 
 __all__ = [
@@ -134,13 +134,16 @@ def counted_votes(question: Question, arguments: Mapping[str, Any] | None) -> li
     return [vote for vote in question.votes if (vote.digest or original) == wanted]
 
 
-def vote_for(question: Question, by: Principal, at: datetime, answer: Mapping[str, Any] | None) -> Vote:
-    """``by``'s vote at ``at`` for the arguments an approval of ``question`` with ``answer`` is for."""
+def vote_for(
+    question: Question, by: Principal, at: datetime, answer: Mapping[str, Any] | None, channel: Channel | None = None
+) -> Vote:
+    """``by``'s vote at ``at`` (through ``channel``) for the arguments an approval of ``question`` with ``answer`` is
+    for."""
     arguments = approved_arguments(question, answer)
     if arguments is None:
-        return Vote(by, at)
+        return Vote(by, at, channel=channel)
     digest = arguments_digest(arguments)
-    return Vote(by, at, digest, None if digest == _original_digest(question) else arguments)
+    return Vote(by, at, digest, None if digest == _original_digest(question) else arguments, channel)
 
 
 def recorded_answer(question: Question, answer: dict[str, Any] | None) -> dict[str, Any] | None:

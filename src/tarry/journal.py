@@ -239,7 +239,7 @@ class MemoryJournal:
         verdict = judge(question, decision, by, None, answer)
         decided = question
         if question.policy is not None and by is not None and decision == "accept":
-            decided = question.with_vote(vote_for(question, by, now, answer))
+            decided = question.with_vote(vote_for(question, by, now, answer, channel))
         if verdict == "count":
             return decided
         if decision == "accept":

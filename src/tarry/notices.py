@@ -17,11 +17,20 @@ from typing import Literal, Protocol
 from tarry.principals import Principal
 from tarry.questions import Question
 
-__all__ = ["NOTICE_EVENTS", "Delivery", "NoticeEvent", "Routes", "Sender", "goes_to_endpoint"]
+__all__ = ["NOTICE_EVENTS", "Delivery", "NoticeEvent", "Routes", "Sender", "goes_to_endpoint", "takes"]
 
-NoticeEvent = Literal["asked", "reminded", "escalated", "decided", "expired", "cancelled"]
-"""What happened to a question that people are told of."""
-NOTICE_EVENTS: tuple[NoticeEvent, ...] = ("asked", "reminded", "escalated", "decided", "expired", "cancelled")
+NoticeEvent = Literal["asked", "reminded", "escalated", "counted", "decided", "expired", "cancelled"]
+"""What happened to a question that people are told of (``counted``: an approval was counted toward a policy that
+needs more, migration 0020)."""
+NOTICE_EVENTS: tuple[NoticeEvent, ...] = (
+    "asked",
+    "reminded",
+    "escalated",
+    "counted",
+    "decided",
+    "expired",
+    "cancelled",
+)
 
 
 @dataclass(frozen=True)
@@ -77,3 +86,10 @@ def goes_to_endpoint(sender: Sender) -> bool:
     ``endpoint`` attribute that is true; one without it reaches the people the routes name, each at the address
     the routes give for its channel (none: not told through it)."""
     return bool(getattr(sender, "endpoint", False))
+
+
+def takes(sender: Sender, event: NoticeEvent) -> bool:
+    """Whether ``sender`` is given notices of ``event``: a sender names the events it takes with an ``events``
+    attribute (an email sender leaves out ``counted``); one without it takes every event."""
+    events = getattr(sender, "events", None)
+    return events is None or event in events

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from tarry.principals import Principal
+from tarry.principals import Channel, Principal
 
 __all__ = ["ON_TIMEOUT", "Approval", "OnTimeout", "Vote"]
 
@@ -143,12 +143,15 @@ class Vote:
     at: datetime
     digest: str | None = None
     arguments: dict[str, Any] | None = None
+    channel: Channel | None = None
+    """Through what the approval came (``None`` in votes recorded before votes carried it)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The vote as JSON-safe data."""
         bound = {"digest": self.digest} if self.digest is not None else {}
         edited = {"arguments": self.arguments} if self.arguments is not None else {}
-        return {**self.principal.to_dict(), "at": self.at.isoformat(), **bound, **edited}
+        through = {"channel": self.channel} if self.channel is not None else {}
+        return {**self.principal.to_dict(), "at": self.at.isoformat(), **bound, **edited, **through}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Vote:
@@ -159,4 +162,5 @@ class Vote:
             datetime.fromisoformat(str(data["at"])),
             digest if isinstance(digest, str) else None,
             dict(arguments) if isinstance(arguments, Mapping) else None,
+            data.get("channel"),
         )

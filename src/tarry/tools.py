@@ -194,14 +194,26 @@ class Tool:
         """Rebuild a saved task of this tool (``task_class.load``)."""
         return self.task_class.load(state, tool_call=tool_call)
 
-    def ask(self, message: str, /, *, ttl: float | None = None, url: str | None = None, **fields: Any) -> Task:
+    def ask(
+        self,
+        message: str,
+        /,
+        *,
+        ttl: float | None = None,
+        url: str | None = None,
+        policy: Approval | None = None,
+        **fields: Any,
+    ) -> Task:
         """A paused task whose call waits on a person's answer; return it from ``execute`` or ``resume``.
 
         Each keyword is a field: a [`Field`][tarry.Field] or a plain ``str``, ``int``, ``float``
         or ``bool`` for a required field of that type. ``url=`` asks the person to visit a
-        URL instead. ``ttl`` is how many seconds the question stays open.
+        URL instead. ``ttl`` is how many seconds the question stays open. ``policy`` (an
+        [`Approval`][tarry.approvals.Approval] with ``count=1``) says who may answer (``by``) and follows the question
+        up while nobody answers: ``remind_after``, ``escalate_after``/``escalate_to``, and ``on_timeout="decline"``
+        to have it declined (never answered) when its ``ttl`` runs out.
         """
-        return Task(status="input_required").with_question(ask(message, ttl=ttl, url=url, **fields))
+        return Task(status="input_required").with_question(ask(message, ttl=ttl, url=url, policy=policy, **fields))
 
     def _model(self) -> type[pydantic.BaseModel]:
         cls = type(self)
@@ -216,25 +228,42 @@ class Tool:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-def ask(message: str, /, *, ttl: float | None = None, url: str | None = None, **fields: Any) -> Question:
+def ask(
+    message: str, /, *, ttl: float | None = None, url: str | None = None, policy: Approval | None = None, **fields: Any
+) -> Question:
     """The question behind [`Tool.ask`][tarry.Tool.ask], before the chat records it."""
     if not isinstance(message, str) or not message.strip():
         raise ValueError(f"A question needs a message, got {message!r}")
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0):
         raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+    _check_question_policy(policy)
     if url is not None:
         if fields:
             raise ValueError(f"A URL question asks for no fields; got {', '.join(fields)}")
         if not isinstance(url, str) or not re.match(r"https?://[^\s]+$", url):
             raise ValueError(f"A question's url must be an http(s) URL, got {url!r}")
-        return Question(id="", kind="url", message=message, url=url, ttl=ttl)
+        return Question(id="", kind="url", message=message, url=url, ttl=ttl, policy=policy)
     return Question(
         id="",
         kind="form",
         message=message,
         fields=tuple(_field(name, spec) for name, spec in fields.items()),
         ttl=ttl,
+        policy=policy,
     )
+
+
+def _check_question_policy(policy: object) -> None:
+    """Refuse a policy a tool's question cannot hold: one answer settles a question, so it counts one person."""
+    if policy is None:
+        return
+    if not isinstance(policy, Approval):
+        raise TypeError(f"A question's policy must be an Approval or None, got {type(policy).__name__}")
+    if policy.count != 1 or policy.grant_suffices:
+        raise ValueError(
+            "A question asked by a tool takes one answer: its policy takes no count above 1 and no grant_suffices "
+            f"(got count={policy.count}, grant_suffices={policy.grant_suffices})"
+        )
 
 
 def _field(name: str, spec: Any) -> Field:

@@ -69,7 +69,8 @@ QUESTION: dict[str, Any] = {
             "items": {
                 "type": "object", "required": ["id", "name", "at"], "additionalProperties": False,
                 "properties": {
-                    **PRINCIPAL["properties"], "at": TIME, "digest": {"type": "string"}, "arguments": {"type": "object"}
+                    **PRINCIPAL["properties"], "at": TIME, "digest": {"type": "string"},
+                    "arguments": {"type": "object"}, "channel": {"type": "string"},
                 },
             },
         },

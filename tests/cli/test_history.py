@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from tarry.cli.exits import Exit
@@ -19,7 +20,7 @@ from tests.cli.conftest import tarry
 from tests.cli.policies import finance_or_this_shell
 from tests.cli.test_inbox import parked, valid
 from tests.store.approvers import Payout
-from tests.store.sweepers import REMIND, TTL, StrictRefund
+from tests.store.sweepers import REMIND, TTL, StrictBooking, StrictRefund
 from tests.store.test_database_errors import on_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,10 +166,16 @@ async def test_history_verify_and_jsonl_show_an_intact_trail_then_a_tampered_one
     assert both.returncode == Exit.USAGE
 
 
-async def test_history_lists_what_an_approval_policy_did_of_itself(store: Store, database_url: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [("strict_refund", {"to": "Carol", "amount": 9}), ("strict_booking", {"restaurant": "Roma"})],
+    ids=["approval", "form"],
+)
+async def test_history_lists_what_a_question_policy_did_of_itself(
+    store: Store, database_url: str, name: str, arguments: dict[str, Any]
+) -> None:
     chat = await store.create_chat(
-        ScriptedModel([[{"name": "strict_refund", "arguments": {"to": "Carol", "amount": 9}}], "Noted."]),
-        [StrictRefund()],
+        ScriptedModel([[{"name": name, "arguments": arguments}], "Noted."]), [StrictRefund(), StrictBooking()]
     )
     await chat.ask("Refund Carol")
     advance_clock(REMIND + 1)
@@ -183,8 +190,8 @@ async def test_history_lists_what_an_approval_policy_did_of_itself(store: Store,
     listed = await asyncio.to_thread(tarry, "history", "--url", database_url)
     assert listed.returncode == Exit.OK, listed.stderr
     first, second = listed.stdout.splitlines()
-    assert "its policy via policy: reminded  strict_refund" in first
-    assert "nobody known via policy: decline decided, note 'Nobody decided in time.'  strict_refund" in second
+    assert f"its policy via policy: reminded  {name}" in first
+    assert f"nobody known via policy: decline decided, note 'Nobody decided in time.'  {name}" in second
     as_json = await asyncio.to_thread(tarry, "history", "--json", "--url", database_url)
     events = valid(schemas.HISTORY, as_json.stdout)
     assert [(event["decision"], event["outcome"], event["channel"]) for event in events] == [

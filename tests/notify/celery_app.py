@@ -1,6 +1,6 @@
 """A Celery app whose beat sends ``tarry.deliver_notices``: ``celery -A tests.notify.celery_app worker -B``, with
 TARRY_TEST_CELERY_BROKER, TARRY_TEST_CELERY_DB, TARRY_TEST_CELERY_QUEUE and TARRY_TEST_WEBHOOK (the receiver's URL)
-set."""
+set. With TARRY_TEST_CELERY_WATCH_ONLY set, no beat schedule: only the workers' watch of the outbox sends the task."""
 
 from __future__ import annotations
 
@@ -23,5 +23,5 @@ if "TARRY_TEST_CELERY_DB" in os.environ:
         app,
         lambda: [WebhookSender(os.environ["TARRY_TEST_WEBHOOK"], SECRET)],
         url=os.environ["TARRY_TEST_CELERY_DB"],
-        every=0.2,
+        every=None if "TARRY_TEST_CELERY_WATCH_ONLY" in os.environ else 0.2,
     )

@@ -193,6 +193,10 @@ async def test_ada_approves_by_email_and_bob_in_slack_and_both_hear_of_the_decis
     counted = await confirm(channels.http, links(mail)["Approve"])
     assert counted.status_code == 200 and "Your approval was counted" in counted.text
     assert [vote.principal for vote in (await store.question(question.id)).votes] == [ADA]
+    await channels.deliver(3)  # the notice of her vote counted: Bob's message shows it (no mail: Ada knows)
+    [shown] = slack.of("chat.update")
+    assert (shown["channel"], shown["ts"]) == (message.channel, message.ts)
+    assert "1 of 2 approvals: Ada Lovelace (email)" in str(shown["blocks"]) and "tarry_approve" in str(shown["blocks"])
 
     clicked = await channels.http.post(
         "/slack/interactions",
@@ -208,7 +212,7 @@ async def test_ada_approves_by_email_and_bob_in_slack_and_both_hear_of_the_decis
         ("decided", BOB, "slack"),
     ]
 
-    await channels.deliver(4)  # the notice of the decision: one mail to Ada, one update of Bob's message
+    await channels.deliver(5)  # the notice of the decision: one mail to Ada, one update of Bob's message
     [_, told] = await channels.mails(2)
     assert (told["To"], told["Subject"], told["X-Tarry-Event"]) == (
         "ada@example.com",
@@ -221,12 +225,13 @@ async def test_ada_approves_by_email_and_bob_in_slack_and_both_hear_of_the_decis
     update = slack.of("chat.update")[-1]
     assert (update["channel"], update["ts"]) == (message.channel, message.ts)
     assert not [block for block in update["blocks"] if block["type"] == "actions"]
-    assert "2 of 2 approvals: Ada Lovelace, Bob Babbage" in str(update["blocks"])
+    assert "2 of 2 approvals: Ada Lovelace (email), Bob Babbage (slack)" in str(update["blocks"])
 
     deliveries = await store.deliveries(question_id=question.id)
     assert sorted((record.event, record.channel, record.address, record.state) for record in deliveries) == [
         ("asked", "email", "ada@example.com", "sent"),
         ("asked", "slack", "U0BOB", "sent"),
+        ("counted", "slack", "U0BOB", "sent"),
         ("decided", "email", "ada@example.com", "sent"),
         ("decided", "slack", "U0BOB", "sent"),
     ]
@@ -296,14 +301,16 @@ async def test_an_approval_that_lapses_is_told_through_both_channels(channels: C
     [mail] = await channels.mails(1)
     counted = await confirm(channels.http, links(mail)["Approve"])
     assert counted.status_code == 200 and "Your approval was counted" in counted.text
+    await channels.deliver(3)  # her vote counted: Bob's Slack message shows it
 
     advance_clock(61)
-    await channels.deliver(4)  # the notifier writes the notice of the expiry, and sends it
+    await channels.deliver(5)  # the notifier writes the notice of the expiry, and sends it
     [_, lapsed] = await channels.mails(2)
     assert (lapsed["Subject"], lapsed["X-Tarry-Event"]) == ("Expired: Approve launch?", "expired")
     assert "It expired before anyone decided it." in bodies(lapsed)[0] and links(lapsed) == {}
     [message] = await store.slack_messages(question.id)
-    [update] = slack.of("chat.update")
+    [shown, update] = slack.of("chat.update")
+    assert "1 of 2 approvals: Ada Lovelace (email)" in str(shown["blocks"])
     assert (update["channel"], update["ts"]) == (message.channel, message.ts)
     assert not [block for block in update["blocks"] if block["type"] == "actions"]
 

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, select, update
 
 from tarry import Principal
 from tarry.clock import utcnow
-from tarry.errors import NotDecidableError
+from tarry.errors import NotAllowedError, NotDecidableError
 from tarry.jobs.notifier import Notifier
 from tarry.notices import Delivery
 from tarry.store import Store
@@ -103,18 +103,25 @@ async def test_a_turn_that_cannot_be_approved_whole_rolls_back_with_no_notice_of
         assert await notices_of(finance) == {(question.id, "asked") for question in waiting}
 
 
-async def test_a_vote_counted_writes_no_notice_and_the_deciding_vote_does(database_url: str) -> None:
+async def test_a_vote_counted_writes_a_counted_notice_and_the_deciding_vote_a_decided_one(database_url: str) -> None:
     async with Store(database_url, may_decide=may_decide) as finance:  # the locked path: a policy of two votes
         await finance.setup()
         _, (question,) = await turn_of(finance, [PAYOUT])
 
         assert await finance.approve(question.id, by="ann")
         assert (await finance.question(question.id)).decision is None, "one vote of two counted"
-        assert await notices_of(finance) == {(question.id, "asked")}
+        assert await notices_of(finance) == {(question.id, "asked"), (question.id, "counted")}
+        with pytest.raises(NotAllowedError):  # her vote again is refused: no new notice
+            await finance.approve(question.id, by="ann")
 
         assert await finance.approve(question.id, by="bob")
         assert (await finance.question(question.id)).decision == "accept"
-        assert await notices_of(finance) == {(question.id, "asked"), (question.id, "decided")}
+        assert await notices_of(finance) == {(question.id, event) for event in ("asked", "counted", "decided")}
+
+        def ids(connection: Connection) -> set[str]:
+            return {row.id for row in connection.execute(select(notices.c.id))}
+
+        assert f"{question.id}.counted.1" in await finance.db.run_read(ids)
 
 
 async def test_a_decision_that_loses_writes_no_second_notice(store: Store) -> None:

@@ -11,11 +11,16 @@ from slack_sdk.errors import SlackApiError
 
 from tarry.clock import utcnow
 from tarry.errors import UnknownQuestionError
+from tarry.jobs.notifier import Notifier
+from tarry.mail import EmailSender
+from tarry.notices import Delivery
+from tarry.principals import Principal
+from tarry.questions import Question
 from tarry.store import Store
 from tarry.testing import ScriptedModel
 from tarry.web.slack import SlackSender
 from tests.slack.fake_slack import BOT_TOKEN, FakeSlack
-from tests.slack.tools import BOB, TOOLS, delivery, parked
+from tests.slack.tools import ADA, BOB, TOOLS, delivery, parked
 from tests.slack.waiting import until
 
 
@@ -166,3 +171,54 @@ async def test_a_pruned_chat_takes_its_slack_messages_along(
 
     assert report.chats == 1
     assert await store.slack_messages(question.id) == []
+
+
+class OnlyAda:
+    """Routes: Ada hears of every question, in Slack (her user id) and by email."""
+
+    def recipients(self, question: Question) -> list[Principal]:
+        return [ADA]
+
+    def address(self, principal: Principal, channel: str) -> str | None:
+        return {"slack": "U0ADA", "email": principal.id}.get(channel)
+
+
+class MailOutbox:
+    """The email channel, recording what it is given instead of mailing; it takes the events an ``EmailSender`` does."""
+
+    channel = "email"
+    events = EmailSender.events
+
+    def __init__(self) -> None:
+        self.events_sent: list[str] = []
+
+    async def send(self, delivery: Delivery) -> None:
+        """Record the delivery's event."""
+        self.events_sent.append(delivery.event)
+
+
+async def test_an_approval_counted_from_email_updates_the_slack_message_through_the_outbox(
+    store: Store, sender: SlackSender, slack_api: FakeSlack
+) -> None:
+    question = await parked(store, "payout", supplier="Acme", amount=900)
+    mail = MailOutbox()
+    notifier = Notifier(store, [sender, mail], OnlyAda())
+    assert await notifier.deliver() == 2  # asked: posted to Ada in Slack, and mailed
+    assert len(slack_api.of("chat.postMessage")) == 1
+
+    counted = await store.decide(question.id, "accept", by=ADA, channel="email")  # her email's link: 1 of 2
+    assert counted is not None and counted.decision is None
+    assert await notifier.deliver() == 1  # the counted notice goes to Slack only
+
+    (update,) = slack_api.of("chat.update")
+    assert "1 of 2 approvals: Ada Lovelace (email)" in text_of(update["blocks"])
+    assert actions_of(update["blocks"]) == ["tarry_approve", "tarry_decline"]  # still open: its buttons stay
+    assert [vote.channel for vote in (await store.question(question.id)).votes] == ["email"]
+
+    decided = await store.decide(question.id, "accept", by=BOB, channel="api")
+    assert decided is not None and decided.decision == "accept"
+    assert await notifier.deliver() == 2
+    assert mail.events_sent == ["asked", "decided"]
+    final = slack_api.of("chat.update")[-1]
+    assert actions_of(final["blocks"]) == [] and "Ada Lovelace (email), Bob Babbage (api)" in text_of(final["blocks"])
+    assert await notifier.deliver() == 0  # each notice once

@@ -12,7 +12,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from tarry import Agent, Tool
+from tarry import Agent, Task, Tool
 from tarry.approvals import Approval
 from tarry.store import Store
 from tarry.testing import advance_clock
@@ -42,6 +42,30 @@ class StrictRefund(Refund):
     """Refunds a customer's payment; declined when nobody decides in time."""
 
     requires_approval = Approval(by="finance", remind_after=REMIND, on_timeout="decline")
+
+
+FORM_POLICY = Approval(by="finance", remind_after=REMIND, escalate_after=ESCALATE, escalate_to=("boss",))
+"""A tool's question's policy: finance answers, reminded and escalated as the refund's approval is."""
+
+
+class Booking(Tool):
+    """Books a table, asking a person which time."""
+
+    def execute(self, restaurant: str) -> Task:
+        return self.ask(f"Which time at {restaurant}?", time=str, ttl=TTL, policy=FORM_POLICY)
+
+    def resume(self, task: Task, restaurant: str) -> str:
+        assert task.answer is not None
+        mark("booking", f"{restaurant}:{task.answer['time']}")
+        return f"Booked {restaurant} at {task.answer['time']}"
+
+
+class StrictBooking(Booking):
+    """Books a table; its question is declined when nobody answers in time."""
+
+    def execute(self, restaurant: str) -> Task:
+        strict = Approval(by="finance", remind_after=REMIND, on_timeout="decline")
+        return self.ask(f"Which time at {restaurant}?", time=str, ttl=TTL, policy=strict)
 
 
 def refunds() -> Agent:

@@ -6,7 +6,8 @@ with ``countdown`` set to the next check. ``enqueue_on_decisions(store, app)`` m
 decision and cancellation recorded through ``store`` enqueue the chat's task. The task is
 acknowledged late and rejected when its worker dies, so a killed worker's chat is delivered
 again; the claims of the store keep every tool call to one run. ``register_notifier(app, senders)`` adds the
-``tarry.deliver_notices`` task, which Celery beat sends every second: a round of notifications' delivery.
+``tarry.deliver_notices`` task, a round of notifications' delivery, which each worker sends as soon as the outbox
+holds work (woken by the store as the embedded worker is) and Celery beat every second besides.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 try:
@@ -25,13 +28,16 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
+from tarry.jobs.events import first_of
 from tarry.jobs.notifier import Notifier
 from tarry.notices import Routes, Sender
 from tarry.questions import Question
 from tarry.running import run_sync
 from tarry.store import Store
 from tarry.store.due import overdue, take_if_due
+from tarry.store.outbox import work_waiting
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL
+from tarry.store.wakeups import Wakeups
 
 logger = logging.getLogger("tarry.jobs")
 TASK_NAME = "tarry.continue_chat"
@@ -155,12 +161,17 @@ def register_notifier(
     *,
     url: str | None = None,
     every: float | None = 1.0,
+    watch: float | None = 0.025,
     lease: float = 60.0,
     **options: Any,
 ) -> Any:
     """Register the ``tarry.deliver_notices`` task on ``app``: one round of a [`Notifier`][tarry.jobs.notifier.Notifier]
     (expiries noticed, notices expanded, due deliveries sent), repeated while a round finds a full batch; returns the
-    task. With ``every`` (seconds) Celery beat sends it that often (run ``celery beat`` beside the workers).
+    task. With ``every`` (seconds) Celery beat sends it that often (run ``celery beat`` beside the workers). With
+    ``watch`` (seconds) each worker looks at the outbox that often and whenever the store wakes it (as the embedded
+    worker's notifier does), and sends the task as soon as a notice or a due delivery waits, so a notice goes out
+    within tens of milliseconds rather than at beat's next tick; beat still notices expiries and covers a worker
+    that stopped watching.
 
     Each worker thread makes its own store on ``url`` (default: ``TARRY_DATABASE_URL``) and its own senders with
     ``senders()`` (an HTTP client belongs to one event loop); ``options`` go to the ``Notifier``. Two workers running
@@ -193,4 +204,57 @@ def register_notifier(
             **(app.conf.beat_schedule or {}),
             NOTIFY_TASK_NAME: {"task": NOTIFY_TASK_NAME, "schedule": every},
         }
+    if watch is not None:
+        _watch_in_workers(app, lambda: Store(url, lease=lease), senders, watch)
     return deliver_notices
+
+
+KICK_AGAIN = 1.0
+"""Seconds after which a worker sends ``tarry.deliver_notices`` again for work that still waits (its first was lost
+or is queued behind others)."""
+
+
+def _watch_in_workers(
+    app: Celery, store: Callable[[], Store], senders: Callable[[], Sequence[Sender]], every: float
+) -> None:
+    """In each worker, look at the outbox every ``every`` seconds and on the store's wake-ups; send the delivery task
+    once when work waits, and again only once it was taken (or after ``KICK_AGAIN`` seconds)."""
+    from celery.signals import worker_ready, worker_shutting_down
+
+    stopping = threading.Event()
+
+    async def watch() -> None:
+        made = senders()
+        channels = tuple(sender.channel for sender in made)
+        for sender in made:  # only their channels' names are wanted here
+            close = getattr(sender, "aclose", None)
+            if close is not None:
+                await close()
+        async with store() as watched:
+            wakeups = Wakeups(watched)
+            await wakeups.start()
+            kicked_at: float | None = None
+            try:
+                while not stopping.is_set():
+                    wakeups.event.clear()
+                    try:
+                        waiting = await watched.db.run_read(partial(work_waiting, channels=channels))
+                        if not waiting:
+                            kicked_at = None
+                        elif kicked_at is None or time.monotonic() - kicked_at > KICK_AGAIN:
+                            await asyncio.to_thread(app.send_task, NOTIFY_TASK_NAME)
+                            kicked_at = time.monotonic()
+                    except Exception:
+                        logger.exception("Looking at the outbox failed")
+                    await first_of((wakeups.event,), every)
+            finally:
+                await wakeups.stop()
+
+    def start(**_: Any) -> None:
+        threading.Thread(target=asyncio.run, args=(watch(),), name="tarry-outbox-watch", daemon=True).start()
+
+    def stop(**_: Any) -> None:
+        stopping.set()
+
+    worker_ready.connect(start, weak=False)
+    worker_shutting_down.connect(stop, weak=False)

@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 
 from tarry.clock import utcnow
 from tarry.jobs.events import first_of
-from tarry.notices import Delivery, NoticeEvent, Routes, Sender, goes_to_endpoint
+from tarry.notices import Delivery, NoticeEvent, Routes, Sender, goes_to_endpoint, takes
 from tarry.principals import Principal
 from tarry.questions import Question
 from tarry.store import Store
@@ -176,6 +176,8 @@ class Notifier:
     def _plan(self, event: NoticeEvent, question: Question) -> Iterator[PlannedDelivery]:
         people = _distinct(self.routes.recipients(question)) if self.routes is not None else []
         for channel, sender in self.senders.items():
+            if not takes(sender, event):
+                continue
             if goes_to_endpoint(sender):
                 yield PlannedDelivery(channel, None, None)
                 continue

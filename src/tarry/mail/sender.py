@@ -6,7 +6,7 @@ import aiosmtplib
 
 from tarry.mail.compose import compose
 from tarry.mail.links import LinkSigner
-from tarry.notices import Delivery
+from tarry.notices import NOTICE_EVENTS, Delivery, NoticeEvent
 
 __all__ = ["EmailSender"]
 
@@ -58,6 +58,10 @@ class EmailSender:
     def channel(self) -> str:
         """``"email"``."""
         return "email"
+
+    events: tuple[NoticeEvent, ...] = tuple(event for event in NOTICE_EVENTS if event != "counted")
+    """The events mailed: all but ``counted`` (a mail for each approval while more are needed would be noise; the
+    decision's mail names every approver)."""
 
     async def send(self, delivery: Delivery) -> None:
         """Send ``delivery`` to its address; raises ``ValueError`` for a delivery of another channel or without an

@@ -200,7 +200,7 @@ def decide_question(
         return Settled(refusal=refusal)
     if decision == "accept":  # the arguments approved: as changed, or as the question proposes them now
         if question.policy is not None and by is not None:
-            question = question.with_vote(vote_for(question, by, now, answer))
+            question = question.with_vote(vote_for(question, by, now, answer, attempt.channel))
         answer = recorded_answer(question, answer)
     if verdict == "count":
         votes = {"votes": _votes(question), "digest": question.proposal_digest}

@@ -12,7 +12,7 @@ from tarry.errors import StoreSchemaError
 from tarry.store.audit import TRAIL_TABLE
 from tarry.store.tables import metadata
 
-HEAD = "0019"
+HEAD = "0020"
 """The revision the migrations end at, so opening a store needs no Alembic; a test keeps it equal to Alembic's head."""
 MIGRATIONS = Path(__file__).parent / "migrations"
 _VERSIONS = table("alembic_version", column("version_num", String))

@@ -69,13 +69,14 @@ class VoteOut(BaseModel):
         "carried one)."
     )
     arguments: dict[str, Any] | None = Field(description="The arguments approved, when the approver changed them.")
+    channel: str | None = Field(default=None, description="Through what the approval came (null: not recorded).")
 
     @classmethod
     def of(cls, vote: Vote) -> VoteOut:
         """The body for ``vote``."""
         by = PrincipalOut.of(vote.principal)
         assert by is not None
-        return cls(by=by, at=vote.at, digest=vote.digest, arguments=vote.arguments)
+        return cls(by=by, at=vote.at, digest=vote.digest, arguments=vote.arguments, channel=vote.channel)
 
 
 class ToolCallOut(BaseModel):

@@ -90,7 +90,10 @@ def _votes(question: Question) -> list[dict[str, Any]]:
     if not question.votes:
         return []
     needed = question.policy.count if question.policy is not None else len(question.votes)
-    names = ", ".join(vote.principal.label for vote in question.votes)
+    names = ", ".join(
+        vote.principal.label if vote.channel is None else f"{vote.principal.label} ({vote.channel})"
+        for vote in question.votes
+    )
     text = f"{len(question.votes)} of {needed} approvals: {names}"
     return [{"type": "context", "elements": [{"type": "mrkdwn", "text": _cut(text, TEXT_LIMIT)}]}]
 

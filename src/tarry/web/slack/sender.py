@@ -30,7 +30,9 @@ class SlackSender:
     user id, for a direct message, or a channel id) with its buttons (Approve, Answer for a form,
     Decline) and records where the message went ([`Store.save_slack_message`][tarry.store.Store.save_slack_message]);
     ``decided``, ``expired`` and ``cancelled`` update every message posted about the question
-    (``chat.update``): what became of it, who decided, through what and when, and no buttons. A
+    (``chat.update``): what became of it, who decided, through what and when, and no buttons; ``counted`` (an
+    approval counted from any channel while more are needed) updates them to show the approvals so far, each with
+    its channel, and keeps the buttons. A
     delivery whose question was decided before it was posted posts the settled message, without buttons.
 
     A Slack error raises ``SlackApiError``, so the delivery is tried again later; a message deleted in Slack
@@ -51,6 +53,8 @@ class SlackSender:
             raise ValueError(f"SlackSender sends deliveries of the channel 'slack', got {delivery.channel!r}")
         if delivery.event in SETTLING:
             await self.update(delivery.question, delivery.event)
+        elif delivery.event == "counted":  # an approval counted from any channel: every message shows the votes
+            await self._edit_all(delivery.question, _as_it_stands(delivery.question))
         else:
             await self.post(delivery)
 
@@ -70,7 +74,9 @@ class SlackSender:
     async def update(self, question: Question, event: NoticeEvent = "decided") -> None:
         """Show what became of ``question`` on every message posted about it (the votes so far, while it is open)."""
         shown = asked_message(question) if question.verdict is None and event == "decided" else None
-        content = shown or settled_message(question, event)
+        await self._edit_all(question, shown or settled_message(question, event))
+
+    async def _edit_all(self, question: Question, content: dict[str, Any]) -> None:
         for message in await self.store.slack_messages(question.id):
             await self._edit(message.channel, message.ts, content)
 
