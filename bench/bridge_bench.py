@@ -1,13 +1,14 @@
-"""The pydantic-ai bridge's added cost per round trip, over pydantic-ai saving its own message history.
+"""The bridges' added cost per round trip, over each library saving its own run state (pydantic-ai, the Agents SDK).
 
 Run from the repository root: ``python bench/bridge_bench.py [--postgres URL] [--rounds N] [--out FILE]``.
 
-One round trip: a pydantic-ai run that stops on an approval, persisted; the approval; a fresh agent that
-loads the run and carries it on to its final reply, persisted again. pydantic-ai alone
-(``peers.PydanticAiSide``): the history saved as JSON, one row per run, and ``DeferredToolResults`` built by
-hand. Through the bridge: ``bridge.park``, ``Store.approve`` and ``continue_chat`` (the question listed,
-decided once and trailed; the run carried on under the chat's turn claim). Both use the same scripted
-model (``FunctionModel``, no network) in one process, one round trip at a time.
+One round trip: a run that stops on an approval, persisted; the approval; a fresh agent that loads the run
+and carries it on to its final reply, persisted again. Each library alone (``peers.PydanticAiSide``: the
+message history saved as JSON and ``DeferredToolResults`` built by hand; ``peers.AgentsSdkSide``: the
+``RunState`` string saved, loaded, approved and run on), one row per run. Through its bridge:
+``bridge.park``, ``Store.approve`` and ``continue_chat`` (the question listed, decided once and trailed; the
+run carried on under the chat's turn claim). Each pair uses the same scripted model (no network) in one
+process, one round trip at a time, interleaved.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -31,25 +34,55 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from peers import Blobs, PydanticAiSide  # noqa: E402
+from peers import AgentsSdkSide, Blobs, PydanticAiSide  # noqa: E402
 
+from tarry.bridges.openai_agents import OpenAIAgentsBridge  # noqa: E402
 from tarry.bridges.pydantic_ai import PydanticAIBridge  # noqa: E402
 from tarry.jobs import continue_chat  # noqa: E402
 from tarry.store import Store  # noqa: E402
 
 
-class BridgeSide:
-    """The same workload through the bridge: park, approve by id, carry on as a worker does."""
+@dataclass(frozen=True)
+class Library:
+    """One library measured: its side alone, a fresh bridge of its agent, and how a run starts."""
 
-    def __init__(self, store: Store) -> None:
+    name: str
+    package: str
+    alone: Callable[[Blobs], Any]
+    bridge: Callable[[], Any]
+    run: Callable[[Any], Awaitable[Any]]
+
+
+async def _sdk_run(bridge: OpenAIAgentsBridge) -> Any:
+    from agents import Runner
+
+    return await Runner.run(bridge.sdk_agent, "Pay Bob 5")
+
+
+LIBRARIES = [
+    Library(
+        "pydantic-ai", "pydantic-ai-slim", lambda blobs: PydanticAiSide("pydantic-ai", blobs),
+        lambda: PydanticAIBridge(PydanticAiSide.agent(), name="payer"),
+        lambda bridge: bridge.pydantic_agent.run("Pay Bob 5"),
+    ),
+    Library(
+        "OpenAI Agents SDK", "openai-agents", lambda blobs: AgentsSdkSide("OpenAI Agents SDK", blobs),
+        lambda: OpenAIAgentsBridge(AgentsSdkSide.agent(), name="payer"), _sdk_run,
+    ),
+]  # fmt: skip
+
+
+class BridgeSide:
+    """The same workload through a library's bridge: park, approve by id, carry on as a worker does."""
+
+    def __init__(self, store: Store, library: Library) -> None:
         self.store = store
-        self.starter = PydanticAiSide.agent()
+        self.library = library
+        self.starter = library.bridge()
         self.chats: dict[int, str] = {}
 
     async def park(self, number: int) -> None:
-        bridge = PydanticAIBridge(self.starter, name="payer")
-        result = await self.starter.run("Pay Bob 5")
-        chat = await bridge.park(self.store, result)
+        chat = await self.starter.park(self.store, await self.library.run(self.starter))
         self.chats[number] = chat.id
 
     async def approve(self, number: int) -> None:
@@ -57,7 +90,7 @@ class BridgeSide:
         assert await self.store.approve(question.id)
 
     async def finish(self, number: int) -> None:
-        bridge = PydanticAIBridge(PydanticAiSide.agent(), name="payer")  # a fresh agent, as a fresh process builds
+        bridge = self.library.bridge()  # a fresh agent, as a fresh process builds
         assert await continue_chat(self.store, self.chats[number], [bridge.agent]) is None
 
 
@@ -70,19 +103,21 @@ async def timed(steps: list[Any], number: int) -> float:
 
 
 async def measure(where: str, url: str, blobs_place: str | Path, rounds: int) -> dict[str, list[float]]:
-    """Round-trip times of both sides on one database, interleaved so load falls on both alike."""
-    times: dict[str, list[float]] = {"pydantic-ai alone": [], "through the bridge": []}
+    """Round-trip times of each library alone and through its bridge on one database, all interleaved so load
+    falls on each alike."""
+    times: dict[str, list[float]] = {}
     async with AsyncExitStack() as stack:
-        alone = PydanticAiSide("pydantic-ai", await Blobs.open(stack, blobs_place))
+        blobs = await Blobs.open(stack, blobs_place)
         store = await stack.enter_async_context(Store(url))
         await store.setup()
-        bridged = BridgeSide(store)
+        pairs = [(library, library.alone(blobs), BridgeSide(store, library)) for library in LIBRARIES]
         for number in range(-2, rounds):  # two warm-up rounds each, not counted
-            took_alone = await timed([alone.park, alone.finish], number)
-            took_bridged = await timed([bridged.park, bridged.approve, bridged.finish], number)
-            if number >= 0:
-                times["pydantic-ai alone"].append(took_alone)
-                times["through the bridge"].append(took_bridged)
+            for library, alone, bridged in pairs:
+                took_alone = await timed([alone.park, alone.finish], number)
+                took_bridged = await timed([bridged.park, bridged.approve, bridged.finish], number)
+                if number >= 0:
+                    times.setdefault(f"{library.name} alone", []).append(took_alone)
+                    times.setdefault(f"{library.name} through the bridge", []).append(took_bridged)
     print(f"{where}: measured {rounds} round trips each", file=sys.stderr)
     return times
 
@@ -94,36 +129,42 @@ def row(where: str, side: str, times: list[float], base: list[float] | None) -> 
 
 
 def page(results: dict[str, dict[str, list[float]]], rounds: int, started: float, load: float) -> str:
+    versions = ", ".join(f"{library.package} {version(library.package)}" for library in LIBRARIES)
     lines = [
-        "# Benchmarks: the pydantic-ai bridge",
+        "# Benchmarks: the bridges",
         "",
         "Written by `python bench/bridge_bench.py`; the numbers below are from its last run.",
         "",
         f"Machine: {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs, load"
-        f" {load:.2f} at the start. pydantic-ai-slim {version('pydantic-ai-slim')}. {rounds} round trips per row,"
+        f" {load:.2f} at the start. {versions}. {rounds} round trips per row,"
         f" in {time.perf_counter() - started:.0f} s.",
         "",
         "One round trip: a run that stops on an approval, persisted; the approval; a fresh agent that carries"
-        " the run on to its final reply, persisted. pydantic-ai alone saves its message history as JSON, one row"
-        " per run (`bench/peers.py`), and builds `DeferredToolResults` by hand: no listing, no single-use"
+        " the run on to its final reply, persisted. Each library alone saves its run's state as JSON, one row"
+        " per run (`bench/peers.py`): pydantic-ai its message history, with `DeferredToolResults` built by hand;"
+        " the Agents SDK its `RunState` string, loaded, approved and run on. No listing, no single-use"
         " decision, no trail, no claim. Through the bridge: `bridge.park`, `Store.approve` (the question"
-        " found with `pending_questions`) and `continue_chat`, with all of those. Same scripted model, one"
-        " process, one round trip at a time; both sides alternate. On SQLite, tarry commits with its default"
-        ' `durability="full"` (a disk sync per commit) while the rows of pydantic-ai alone use WAL with'
-        " `synchronous=NORMAL` (no sync per commit), as in the store benchmark.",
+        " found with `pending_questions`) and `continue_chat`, with all of those. Same scripted model per"
+        " library, one process, one round trip at a time; all four sides alternate. On SQLite, tarry commits"
+        ' with its default `durability="full"` (a disk sync per commit) while the rows of the libraries alone'
+        " use WAL with `synchronous=NORMAL` (no sync per commit), as in the store benchmark.",
         "",
         "| database | | median | p90 | added per round trip |",
         "|---|---|---|---|---|",
     ]
     for where, times in results.items():
-        lines.append(row(where, "pydantic-ai alone", times["pydantic-ai alone"], None))
-        lines.append(row(where, "through the bridge", times["through the bridge"], times["pydantic-ai alone"]))
+        for library in LIBRARIES:
+            alone = times[f"{library.name} alone"]
+            lines.append(row(where, f"{library.name} alone", alone, None))
+            bridged = times[f"{library.name} through the bridge"]
+            lines.append(row(where, f"{library.name} through the bridge", bridged, alone))
     lines += [
         "",
         "The added time is tarry's: the chat's rows written when the run parks (the chat, its messages, a call"
         " and a question per deferred call), the decision's transaction and trail row, and carrying on (loading"
         " the chat, claiming the call and the turn, writing the results and the reply), each a transaction of"
-        " its own, with the run's whole history kept in the parked message.",
+        " its own, with the run's whole history (pydantic-ai) or `RunState` (the Agents SDK) kept in the parked"
+        " message.",
         "",
     ]
     return "\n".join(lines)
@@ -136,6 +177,9 @@ async def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-bridges.md"))
     arguments = parser.parse_args()
     started, load = time.perf_counter(), os.getloadavg()[0]
+    from agents import set_tracing_disabled
+
+    set_tracing_disabled(True)  # tracing would export to OpenAI over the network
     folder = Path(tempfile.mkdtemp())
     results = {
         "SQLite file": await measure("SQLite", f"sqlite:///{folder / 'tarry.db'}", folder / "runs.db", arguments.rounds)

@@ -84,9 +84,11 @@ def test_the_bridge_benchmark_runs_with_tiny_counts(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     text = page.read_text()
-    assert re.search(r"\| SQLite file \| through the bridge \| [\d.]+ ms \| [\d.]+ ms \| [+-][\d.]+ ms \|", text)
-    if postgres:
-        assert re.search(r"\| PostgreSQL \| pydantic-ai alone \| [\d.]+ ms \| [\d.]+ ms \|  \|", text)
+    for library in ("pydantic-ai", "OpenAI Agents SDK"):
+        bridged = rf"\| SQLite file \| {library} through the bridge \| [\d.]+ ms \| [\d.]+ ms \| [+-][\d.]+ ms \|"
+        assert re.search(bridged, text)
+        if postgres:
+            assert re.search(rf"\| PostgreSQL \| {library} alone \| [\d.]+ ms \| [\d.]+ ms \|  \|", text)
 
 
 def test_the_notifications_benchmark_runs_with_tiny_counts_and_keeps_the_page_before_its_section(

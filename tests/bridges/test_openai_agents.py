@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +24,10 @@ from tarry.jobs import continue_chat
 from tarry.principals import Principal
 from tarry.store import Store
 from tarry.testing import advance_clock
+from tests.bridges import processes
+from tests.bridges.processes import finish
 from tests.bridges.runs import refunds_done
 from tests.bridges.sdk_runs import PROMPT, make_agent, make_bridge, openai_api
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -45,20 +45,9 @@ def api() -> Iterator[respx.Route]:
         yield route
 
 
-def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def start(*args: str) -> subprocess.Popen[str]:
     """``python -m tests.bridges.sdk_proc ARGS`` in a real process, on this checkout's tarry."""
-    environment = {**os.environ, **(env or {}), "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.bridges.sdk_proc", *args],
-        cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-
-
-def finish(process: subprocess.Popen[str], timeout: float = 120) -> dict[str, object]:
-    out, err = process.communicate(timeout=timeout)
-    assert process.returncode == 0, err
-    printed: dict[str, object] = json.loads(out.strip().splitlines()[-1])
-    return printed
+    return processes.start("tests.bridges.sdk_proc", *args)
 
 
 async def parked(store: Store, bridge: OpenAIAgentsBridge, prompt: str = PROMPT) -> str:
@@ -150,6 +139,39 @@ async def test_four_processes_carrying_the_same_run_on_refund_once(
     assert len(refunds_done()) == 1
     assert refunds_done()[0].split()[1] != str(os.getpid())  # one of the four carried it on
     assert [message.role for message in chat.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_carrier_killed_mid_tool_leaves_the_turn_to_the_next_which_runs_the_tool_again(
+    database_url: str, tmp_path: Path, api: respx.Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The known gap (docs/bridges.md): the SDK runs an approved tool inside the chat's turn, and a turn whose
+    process died is run again from the parked state by the next process, so the tool is entered twice.
+    When the bridge records a call's start before running it, this test asserts one entry instead."""
+    started, go = tmp_path / "started", tmp_path / "go"
+    monkeypatch.setenv("TARRY_TEST_REFUND_STARTED", str(started))
+    monkeypatch.setenv("TARRY_TEST_REFUND_GO", str(go))
+    async with Store(database_url) as store:
+        await store.setup()
+        chat_id = await parked(store, make_bridge(), "Refund order A17")
+        (question,) = await store.pending_questions(chat_id)
+        assert await store.approve(question.id)
+    carrier = start("carry", database_url, chat_id)
+    deadline = time.monotonic() + 120
+    while not (started.exists() and started.read_text()):
+        assert carrier.poll() is None, carrier.communicate()[1]
+        assert time.monotonic() < deadline, "the carrier never reached the tool"
+        time.sleep(0.02)
+    carrier.send_signal(signal.SIGKILL)
+    assert carrier.wait(timeout=60) == -signal.SIGKILL
+    assert refunds_done() == []  # killed inside the tool, before its side effect
+    go.touch()
+    advance_clock(61)  # the dead carrier's turn claim (a 60 s lease) runs out
+    async with Store(database_url) as store:
+        await continue_chat(store, chat_id, [make_bridge().agent])
+        assert await last_reply(store, chat_id) == "refund: Refunded A17"
+    entered = started.read_text().splitlines()
+    assert [line.split()[1] for line in entered] == [str(carrier.pid), str(os.getpid())]
+    assert refunds_done() == [f"A17 {os.getpid()}"]
 
 
 async def test_a_declines_note_reaches_the_model_as_the_calls_output(store: Store, api: respx.Route) -> None:

@@ -30,7 +30,7 @@ from agents import FunctionTool, RunConfig, Runner, RunState, ToolApprovalItem
 from agents.result import RunResult
 
 from tarry.agents import Agent
-from tarry.bridges.parking import BridgeModel, Decided, StandIn, park, parked_reply
+from tarry.bridges.parking import BridgeModel, Decided, StandIn, checked_approvals, park, parked_reply
 from tarry.chat import Chat
 from tarry.errors import CorruptStateError
 from tarry.messages import Message, ToolCall
@@ -67,10 +67,7 @@ class OpenAIAgentsBridge:
     ) -> None:
         if not isinstance(agent, SdkAgent):
             raise TypeError(f"OpenAIAgentsBridge bridges an agents.Agent, got {type(agent).__name__}")
-        policies = dict(approvals or {})
-        for tool_name, policy in policies.items():
-            if not isinstance(policy, Approval):
-                raise TypeError(f"approvals[{tool_name!r}] must be an Approval, got {type(policy).__name__}")
+        policies = checked_approvals(approvals)
         self.sdk_agent = agent
         """The Agents SDK agent whose runs this bridge parks and carries on."""
         self.approvals = policies

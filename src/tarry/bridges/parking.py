@@ -94,6 +94,16 @@ class StandIn(Tool):
         return dict(APPROVED)
 
 
+def checked_approvals(approvals: Mapping[str, Approval] | None) -> dict[str, Approval]:
+    """A bridge's ``approvals`` (a policy by tool or node name), each checked to be an
+    [`Approval`][tarry.approvals.Approval]: a ``TypeError`` names the one that is not."""
+    policies = dict(approvals or {})
+    for name, policy in policies.items():
+        if not isinstance(policy, Approval):
+            raise TypeError(f"approvals[{name!r}] must be an Approval, got {type(policy).__name__}")
+    return policies
+
+
 def parked_reply(key: str, state: Any, calls: Sequence[ToolCall], text: str = "") -> Message:
     """The assistant message that parks a foreign run: its ``state`` under ``key`` and the calls that wait."""
     return Message("assistant", text, tool_calls=tuple(calls), provider_data={key: state})
