@@ -9,7 +9,9 @@ interruption, under the SDK's call id. People decide them as any question. Carry
 or Celery) loads the state (``RunState.from_json``), applies the decisions and runs the agent on with
 ``Runner.run(agent, state)``, under the chat's turn claim, so in one process at a time:
 
-- approved: ``state.approve(item)``, and the SDK runs the tool;
+- approved: tarry runs the function tool when the call is approved, as it runs its own tools, under the
+  call's claim (so a process killed inside the tool leaves the call interrupted, not run again); the run
+  goes on with ``state.approve(item)`` and the SDK is handed that output instead of running the tool again;
 - declined, lapsed or cancelled: ``state.reject(item, rejection_message=...)`` with the decline's note
   (else tarry's reason), which the SDK sends the model as the call's output;
 - answered with ``respond``: rejected too, with the person's result (text, or JSON) as that output, so
@@ -21,16 +23,20 @@ chat's last reply.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agents import Agent as SdkAgent
 from agents import FunctionTool, RunConfig, Runner, RunState, ToolApprovalItem
 from agents.result import RunResult
+from agents.tool_context import ToolContext
+from pydantic_core import to_jsonable_python
 
 from tarry.agents import Agent
-from tarry.bridges.parking import BridgeModel, Decided, StandIn, checked_approvals, park, parked_reply
+from tarry.bridges.parking import ANYONE, APPROVED, BridgeModel, Decided, StandIn, checked_approvals, park, parked_reply
 from tarry.chat import Chat
 from tarry.errors import CorruptStateError
 from tarry.messages import Message, ToolCall
@@ -38,7 +44,7 @@ from tarry.policies import Approval
 from tarry.running import sync_twin
 from tarry.store import Store
 
-__all__ = ["KEY", "OpenAIAgentsBridge", "OpenAIAgentsModel"]
+__all__ = ["KEY", "FunctionToolStandIn", "OpenAIAgentsBridge", "OpenAIAgentsModel", "replaying"]
 
 KEY = "openai_agents"
 """Where a parked chat keeps the run's ``RunState`` as the SDK's JSON (``provider_data``)."""
@@ -71,10 +77,15 @@ class OpenAIAgentsBridge:
         self.sdk_agent = agent
         """The Agents SDK agent whose runs this bridge parks and carries on."""
         self.approvals = policies
-        names = dict.fromkeys([*(tool.name for tool in agent.tools if isinstance(tool, FunctionTool)), *tools])
-        stand_ins = [
+        function_tools = {tool.name: tool for tool in agent.tools if isinstance(tool, FunctionTool)}
+        stand_ins: list[StandIn] = [
+            FunctionToolStandIn(tool, requires_approval=policies.get(tool.name, Approval()), approval_ttl=approval_ttl)
+            for tool in function_tools.values()
+        ]
+        stand_ins += [
             StandIn(tool_name, requires_approval=policies.get(tool_name, Approval()), approval_ttl=approval_ttl)
-            for tool_name in names
+            for tool_name in dict.fromkeys(tools)
+            if tool_name not in function_tools
         ]
         self.agent = Agent(name, model=lambda: OpenAIAgentsModel(agent, run_config), tools=stand_ins)
         """The tarry agent of the parked chats: give it to whatever carries them on."""
@@ -87,6 +98,37 @@ class OpenAIAgentsBridge:
         return await park(store, self.agent, prompt_of(result.input), reply_of(result))
 
     park_sync = sync_twin(park)
+
+
+class FunctionToolStandIn(StandIn):
+    """Stands in for an Agents SDK function tool, and runs it once its call is approved.
+
+    The tool runs as tarry runs its own tools, under the call's claim, before the run goes on: a process
+    that dies inside it leaves the call interrupted (closed with an error saying so) rather than run
+    again. The tool gets a ``ToolContext`` of its own (no run context: ``context`` is ``None``); its output
+    is kept as JSON (``str`` for what JSON cannot hold) and handed to the SDK when the run goes on.
+    """
+
+    def __init__(
+        self,
+        tool: FunctionTool,
+        *,
+        requires_approval: Approval = ANYONE,
+        approval_ttl: float | None = None,
+    ) -> None:
+        super().__init__(
+            tool.name, description=tool.description, requires_approval=requires_approval, approval_ttl=approval_ttl
+        )
+        self.tool = tool
+
+    async def execute(self, **arguments: Any) -> dict[str, Any]:
+        """Run the approved call's tool; its output, for the SDK."""
+        given = json.dumps(arguments)
+        context: ToolContext[Any] = ToolContext(
+            context=None, tool_name=self.name, tool_call_id=f"tarry-{uuid.uuid4().hex}", tool_arguments=given
+        )
+        output = await self.tool.on_invoke_tool(context, given)
+        return {**APPROVED, "output": to_jsonable_python(output, fallback=str)}
 
 
 def prompt_of(given: str | Sequence[Any]) -> str:
@@ -128,7 +170,9 @@ class OpenAIAgentsModel(BridgeModel):
 
     async def carry_on(self, state: Any, decided: Mapping[str, Decided]) -> Message:
         """Run the agent on from its ``RunState`` JSON ``state``; park it again or return its output as the reply."""
-        run_state = await RunState.from_json(self.agent, state)
+        outputs = {key: made.result for key, made in decided.items() if made.outcome == "approved" and made.result}
+        agent = replaying(self.agent, outputs)
+        run_state = await RunState.from_json(agent, state)
         for item in run_state.get_interruptions():
             decision = decided.get(item.call_id or "")
             if decision is None:
@@ -137,11 +181,30 @@ class OpenAIAgentsModel(BridgeModel):
                 run_state.approve(item)
             else:
                 run_state.reject(item, rejection_message=rejection_of(decision))
-        result = await Runner.run(self.agent, run_state, run_config=self.run_config)
+        result = await Runner.run(agent, run_state, run_config=self.run_config)
         if result.interruptions:
             return reply_of(result)
         output = result.final_output
         return Message("assistant", output if isinstance(output, str) else repr(output))
+
+
+def replaying(agent: SdkAgent[Any], outputs: Mapping[str, Any]) -> SdkAgent[Any]:
+    """``agent`` whose function tools, called under a call id of ``outputs``, give that output without running:
+    tarry ran them when their calls were approved."""
+    if not outputs:
+        return agent
+
+    def replay(tool: FunctionTool) -> FunctionTool:
+        invoke = tool.on_invoke_tool
+
+        async def replayed(context: ToolContext[Any], arguments: str) -> Any:
+            if context.tool_call_id in outputs:
+                return outputs[context.tool_call_id]
+            return await invoke(context, arguments)
+
+        return dataclasses.replace(tool, on_invoke_tool=replayed)
+
+    return agent.clone(tools=[replay(tool) if isinstance(tool, FunctionTool) else tool for tool in agent.tools])
 
 
 def rejection_of(decision: Decided) -> str:

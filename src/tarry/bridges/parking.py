@@ -41,7 +41,8 @@ Outcome = Literal["approved", "declined", "given"]
 class Decided:
     """What a person decided of one parked call, as the chat's tool result for it says.
 
-    ``outcome`` is ``"approved"``, ``"declined"`` (declined, lapsed or cancelled: ``message`` is the
+    ``outcome`` is ``"approved"`` (``result`` is the tool's output when the stand-in ran the tool itself),
+    ``"declined"`` (declined, lapsed or cancelled: ``message`` is the
     decline's note if there was one, else tarry's reason) or ``"given"`` (``result`` is what the person
     gave in place of running the call, with [`respond`][tarry.store.Store.respond]).
     """
@@ -164,6 +165,8 @@ def decision_of(call: ToolCall, result: Message) -> Decided:
     data = result.result()
     if data == APPROVED:
         return Decided(call, "approved")
+    if isinstance(data, dict) and data.get("approved") is True and "output" in data:
+        return Decided(call, "approved", result=data["output"])  # a stand-in that ran the tool itself
     if isinstance(data, dict) and "given_by" in data:
         return Decided(call, "given", result=data.get("result"))
     if isinstance(data, dict) and "error" in data:
