@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import respx
-from agents import Runner
+from agents import Runner, function_tool
 
 from tarry.bridges import StandIn
 from tarry.bridges.openai_agents import OpenAIAgentsBridge
@@ -168,6 +168,23 @@ async def test_a_carrier_killed_mid_tool_leaves_the_call_interrupted_not_run_aga
     assert last.startswith("refund: The refund call was interrupted")
     assert [line.split()[1] for line in started.read_text().splitlines()] == [str(carrier.pid)]  # entered once
     assert refunds_done() == []  # killed inside the tool, before its side effect; never run again
+
+
+async def test_an_approved_tool_that_returns_nothing_runs_once(store: Store, api: respx.Route) -> None:
+    ran: list[str] = []
+
+    @function_tool(needs_approval=True)
+    def refund(order: str) -> None:
+        """Refund an order, saying nothing."""
+        ran.append(order)
+
+    bridge = OpenAIAgentsBridge(make_agent().clone(tools=[refund]), name="refunds")
+    chat_id = await parked(store, bridge, "Refund order A17")
+    (question,) = await store.pending_questions(chat_id)
+    assert await store.approve(question.id)
+    assert await continue_chat(store, chat_id, [bridge.agent]) is None
+    assert ran == ["A17"]
+    assert (await last_reply(store, chat_id)).startswith("refund: ")
 
 
 async def test_a_declines_note_reaches_the_model_as_the_calls_output(store: Store, api: respx.Route) -> None:

@@ -170,7 +170,10 @@ class OpenAIAgentsModel(BridgeModel):
 
     async def carry_on(self, state: Any, decided: Mapping[str, Decided]) -> Message:
         """Run the agent on from its ``RunState`` JSON ``state``; park it again or return its output as the reply."""
-        outputs = {key: made.result for key, made in decided.items() if made.outcome == "approved" and made.result}
+        ran = {tool.name for tool in self.agent.tools if isinstance(tool, FunctionTool)}  # by their stand-ins
+        outputs = {
+            key: made.result for key, made in decided.items() if made.outcome == "approved" and made.call.name in ran
+        }
         agent = replaying(self.agent, outputs)
         run_state = await RunState.from_json(agent, state)
         for item in run_state.get_interruptions():
