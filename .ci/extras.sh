@@ -11,7 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 scripts=$repo/.ci/extras
-if [ $# -gt 0 ]; then extras=("$@"); else extras=(core postgres celery mcp web openai anthropic gemini otel pydantic-ai langgraph notify); fi
+if [ $# -gt 0 ]; then extras=("$@"); else extras=(core postgres celery mcp web openai anthropic gemini otel pydantic-ai langgraph openai-agents notify); fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,5 +1,5 @@
-"""The bridges' added cost per round trip: pydantic-ai's over pydantic-ai saving its own message history, and
-LangGraph's over LangGraph with its own checkpointer.
+"""The bridges' added cost per round trip: pydantic-ai's over pydantic-ai saving its own message history, the
+Agents SDK's over the SDK saving its own ``RunState``, and LangGraph's over LangGraph with its own checkpointer.
 
 Run from the repository root: ``python bench/bridge_bench.py [--postgres URL] [--rounds N] [--out FILE]``.
 
@@ -8,6 +8,8 @@ loads the run and carries it on to its final reply, persisted again. pydantic-ai
 (``peers.PydanticAiSide``): the history saved as JSON, one row per run, and ``DeferredToolResults`` built by
 hand. Through the bridge: ``bridge.park``, ``Store.approve`` and ``continue_chat`` (the question listed,
 decided once and trailed; the run carried on under the chat's turn claim, its approved tool run once).
+An Agents SDK round trip is the same, the SDK alone (``peers.AgentsSdkSide``) saving the ``RunState`` string,
+loading, approving and running it on.
 
 One LangGraph round trip: a thread run to its ``interrupt()`` (checkpointed); a freshly compiled graph that
 reads the waiting interrupt and resumes the thread to its end. LangGraph alone: ``invoke``, ``get_state`` and
@@ -32,6 +34,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TypedDict
@@ -41,9 +44,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from peers import Blobs, PydanticAiSide  # noqa: E402
+from peers import AgentsSdkSide, Blobs, PydanticAiSide  # noqa: E402
 
 from tarry.bridges.langgraph import LangGraphBridge, once  # noqa: E402
+from tarry.bridges.openai_agents import OpenAIAgentsBridge  # noqa: E402
 from tarry.bridges.pydantic_ai import PydanticAIBridge  # noqa: E402
 from tarry.jobs import continue_chat  # noqa: E402
 from tarry.store import Store  # noqa: E402
@@ -52,23 +56,52 @@ Steps = list[Callable[[int], Awaitable[None]]]
 """The steps of one side's round trip ``number``, one after the other."""
 
 
-class BridgeSide:
-    """The same workload through the bridge: park, approve by id, carry on as a worker does."""
+@dataclass(frozen=True)
+class Library:
+    """One library measured: its side alone, a fresh bridge of its agent, and how a run starts."""
 
-    def __init__(self, store: Store) -> None:
+    name: str
+    package: str
+    alone: Callable[[Blobs], Any]
+    bridge: Callable[[], Any]
+    run: Callable[[Any], Awaitable[Any]]
+
+
+async def _sdk_run(bridge: OpenAIAgentsBridge) -> Any:
+    from agents import Runner
+
+    return await Runner.run(bridge.sdk_agent, "Pay Bob 5")
+
+
+LIBRARIES = [
+    Library(
+        "pydantic-ai", "pydantic-ai-slim", lambda blobs: PydanticAiSide("pydantic-ai", blobs),
+        lambda: PydanticAIBridge(PydanticAiSide.agent(), name="payer"),
+        lambda bridge: bridge.pydantic_agent.run("Pay Bob 5"),
+    ),
+    Library(
+        "OpenAI Agents SDK", "openai-agents", lambda blobs: AgentsSdkSide("OpenAI Agents SDK", blobs),
+        lambda: OpenAIAgentsBridge(AgentsSdkSide.agent(), name="payer"), _sdk_run,
+    ),
+]  # fmt: skip
+
+
+class BridgeSide:
+    """The same workload through a library's bridge: park, approve by id, carry on as a worker does."""
+
+    def __init__(self, store: Store, library: Library) -> None:
         self.store = store
-        self.starter = PydanticAiSide.agent()
+        self.library = library
+        self.starter = library.bridge()
         self.chats: dict[int, str] = {}
         self.steps: Steps = [self.park, approve(store, self.chats), self.finish]
 
     async def park(self, number: int) -> None:
-        bridge = PydanticAIBridge(self.starter, name="payer")
-        result = await self.starter.run("Pay Bob 5")
-        chat = await bridge.park(self.store, result)
+        chat = await self.starter.park(self.store, await self.library.run(self.starter))
         self.chats[number] = chat.id
 
     async def finish(self, number: int) -> None:
-        bridge = PydanticAIBridge(PydanticAiSide.agent(), name="payer")  # a fresh agent, as a fresh process builds
+        bridge = self.library.bridge()  # a fresh agent, as a fresh process builds
         assert await continue_chat(self.store, self.chats[number], [bridge.agent]) is None
 
 
@@ -205,25 +238,28 @@ async def measure(where: str, sides: dict[str, Steps], rounds: int) -> dict[str,
 async def measure_all(
     where: str, url: str, blobs_place: str | Path, checkpoints: tuple[str | Path, str | Path], rounds: int
 ) -> dict[str, list[float]]:
-    """Both pairs on one database: tarry's store at ``url``, pydantic-ai's rows at ``blobs_place``, and the two
-    LangGraph sides' checkpoints at ``checkpoints`` (one each)."""
+    """Every pair on one database: tarry's store at ``url``, the libraries' own rows at ``blobs_place``, and the
+    two LangGraph sides' checkpoints at ``checkpoints`` (one each)."""
     async with AsyncExitStack() as stack:
         stack.callback(lambda: [OPENED.pop().close() for _ in list(OPENED)])
-        alone = PydanticAiSide("pydantic-ai", await Blobs.open(stack, blobs_place))
+        blobs = await Blobs.open(stack, blobs_place)
         store = await stack.enter_async_context(Store(url))
         await store.setup()
-        sides = {
-            PYDANTIC_ALONE: [alone.park, alone.finish],
-            PYDANTIC_BRIDGED: BridgeSide(store).steps,
-            LANGGRAPH_ALONE: GraphSide(checkpoints[0]).steps,
-            LANGGRAPH_BRIDGED: GraphBridgeSide(checkpoints[1], store).steps,
-        }
+        sides: dict[str, Steps] = {}
+        for library in LIBRARIES:
+            alone = library.alone(blobs)
+            sides[f"{library.name} alone"] = [alone.park, alone.finish]
+            sides[f"{library.name} through the bridge"] = BridgeSide(store, library).steps
+        sides[LANGGRAPH_ALONE] = GraphSide(checkpoints[0]).steps
+        sides[LANGGRAPH_BRIDGED] = GraphBridgeSide(checkpoints[1], store).steps
         return await measure(where, sides, rounds)
 
 
-PYDANTIC_ALONE, PYDANTIC_BRIDGED = "pydantic-ai alone", "pydantic-ai through the bridge"
 LANGGRAPH_ALONE, LANGGRAPH_BRIDGED = "LangGraph alone", "LangGraph through the bridge"
-PAIRS = ((PYDANTIC_ALONE, PYDANTIC_BRIDGED), (LANGGRAPH_ALONE, LANGGRAPH_BRIDGED))
+PAIRS = (
+    *((f"{library.name} alone", f"{library.name} through the bridge") for library in LIBRARIES),
+    (LANGGRAPH_ALONE, LANGGRAPH_BRIDGED),
+)
 
 
 def row(where: str, side: str, times: list[float], base: list[float] | None) -> str:
@@ -233,6 +269,9 @@ def row(where: str, side: str, times: list[float], base: list[float] | None) -> 
 
 
 def page(results: dict[str, dict[str, list[float]]], rounds: int, started: float, load: float) -> str:
+    versions = ", ".join(
+        f"{package} {version(package)}" for package in (*(library.package for library in LIBRARIES), "langgraph")
+    )
     lines = [
         "# Benchmarks: the bridges",
         "",
@@ -241,7 +280,7 @@ def page(results: dict[str, dict[str, list[float]]], rounds: int, started: float
         f"Machine: {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs, load"
         f" {load:.2f} at the start (the machine was shared with other work while it ran: the medians of the two"
         " sides of a pair are comparable, since their round trips alternate, but not with other runs)."
-        f" pydantic-ai-slim {version('pydantic-ai-slim')}, langgraph {version('langgraph')}. {rounds} round"
+        f" {versions}. {rounds} round"
         f" trips per row, in {time.perf_counter() - started:.0f} s.",
         "",
         "A pydantic-ai round trip: a run that stops on an approval, persisted; the approval; a fresh agent that"
@@ -249,7 +288,9 @@ def page(results: dict[str, dict[str, list[float]]], rounds: int, started: float
         " one row per run (`bench/peers.py`), and builds `DeferredToolResults` by hand: no listing, no"
         " single-use decision, no trail, no claim. Through the bridge: `bridge.park`, `Store.approve` (the"
         " question found with `pending_questions`) and `continue_chat`, with all of those, and the approved"
-        " tool's run marked started and finished on its call (`run_once`).",
+        " tool's run marked started and finished on its call (`run_once`). An Agents SDK round trip is the same"
+        " work; the SDK alone saves its `RunState` string, loads it, approves and runs on; through the bridge,"
+        " tarry runs the approved function tool itself in the call's step, under the call's claim.",
         "",
         "A LangGraph round trip: a one-node graph run to its `interrupt()`, checkpointed; a freshly compiled graph"
         " that reads the waiting interrupt (`get_state`) and resumes the thread (`Command(resume=...)`) to its"
@@ -259,9 +300,9 @@ def page(results: dict[str, dict[str, list[float]]], rounds: int, started: float
         " `continue_chat`, which resumes the thread under the chat's turn claim; the node's side effect goes"
         " through `once` (its run marked started and finished on the interrupt's call).",
         "",
-        "Same scripted model or graph, one process, one round trip at a time; the four sides alternate. On"
+        "Same scripted model or graph, one process, one round trip at a time; all the sides alternate. On"
         ' SQLite, tarry commits with its default `durability="full"` (a disk sync per commit) while the rows of'
-        " pydantic-ai alone and LangGraph's checkpoints use WAL with `synchronous=NORMAL` (no sync per commit),"
+        " the libraries alone and LangGraph's checkpoints use WAL with `synchronous=NORMAL` (no sync per commit),"
         " as in the store benchmark.",
         "",
         "| database | | median | p90 | added per round trip |",
@@ -277,8 +318,9 @@ def page(results: dict[str, dict[str, list[float]]], rounds: int, started: float
         " and a question per deferred call or interrupt), the decision's transaction and trail row, and carrying"
         " on (loading the chat, claiming the call and the turn, marking the tool's run started and finished,"
         " writing the results and the reply), each a transaction of its own. The pydantic-ai bridge keeps the"
-        " run's whole history in the parked message; the LangGraph bridge keeps only the thread's id, and reads"
-        " the thread's state from the checkpointer when it parks and when it carries on.",
+        " run's whole history in the parked message, the Agents SDK bridge its `RunState`; the LangGraph bridge"
+        " keeps only the thread's id, and reads the thread's state from the checkpointer when it parks and when"
+        " it carries on.",
         "",
     ]
     return "\n".join(lines)
@@ -291,6 +333,9 @@ async def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-bridges.md"))
     arguments = parser.parse_args()
     started, load = time.perf_counter(), os.getloadavg()[0]
+    from agents import set_tracing_disabled
+
+    set_tracing_disabled(True)  # tracing would export to OpenAI over the network
     folder = Path(tempfile.mkdtemp())
     sqlite = f"sqlite:///{folder / 'tarry.db'}"
     places = (folder / "checkpoints-alone.db", folder / "checkpoints-bridged.db")

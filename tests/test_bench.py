@@ -93,11 +93,11 @@ def test_the_bridge_benchmark_runs_with_tiny_counts(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     text = page.read_text()
-    for bridge in ("pydantic-ai", "LangGraph"):
-        added = rf"\| SQLite file \| {bridge} through the bridge \| [\d.]+ ms \| [\d.]+ ms \| [+-][\d.]+ ms \|"
-        assert re.search(added, text)
+    for library in ("pydantic-ai", "OpenAI Agents SDK", "LangGraph"):
+        bridged = rf"\| SQLite file \| {library} through the bridge \| [\d.]+ ms \| [\d.]+ ms \| [+-][\d.]+ ms \|"
+        assert re.search(bridged, text)
         if postgres:
-            assert re.search(rf"\| PostgreSQL \| {bridge} alone \| [\d.]+ ms \| [\d.]+ ms \|  \|", text)
+            assert re.search(rf"\| PostgreSQL \| {library} alone \| [\d.]+ ms \| [\d.]+ ms \|  \|", text)
 
 
 def test_the_notifications_benchmark_runs_with_tiny_counts_and_keeps_the_page_before_its_section(

@@ -4,10 +4,8 @@ kind of database): a graph run stopped at interrupt(), parked, decided and resum
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +27,7 @@ from tarry.principals import Principal
 from tarry.store import Store
 from tarry.tasks import Task
 from tarry.testing import advance_clock
+from tests.bridges import processes
 from tests.bridges.graphs import (
     ENTERED,
     INVOICE_SCHEMA,
@@ -42,6 +41,7 @@ from tests.bridges.graphs import (
     start_run,
 )
 from tests.bridges.hang import hang_at, kill_when_hung
+from tests.bridges.processes import finish
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,18 +70,7 @@ def checkpoints(database_url: str, tmp_path: Path) -> str:
 
 def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """``python -m tests.bridges.graph_proc ARGS`` in a real process, on this checkout's tarry (with ``env`` added)."""
-    env = {**os.environ, **(env or {}), "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.bridges.graph_proc", *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-
-
-def finish(process: subprocess.Popen[str], timeout: float = 120) -> dict[str, object]:
-    out, err = process.communicate(timeout=timeout)
-    assert process.returncode == 0, err
-    printed: dict[str, object] = json.loads(out.strip().splitlines()[-1])
-    return printed
+    return processes.start("tests.bridges.graph_proc", *args, env=env)
 
 
 async def parked(store: Store, bridge: LangGraphBridge, *, with_invoice: bool = True) -> str:

@@ -21,7 +21,9 @@ from tarry.jobs import continue_chat
 from tarry.principals import Principal
 from tarry.store import Store
 from tarry.testing import advance_clock
+from tests.bridges import processes
 from tests.bridges.hang import hang_at, kill_when_hung
+from tests.bridges.processes import finish
 from tests.bridges.runs import PROMPT, make_agent, make_bridge, refunds_done
 from tests.web.client import AUTH, Inbox
 
@@ -38,18 +40,7 @@ def refunds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """``python -m tests.bridges.proc ARGS`` in a real process, on this checkout's tarry (with ``env`` added)."""
-    env = {**os.environ, **(env or {}), "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.bridges.proc", *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-
-
-def finish(process: subprocess.Popen[str], timeout: float = 120) -> dict[str, object]:
-    out, err = process.communicate(timeout=timeout)
-    assert process.returncode == 0, err
-    printed: dict[str, object] = json.loads(out.strip().splitlines()[-1])
-    return printed
+    return processes.start("tests.bridges.proc", *args, env=env)
 
 
 def start_celery_worker(name: str, log: IO[str]) -> subprocess.Popen[str]:

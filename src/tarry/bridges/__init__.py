@@ -10,7 +10,9 @@ embedded worker, Celery) asks its model, which is the bridge: it reads the decis
 
 The pydantic-ai bridge is [`tarry.bridges.pydantic_ai`][tarry.bridges.pydantic_ai] (``pip install
 'tarry[pydantic-ai]'``), the LangGraph bridge [`tarry.bridges.langgraph`][tarry.bridges.langgraph]
-(``pip install 'tarry[langgraph]'``); this package's own names import no framework.
+(``pip install 'tarry[langgraph]'``), the OpenAI Agents SDK bridge
+[`tarry.bridges.openai_agents`][tarry.bridges.openai_agents] (``pip install 'tarry[openai-agents]'``);
+this package's own names import no framework.
 """
 
 from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, park, parked_reply, run_once

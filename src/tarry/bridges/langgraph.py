@@ -38,7 +38,7 @@ from langgraph.types import Command, StateSnapshot, _interrupt_id
 from pydantic_core import to_jsonable_python
 
 from tarry.agents import Agent
-from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, park, parked_reply
+from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, checked_approvals, park, parked_reply
 from tarry.carrying import interrupted_message
 from tarry.chat import Chat
 from tarry.errors import BridgeError
@@ -139,10 +139,7 @@ class LangGraphBridge:
                 "The graph needs a checkpointer every process reaches (SqliteSaver, PostgresSaver): "
                 "compile it with checkpointer=..."
             )
-        policies = dict(approvals or {})
-        for node, policy in policies.items():
-            if not isinstance(policy, Approval):
-                raise TypeError(f"approvals[{node!r}] must be an Approval, got {type(policy).__name__}")
+        policies = checked_approvals(approvals)
         self.graph = graph
         """The compiled graph whose runs this bridge parks and resumes."""
         names = dict.fromkeys([*(node for node in graph.nodes if not node.startswith("__")), *nodes])

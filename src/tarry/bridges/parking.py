@@ -45,7 +45,8 @@ Outcome = Literal["approved", "declined", "given"]
 class Decided:
     """What a person decided of one parked call, as the chat's tool result for it says.
 
-    ``outcome`` is ``"approved"``, ``"declined"`` (declined, lapsed or cancelled: ``message`` is the
+    ``outcome`` is ``"approved"`` (``result`` is the tool's output when the stand-in ran the tool itself),
+    ``"declined"`` (declined, lapsed or cancelled: ``message`` is the
     decline's note if there was one, else tarry's reason) or ``"given"`` (``result`` is what the person
     gave in place of running the call, with [`respond`][tarry.store.Store.respond]).
     """
@@ -96,6 +97,16 @@ class StandIn(Tool):
     async def execute(self, **arguments: Any) -> dict[str, Any]:
         """Say the call was approved; the foreign framework runs it when its run goes on."""
         return dict(APPROVED)
+
+
+def checked_approvals(approvals: Mapping[str, Approval] | None) -> dict[str, Approval]:
+    """A bridge's ``approvals`` (a policy by tool or node name), each checked to be an
+    [`Approval`][tarry.approvals.Approval]: a ``TypeError`` names the one that is not."""
+    policies = dict(approvals or {})
+    for name, policy in policies.items():
+        if not isinstance(policy, Approval):
+            raise TypeError(f"approvals[{name!r}] must be an Approval, got {type(policy).__name__}")
+    return policies
 
 
 def parked_reply(key: str, state: Any, calls: Sequence[ToolCall], text: str = "") -> Message:
@@ -158,6 +169,8 @@ def decision_of(call: ToolCall, result: Message) -> Decided:
     data = result.result()
     if data == APPROVED:
         return Decided(call, "approved")
+    if isinstance(data, dict) and data.get("approved") is True and "output" in data:
+        return Decided(call, "approved", result=data["output"])  # a stand-in that ran the tool itself
     if isinstance(data, dict) and "given_by" in data:
         return Decided(call, "given", result=data.get("result"))
     if isinstance(data, dict) and "error" in data:

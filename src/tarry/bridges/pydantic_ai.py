@@ -35,7 +35,7 @@ from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, FunctionTools
 from pydantic_core import to_jsonable_python
 
 from tarry.agents import Agent
-from tarry.bridges.parking import BridgeModel, Decided, StandIn, park, parked_reply, run_once
+from tarry.bridges.parking import BridgeModel, Decided, StandIn, checked_approvals, park, parked_reply, run_once
 from tarry.chat import Chat
 from tarry.messages import Message, ToolCall
 from tarry.policies import Approval
@@ -70,10 +70,7 @@ class PydanticAIBridge:
     ) -> None:
         if not isinstance(agent, PydanticAgent):
             raise TypeError(f"PydanticAIBridge bridges a pydantic_ai.Agent, got {type(agent).__name__}")
-        policies = dict(approvals or {})
-        for tool_name, policy in policies.items():
-            if not isinstance(policy, Approval):
-                raise TypeError(f"approvals[{tool_name!r}] must be an Approval, got {type(policy).__name__}")
+        policies = checked_approvals(approvals)
         self.pydantic_agent = agent
         """The pydantic-ai agent whose runs this bridge parks and carries on."""
         self.approvals = policies

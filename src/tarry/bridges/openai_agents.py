@@ -1,0 +1,217 @@
+"""The OpenAI Agents SDK bridge: a run stopped on tool approvals, parked in tarry's store with its ``RunState``.
+
+``bridge = OpenAIAgentsBridge(agent, name="refunds")`` wraps an Agents SDK ``Agent`` whose function
+tools ask for approval (``@function_tool(needs_approval=True)``).
+[`park`][tarry.bridges.openai_agents.OpenAIAgentsBridge.park] stores a run whose result has
+``interruptions``: its ``RunState`` (``to_json()``, as the SDK serializes it) and one tarry question per
+interruption, under the SDK's call id. People decide them as any question. Carrying the chat on
+(``bridge.agent`` given to [`continue_chat`][tarry.jobs.continue_chat], the [`Worker`][tarry.jobs.Worker]
+or Celery) loads the state (``RunState.from_json``), applies the decisions and runs the agent on with
+``Runner.run(agent, state)``, under the chat's turn claim, so in one process at a time:
+
+- approved: tarry runs the function tool when the call is approved, as it runs its own tools, under the
+  call's claim (so a process killed inside the tool leaves the call interrupted, not run again); the run
+  goes on with ``state.approve(item)`` and the SDK is handed that output instead of running the tool again;
+- declined, lapsed or cancelled: ``state.reject(item, rejection_message=...)`` with the decline's note
+  (else tarry's reason), which the SDK sends the model as the call's output;
+- answered with ``respond``: rejected too, with the person's result (text, or JSON) as that output, so
+  the tool does not run and the model reads what the person gave.
+
+A run that stops on new interruptions parks again in the same chat; its final output (as text) is the
+chat's last reply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from agents import Agent as SdkAgent
+from agents import FunctionTool, RunConfig, Runner, RunState, ToolApprovalItem
+from agents.result import RunResult
+from agents.tool_context import ToolContext
+from pydantic_core import to_jsonable_python
+
+from tarry.agents import Agent
+from tarry.bridges.parking import ANYONE, APPROVED, BridgeModel, Decided, StandIn, checked_approvals, park, parked_reply
+from tarry.chat import Chat
+from tarry.errors import CorruptStateError
+from tarry.messages import Message, ToolCall
+from tarry.policies import Approval
+from tarry.running import sync_twin
+from tarry.store import Store
+
+__all__ = ["KEY", "FunctionToolStandIn", "OpenAIAgentsBridge", "OpenAIAgentsModel", "replaying"]
+
+KEY = "openai_agents"
+"""Where a parked chat keeps the run's ``RunState`` as the SDK's JSON (``provider_data``)."""
+
+
+class OpenAIAgentsBridge:
+    """Parks runs of an Agents SDK ``agent`` in tarry's store, and carries them on from any process.
+
+    ``name`` is the tarry agent's (a worker finds the chat's bridge by it). Each function tool of
+    ``agent`` gets a [`StandIn`][tarry.bridges.StandIn]; ``tools`` names more (a tool of an agent
+    handed off to, say). ``approvals`` gives a tool's calls an [`Approval`][tarry.approvals.Approval]
+    policy (two people, a group; default: one person, anyone); ``approval_ttl`` is the seconds a person
+    has to decide, ``None`` for no limit. ``run_config`` is passed to ``Runner.run`` when a run goes on.
+    Pass ``bridge.agent`` to every process that carries the chats on.
+    """
+
+    def __init__(
+        self,
+        agent: SdkAgent[Any],
+        *,
+        name: str,
+        tools: Iterable[str] = (),
+        approvals: Mapping[str, Approval] | None = None,
+        approval_ttl: float | None = None,
+        run_config: RunConfig | None = None,
+    ) -> None:
+        if not isinstance(agent, SdkAgent):
+            raise TypeError(f"OpenAIAgentsBridge bridges an agents.Agent, got {type(agent).__name__}")
+        policies = checked_approvals(approvals)
+        self.sdk_agent = agent
+        """The Agents SDK agent whose runs this bridge parks and carries on."""
+        self.approvals = policies
+        function_tools = {tool.name: tool for tool in agent.tools if isinstance(tool, FunctionTool)}
+        stand_ins: list[StandIn] = [
+            FunctionToolStandIn(tool, requires_approval=policies.get(tool.name, Approval()), approval_ttl=approval_ttl)
+            for tool in function_tools.values()
+        ]
+        stand_ins += [
+            StandIn(tool_name, requires_approval=policies.get(tool_name, Approval()), approval_ttl=approval_ttl)
+            for tool_name in dict.fromkeys(tools)
+            if tool_name not in function_tools
+        ]
+        self.agent = Agent(name, model=lambda: OpenAIAgentsModel(agent, run_config), tools=stand_ins)
+        """The tarry agent of the parked chats: give it to whatever carries them on."""
+
+    async def park(self, store: Store, result: RunResult) -> Chat:
+        """Park ``result``, a run stopped on ``interruptions``: a new stored chat whose calls wait on their questions.
+        Raises ``ValueError`` when the run was not interrupted."""
+        if not result.interruptions:
+            raise ValueError(f"Only a run stopped on interruptions parks; this one output {result.final_output!r}")
+        return await park(store, self.agent, prompt_of(result.input), reply_of(result))
+
+    park_sync = sync_twin(park)
+
+
+class FunctionToolStandIn(StandIn):
+    """Stands in for an Agents SDK function tool, and runs it once its call is approved.
+
+    The tool runs as tarry runs its own tools, under the call's claim, before the run goes on: a process
+    that dies inside it leaves the call interrupted (closed with an error saying so) rather than run
+    again. The tool gets a ``ToolContext`` of its own (no run context: ``context`` is ``None``); its output
+    is kept as JSON (``str`` for what JSON cannot hold) and handed to the SDK when the run goes on.
+    """
+
+    def __init__(
+        self,
+        tool: FunctionTool,
+        *,
+        requires_approval: Approval = ANYONE,
+        approval_ttl: float | None = None,
+    ) -> None:
+        super().__init__(
+            tool.name, description=tool.description, requires_approval=requires_approval, approval_ttl=approval_ttl
+        )
+        self.tool = tool
+
+    async def execute(self, **arguments: Any) -> dict[str, Any]:
+        """Run the approved call's tool; its output, for the SDK."""
+        given = json.dumps(arguments)
+        context: ToolContext[Any] = ToolContext(
+            context=None, tool_name=self.name, tool_call_id=f"tarry-{uuid.uuid4().hex}", tool_arguments=given
+        )
+        output = await self.tool.on_invoke_tool(context, given)
+        return {**APPROVED, "output": to_jsonable_python(output, fallback=str)}
+
+
+def prompt_of(given: str | Sequence[Any]) -> str:
+    """The run's first user input, as text (the parked chat's user message)."""
+    if isinstance(given, str):
+        return given
+    for item in given:
+        if isinstance(item, Mapping) and item.get("role") == "user":
+            content = item.get("content")
+            return content if isinstance(content, str) else json.dumps(content, default=str)
+    return "(an OpenAI Agents SDK run)"
+
+
+def reply_of(result: RunResult) -> Message:
+    """The assistant message that parks a run: its ``RunState`` as JSON, and one call per interruption."""
+    return parked_reply(KEY, result.to_state().to_json(), [_call(item) for item in result.interruptions])
+
+
+def _call(item: ToolApprovalItem) -> ToolCall:
+    if not item.call_id or not item.name:
+        raise ValueError(f"tarry parks function tool approvals only; this interruption has no call id or name: {item}")
+    try:
+        arguments = json.loads(item.arguments or "{}")
+    except json.JSONDecodeError:
+        arguments = {"arguments": item.arguments}
+    if not isinstance(arguments, dict):
+        arguments = {"arguments": arguments}
+    return ToolCall(item.call_id, item.name, arguments)
+
+
+class OpenAIAgentsModel(BridgeModel):
+    """A parked chat's model: loads the ``RunState``, approves or rejects each interruption, runs the agent on."""
+
+    key = KEY
+
+    def __init__(self, agent: SdkAgent[Any], run_config: RunConfig | None = None) -> None:
+        self.agent = agent
+        self.run_config = run_config
+
+    async def carry_on(self, state: Any, decided: Mapping[str, Decided]) -> Message:
+        """Run the agent on from its ``RunState`` JSON ``state``; park it again or return its output as the reply."""
+        ran = {tool.name for tool in self.agent.tools if isinstance(tool, FunctionTool)}  # by their stand-ins
+        outputs = {
+            key: made.result for key, made in decided.items() if made.outcome == "approved" and made.call.name in ran
+        }
+        agent = replaying(self.agent, outputs)
+        run_state = await RunState.from_json(agent, state)
+        for item in run_state.get_interruptions():
+            decision = decided.get(item.call_id or "")
+            if decision is None:
+                raise CorruptStateError(f"The parked run's {item.name} call {item.call_id} was never a tarry question")
+            if decision.outcome == "approved":
+                run_state.approve(item)
+            else:
+                run_state.reject(item, rejection_message=rejection_of(decision))
+        result = await Runner.run(agent, run_state, run_config=self.run_config)
+        if result.interruptions:
+            return reply_of(result)
+        output = result.final_output
+        return Message("assistant", output if isinstance(output, str) else repr(output))
+
+
+def replaying(agent: SdkAgent[Any], outputs: Mapping[str, Any]) -> SdkAgent[Any]:
+    """``agent`` whose function tools, called under a call id of ``outputs``, give that output without running:
+    tarry ran them when their calls were approved."""
+    if not outputs:
+        return agent
+
+    def replay(tool: FunctionTool) -> FunctionTool:
+        invoke = tool.on_invoke_tool
+
+        async def replayed(context: ToolContext[Any], arguments: str) -> Any:
+            if context.tool_call_id in outputs:
+                return outputs[context.tool_call_id]
+            return await invoke(context, arguments)
+
+        return dataclasses.replace(tool, on_invoke_tool=replayed)
+
+    return agent.clone(tools=[replay(tool) if isinstance(tool, FunctionTool) else tool for tool in agent.tools])
+
+
+def rejection_of(decision: Decided) -> str:
+    """What the model reads as the output of a call not approved: the decline's note, or the person's result."""
+    if decision.outcome == "given":
+        return decision.result if isinstance(decision.result, str) else json.dumps(decision.result, default=str)
+    return decision.message
