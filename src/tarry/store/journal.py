@@ -448,52 +448,20 @@ class StoreJournal:
         row = self._calls[call_id]
         row_id, owner, chat_id, lease = row.id, self.store.owner, self.chat_id, self._lease
         what = f"the {row.name} call {call_id}"
-
-        def write(connection: Connection) -> tuple[int, int, bool]:
-            changes: dict[str, Any] = {"row_id": row_id, "owner": owner}
-            if outcome.task is not None:  # the call's row first, then the chat's: the order a decision locks them in
-                changes["new_state"] = outcome.task.to_dict()
-                changes["new_waiting_on"] = [question.id for question in outcome.task.questions] or None
-                version = connection.scalar(_PAUSE_CALL, changes)
-                if version is None:  # raising rolls the whole transaction back
-                    raise ClaimLostError(f"The claim on {what} was lost")
-            new_messages = int(outcome.result is not None)
-            if claim_turn:
-                chat_version, position, claimed = bump_chat_claiming(
-                    connection, chat_id, owner, lease, new_messages=new_messages
-                )
-            else:
-                claimed = False
-                chat_version, position = bump_chat(connection, chat_id, new_messages=new_messages)
-            if outcome.result is not None:  # on SQLite, which locks the whole database, the order makes no odds
-                changes["new_result_message_id"] = connection.scalar(
-                    _INSERT_MESSAGE_RETURNING_ID,
-                    {
-                        "chat_id": chat_id,
-                        "position": position,
-                        "created_at": utcnow(),
-                        **message_values(outcome.result),
-                    },
-                )
-                version = connection.scalar(_CLOSE_CALL, changes)
-                if version is None:
-                    raise ClaimLostError(f"The claim on {what} was lost")
-            else:  # after the claim check: a retried save that had committed adds nothing
-                assert outcome.task is not None
-                insert_questions(connection, chat_id, row_id, first_question, outcome.questions)
-                schedule_check(connection, chat_id, outcome.task)
-            return chat_version, version, claimed
-
+        turn = lease if claim_turn else None
         try:
             if outcome.result is not None and not self.db.is_sqlite:  # no BEGIN, no COMMIT, one round trip
-                turn_lease = lease if claim_turn else None
                 save = partial(
                     save_result, chat_id=chat_id, row_id=row_id, owner=owner, result=outcome.result, what=what
                 )
                 chat_version, version, claimed = await self._write_holding_claim(
-                    partial(save, claim_turn=turn_lease), what, alone=True
+                    partial(save, claim_turn=turn), what, alone=True
                 )
             else:
+                write = partial(
+                    save_outcome, chat_id=chat_id, row_id=row_id, owner=owner, outcome=outcome, what=what,
+                    first_question=first_question, claim_turn=turn,
+                )  # fmt: skip
                 chat_version, version, claimed = await self._write_holding_claim(write, what)
         except BaseException:
             self._view.unsure()  # the call was taken over, or the database is away: the chat looks again
@@ -746,6 +714,60 @@ class StoreJournal:
     async def _release(self, table: Table, key: Any) -> None:
         values = {"key": key, "owner": self.store.owner}
         await self.db.run_direct(partial(run, statement=_RELEASE[table.name], values=values), write=True)
+
+
+def save_outcome(
+    connection: Connection,
+    *,
+    chat_id: str,
+    row_id: int,
+    owner: str,
+    outcome: Outcome,
+    what: str,
+    first_question: int = 0,
+    claim_turn: timedelta | None = None,
+) -> tuple[int, int, bool]:
+    """Save what carrying the call row ``row_id``, which ``owner`` holds, came to (``what`` names the call): its
+    result, or its new pause and questions (numbered from ``first_question``), releasing the claim, in the caller's
+    transaction. With ``claim_turn`` (a lease) it also claims the chat's turn, when it is free.
+
+    Returns the chat's new version, the call's new version and whether the turn was claimed; raises
+    [`ClaimLostError`][tarry.errors.ClaimLostError] (rolling the transaction back) when ``owner`` no longer holds
+    the call.
+    """
+    changes: dict[str, Any] = {"row_id": row_id, "owner": owner}
+    if outcome.task is not None:  # the call's row first, then the chat's: the order a decision locks them in
+        changes["new_state"] = outcome.task.to_dict()
+        changes["new_waiting_on"] = [question.id for question in outcome.task.questions] or None
+        version = connection.scalar(_PAUSE_CALL, changes)
+        if version is None:  # raising rolls the whole transaction back
+            raise ClaimLostError(f"The claim on {what} was lost")
+    new_messages = int(outcome.result is not None)
+    if claim_turn is not None:
+        chat_version, position, claimed = bump_chat_claiming(
+            connection, chat_id, owner, claim_turn, new_messages=new_messages
+        )
+    else:
+        claimed = False
+        chat_version, position = bump_chat(connection, chat_id, new_messages=new_messages)
+    if outcome.result is not None:  # on SQLite, which locks the whole database, the order makes no odds
+        changes["new_result_message_id"] = connection.scalar(
+            _INSERT_MESSAGE_RETURNING_ID,
+            {
+                "chat_id": chat_id,
+                "position": position,
+                "created_at": utcnow(),
+                **message_values(outcome.result),
+            },
+        )
+        version = connection.scalar(_CLOSE_CALL, changes)
+        if version is None:
+            raise ClaimLostError(f"The claim on {what} was lost")
+    else:  # after the claim check: a retried save that had committed adds nothing
+        assert outcome.task is not None
+        insert_questions(connection, chat_id, row_id, first_question, outcome.questions)
+        schedule_check(connection, chat_id, outcome.task)
+    return chat_version, version, claimed
 
 
 def append_rows(
