@@ -27,12 +27,21 @@ from tarry.messages import ToolCall
 from tarry.questions import Question
 from tarry.store import Store
 from tarry.store.due import ChatSchedule
-from tarry.store.task_checks import HeldCheck, claim_checks, release_checks, save_changed, save_still_working
+from tarry.store.task_checks import (
+    HeldCheck,
+    claim_checks,
+    release_checks,
+    renew_checks,
+    save_changed,
+    save_still_working,
+)
 from tarry.tasks import Task
 from tarry.tools import Tool, call_maybe_async
 from tarry.toolsets import split_tools
 
 logger = logging.getLogger("tarry.jobs")
+SAVE_EVERY = 0.05
+"""Seconds between two saves of a batch's finished checks while others still run."""
 
 
 class _AskedWhileChecked(Exception):
@@ -77,14 +86,41 @@ async def claim_batch(store: Store, agents: Mapping[str, Agent], picked: Mapping
 
 async def run_batch(store: Store, batch: Batch, limit: asyncio.Semaphore, default_poll_interval: float) -> None:
     """Check the tasks of ``batch``, ``limit`` at once, and save what they came to: every "still working" and its
-    chat's next check in one transaction, each change as a chat step saves it."""
+    chat's next check in one transaction, each change as a chat step saves it.
+
+    The saves go in waves, every ``SAVE_EVERY`` seconds, of the chats whose checks all finished meanwhile, so a slow
+    check holds back only its own chat; the claims are renewed meanwhile, as a chat step renews the claim it holds.
+    """
 
     async def run(check: _Check) -> None:
         async with limit:
             check.outcome = await _outcome(check)
 
-    await asyncio.gather(*(run(check) for check in batch.checks))
-    await _save(store, batch.checks, batch.picked, default_poll_interval)
+    by_chat: dict[str, list[_Check]] = {}
+    for check in batch.checks:
+        by_chat.setdefault(check.held.chat_id, []).append(check)
+    pending = {asyncio.ensure_future(asyncio.gather(*map(run, checks))): checks for checks in by_chat.values()}
+    renewal = asyncio.create_task(_renew(store, [check.held.row_id for check in batch.checks]))
+    try:
+        while pending:
+            done, _ = await asyncio.wait(pending, timeout=SAVE_EVERY)
+            finished = [check for running in done for check in pending.pop(running)]
+            if finished:
+                await _save(store, finished, batch.picked, default_poll_interval)
+    finally:
+        renewal.cancel()
+        for running in pending:
+            running.cancel()
+
+
+async def _renew(store: Store, row_ids: list[int]) -> None:
+    """Push this process's claims on ``row_ids`` a lease ahead every third of a lease, for as long as it runs."""
+    while True:
+        await asyncio.sleep(store.lease / 3)
+        try:
+            await renew_checks(store, row_ids)
+        except Exception:
+            logger.exception("Renewing the claims of a batch of checks failed; they run out if this goes on")
 
 
 def _prepare(

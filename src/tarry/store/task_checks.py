@@ -117,6 +117,20 @@ _RELEASE = (
 )
 
 
+_RENEW = (
+    update(tool_calls)
+    .where(tool_calls.c.id.in_(bindparam("row_ids", expanding=True)), tool_calls.c.claimed_by == bindparam("owner"))
+    .values(claimed_until=UNTIL)
+)
+
+
+async def renew_checks(store: Store, row_ids: Collection[int]) -> None:
+    """Push this process's claims on the calls ``row_ids`` (those it still holds) a lease ahead."""
+    if row_ids:
+        values = {"row_ids": sorted(row_ids), "owner": store.owner, **lease_values(timedelta(seconds=store.lease))}
+        await store.db.run_write(lambda connection: connection.execute(_RENEW, values))
+
+
 async def save_still_working(
     store: Store, tasks: Sequence[tuple[int, dict[str, Any]]], next_checks: Sequence[tuple[str, int, datetime]]
 ) -> int:
