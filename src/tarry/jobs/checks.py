@@ -21,7 +21,8 @@ from tarry.agents import Agent
 from tarry.calls import Outcome
 from tarry.carrying import run_outcome
 from tarry.clock import utcnow
-from tarry.errors import InvalidArgumentsError
+from tarry.errors import ClaimLostError, InvalidArgumentsError
+from tarry.jobs.carry import continue_chat
 from tarry.live import LiveCall, current_call
 from tarry.messages import ToolCall
 from tarry.questions import Question
@@ -44,8 +45,10 @@ SAVE_EVERY = 0.05
 """Seconds between two saves of a batch's finished checks while others still run."""
 
 
-class _AskedWhileChecked(Exception):
-    """A task's ``resume`` asked a question while it ran (``current_call``): only a full step can record it."""
+class _AskedWhileChecked(ClaimLostError):
+    """A task's ``resume`` asked a question while it ran (``current_call``): only a full step can record it.
+
+    A ``ClaimLostError``, so that ``run_outcome`` raises it through instead of making it the call's error result."""
 
 
 async def _refuse_ask(question: Question) -> Question:
@@ -84,9 +87,12 @@ async def claim_batch(store: Store, agents: Mapping[str, Agent], picked: Mapping
     return Batch(picked, checks, set(picked) - {check.held.chat_id for check in checks})
 
 
-async def run_batch(store: Store, batch: Batch, limit: asyncio.Semaphore, default_poll_interval: float) -> None:
+async def run_batch(
+    store: Store, agents: Mapping[str, Agent], batch: Batch, limit: asyncio.Semaphore, default_poll_interval: float
+) -> None:
     """Check the tasks of ``batch``, ``limit`` at once, and save what they came to: every "still working" and its
-    chat's next check in one transaction, each change as a chat step saves it.
+    chat's next check in one transaction, each change as a chat step saves it. A chat whose check asked a person
+    something as it ran is given a full step right here (``continue_chat``), which runs that check again.
 
     The saves go in waves, every ``SAVE_EVERY`` seconds, of the chats whose checks all finished meanwhile, so a slow
     check holds back only its own chat; the claims are renewed meanwhile, as a chat step renews the claim it holds.
@@ -106,7 +112,11 @@ async def run_batch(store: Store, batch: Batch, limit: asyncio.Semaphore, defaul
             done, _ = await asyncio.wait(pending, timeout=SAVE_EVERY)
             finished = [check for running in done for check in pending.pop(running)]
             if finished:
-                await _save(store, finished, batch.picked, default_poll_interval)
+                for chat_id in await _save(store, finished, batch.picked, default_poll_interval):
+                    schedule = batch.picked[chat_id]
+                    await continue_chat(
+                        store, chat_id, agents, default_poll_interval=default_poll_interval, schedule=schedule
+                    )
     finally:
         renewal.cancel()
         for running in pending:
@@ -182,10 +192,11 @@ async def _outcome(check: _Check) -> Outcome | None:
 
 async def _save(
     store: Store, checks: list[_Check], picked: Mapping[str, ChatSchedule], default_poll_interval: float
-) -> None:
+) -> set[str]:
     """Save the checks: the "still working" ones and their chats' next checks in one transaction, then each
     change as a chat step saves it (its chat due now). A resume that asked a question gives its call back
-    unchanged, its chat due now: a full step runs it again and records the question."""
+    unchanged; returns the ids of those chats, which need a full step that runs it again and records the
+    question."""
     now = utcnow()
     still: list[tuple[int, dict[str, Any]]] = []
     next_at: dict[str, datetime] = {}
@@ -207,9 +218,8 @@ async def _save(
             "The %s call's resume asked a question as a batched check ran it; a full step runs it again",
             check.held.name,
         )
-        next_at[check.held.chat_id] = now
-    for chat_id in {check.held.chat_id for check in changed}:
-        next_at.pop(chat_id, None)  # its change makes it due now, for a full step
+    for chat_id in {check.held.chat_id for check in [*changed, *asked]}:
+        next_at.pop(chat_id, None)  # a change makes it due now, for a full step; an ask has one at once
     next_checks = [(chat_id, picked[chat_id].version, at) for chat_id, at in next_at.items()]
     saved = await save_still_working(store, still, next_checks)
     if saved < len(still):
@@ -218,6 +228,7 @@ async def _save(
         assert check.outcome is not None
         if not await save_changed(store, check.held, check.outcome, now):
             logger.warning("Lost the claim on the %s call %s; another process carries it on", *_names(check))
+    return {check.held.chat_id for check in asked}
 
 
 def _next_check(task: Task, now: datetime, default_poll_interval: float) -> datetime:
