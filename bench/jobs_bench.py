@@ -42,10 +42,13 @@ def model_times(markers: Path) -> list[float]:
     return [float(line.split()[2]) for line in markers.read_text().splitlines() if line.startswith("model ")]
 
 
-def start(command: list[str], markers: Path, extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def start(
+    command: list[str], markers: Path, extra: dict[str, str] | None = None, log: Path | None = None
+) -> subprocess.Popen[bytes]:
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": path, **(extra or {})}
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    errors = subprocess.DEVNULL if log is None else log.open("a")
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
 
 
 async def latency(url: str, markers: Path, count: int, store_hooks: object = None) -> list[float]:
@@ -115,7 +118,8 @@ async def on_time(
     target = with_application(url, application) if base else url
     command = [sys.executable, "-m", "tarry.cli", "worker", "--agents", "tests.jobs.tools:clerk", "--url", target,
                "--check-batch", str(check_batch)]  # fmt: skip
-    started = [start(command, markers) for _ in range(workers)]
+    log = markers.with_suffix(".log")  # the workers' warnings and errors
+    started = [start(command, markers, log=log) for _ in range(workers)]
     try:
         time.sleep(4.0)  # imports, connections, and the seeded tasks' first round, all due at once
         pids = backends(base, application) if base else []
@@ -132,7 +136,7 @@ async def on_time(
         for worker in started:
             worker.wait()
     checks: dict[str, list[float]] = {}
-    for line in markers.read_text().splitlines():
+    for line in markers.read_text().splitlines() if markers.exists() else []:  # none when no check came
         kind, order, at = line.split()
         if kind == "build-check":
             checks.setdefault(order, []).append(float(at))
