@@ -64,6 +64,13 @@ class _Check:
     task: Task
     arguments: dict[str, Any]
     outcome: Outcome | None = field(default=None)
+    """What the check came to; ``None`` until it ran, and when its ``resume`` asked a person something."""
+
+    @property
+    def working(self) -> Task | None:
+        """The task, when the check found it working on and asking nothing new; else ``None``."""
+        outcome = self.outcome
+        return outcome.task if outcome is not None and not outcome.questions else None
 
 
 @dataclass
@@ -198,37 +205,43 @@ async def _save(
     unchanged; returns the ids of those chats, which need a full step that runs it again and records the
     question."""
     now = utcnow()
-    still: list[tuple[int, dict[str, Any]]] = []
+    states: list[tuple[int, dict[str, Any]]] = []
     next_at: dict[str, datetime] = {}
-    changed: list[_Check] = []
-    asked: list[_Check] = []
     for check in checks:
-        outcome = check.outcome
-        if outcome is not None and outcome.task is not None and not outcome.questions:
-            still.append((check.held.row_id, outcome.task.to_dict()))
-            at = _next_check(outcome.task, now, default_poll_interval)
+        task = check.working
+        if task is not None:
+            states.append((check.held.row_id, task.to_dict()))
+            at = _next_check(task, now, default_poll_interval)
             next_at[check.held.chat_id] = min(at, next_at.get(check.held.chat_id, at))
-        elif outcome is None:
-            asked.append(check)
-        else:
-            changed.append(check)
+    asked = [check for check in checks if check.outcome is None]
+    changed = [check for check in checks if check.outcome is not None and check.working is None]
+    await _give_back(store, asked)
+    for chat_id in {check.held.chat_id for check in [*changed, *asked]}:
+        next_at.pop(chat_id, None)  # a change makes it due now, for a full step; an ask has one at once
+    next_checks = [(chat_id, picked[chat_id].version, at) for chat_id, at in next_at.items()]
+    saved = await save_still_working(store, states, next_checks)
+    if saved < len(states):
+        logger.warning("%d task check(s) lost their claim to another process; it saves them", len(states) - saved)
+    await _save_changes(store, changed, now)
+    return {check.held.chat_id for check in asked}
+
+
+async def _give_back(store: Store, asked: list[_Check]) -> None:
+    """Give back, unchanged, the calls whose ``resume`` asked a person something as it ran."""
     await release_checks(store, [check.held.row_id for check in asked])
     for check in asked:
         logger.warning(
             "The %s call's resume asked a question as a batched check ran it; a full step runs it again",
             check.held.name,
         )
-    for chat_id in {check.held.chat_id for check in [*changed, *asked]}:
-        next_at.pop(chat_id, None)  # a change makes it due now, for a full step; an ask has one at once
-    next_checks = [(chat_id, picked[chat_id].version, at) for chat_id, at in next_at.items()]
-    saved = await save_still_working(store, still, next_checks)
-    if saved < len(still):
-        logger.warning("%d task check(s) lost their claim to another process; it saves them", len(still) - saved)
+
+
+async def _save_changes(store: Store, changed: list[_Check], now: datetime) -> None:
+    """Save each check that changed its call as a chat step saves it, its chat due ``now``."""
     for check in changed:
         assert check.outcome is not None
         if not await save_changed(store, check.held, check.outcome, now):
             logger.warning("Lost the claim on the %s call %s; another process carries it on", *_names(check))
-    return {check.held.chat_id for check in asked}
 
 
 def _next_check(task: Task, now: datetime, default_poll_interval: float) -> datetime:
