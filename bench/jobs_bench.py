@@ -203,6 +203,8 @@ def sweep_lines(loads: list[dict[str, Any]], seconds: float) -> list[str]:
         "processes' user and system time (on SQLite the database's work is in it); PostgreSQL CPU is that of the",
         "workers' backends. A full step each is the worker with `check_batch=0` (concurrency 16); batches are the",
         "default: a chat that only waits on working tasks is checked without a full step (`tarry.jobs.checks`).",
+        "Issue 38's goal: one worker keeps at least 2,000 tasks on PostgreSQL (1,000 on SQLite) checked with a p99",
+        "lateness of 250 ms at most, for about 1 ms of CPU per check, worker and database together.",
         "",
     ]
 

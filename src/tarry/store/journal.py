@@ -472,44 +472,8 @@ class StoreJournal:
         self._view.wrote(chat_version)
 
     async def _write_holding_claim(self, write: Callable[[Connection], T], what: str, *, alone: bool = False) -> T:
-        """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
-
-        ``alone``: ``write`` is one statement sent through ``tarry.store.cursor`` without a transaction
-        around it (``run_direct``).
-
-        The tool has already run, so its result must not be lost to a passing fault of the database: a
-        dropped connection, a deadlock it broke by ending this write, a moment read-only (a failover) or
-        full. The write saved nothing, and is tried again with backoff (on a new connection: the engine
-        replaces one that answered read-only or full; the lease is renewed meanwhile, once the database
-        takes writes again) for up to five leases, then the error is raised and logged. A write whose
-        commit went through before the connection dropped finds the claim released on its next try and
-        raises [`ClaimLostError`][tarry.errors.ClaimLostError]; the chat then reads the saved result back. So does a
-        write whose lease ran out while the database was away and another process closed the call as interrupted.
-        """
-        deadline = asyncio.get_running_loop().time() + 5 * self.store.lease
-        pause = 0.05
-        while True:
-            try:
-                if alone:
-                    return await self.db.run_direct(cast("Callable[[Sendable], T]", write), write=True)
-                return await self.db.run_write(write)
-            except _PASSING as error:  # each saved nothing
-                if asyncio.get_running_loop().time() + pause > deadline:
-                    logger.error(
-                        "Could not save what %s came to within five leases (%s). "
-                        "Its tool ran; once the lease runs out the call is closed as interrupted.",
-                        what,
-                        error,
-                    )
-                    raise
-                if isinstance(error, StoreConflictError):  # a deadlock the database broke by ending this write
-                    logger.warning("Saving %s met another transaction; trying again in %.2f s", what, pause)
-                elif isinstance(error, StoreUnavailableError):
-                    logger.warning("Lost the database while saving %s; trying again in %.2f s", what, pause)
-                else:
-                    logger.warning("The database refused to save %s (%s); trying again in %.2f s", what, error, pause)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
+        """``write_holding_claim`` on this journal's store."""
+        return await write_holding_claim(self.store, write, what, alone=alone)
 
     async def decide(
         self,
@@ -714,6 +678,47 @@ class StoreJournal:
     async def _release(self, table: Table, key: Any) -> None:
         values = {"key": key, "owner": self.store.owner}
         await self.db.run_direct(partial(run, statement=_RELEASE[table.name], values=values), write=True)
+
+
+async def write_holding_claim(store: Host, write: Callable[[Connection], T], what: str, *, alone: bool = False) -> T:
+    """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
+
+    ``alone``: ``write`` is one statement sent through ``tarry.store.cursor`` without a transaction
+    around it (``run_direct``).
+
+    The tool has already run, so its result must not be lost to a passing fault of the database: a
+    dropped connection, a deadlock it broke by ending this write, a moment read-only (a failover) or
+    full. The write saved nothing, and is tried again with backoff (on a new connection: the engine
+    replaces one that answered read-only or full; the lease is renewed meanwhile, once the database
+    takes writes again) for up to five leases, then the error is raised and logged. A write whose
+    commit went through before the connection dropped finds the claim released on its next try and
+    raises [`ClaimLostError`][tarry.errors.ClaimLostError]; the chat then reads the saved result back. So does a
+    write whose lease ran out while the database was away and another process closed the call as interrupted.
+    """
+    deadline = asyncio.get_running_loop().time() + 5 * store.lease
+    pause = 0.05
+    while True:
+        try:
+            if alone:
+                return await store.db.run_direct(cast("Callable[[Sendable], T]", write), write=True)
+            return await store.db.run_write(write)
+        except _PASSING as error:  # each saved nothing
+            if asyncio.get_running_loop().time() + pause > deadline:
+                logger.error(
+                    "Could not save what %s came to within five leases (%s). "
+                    "Its tool ran; once the lease runs out the call is closed as interrupted.",
+                    what,
+                    error,
+                )
+                raise
+            if isinstance(error, StoreConflictError):  # a deadlock the database broke by ending this write
+                logger.warning("Saving %s met another transaction; trying again in %.2f s", what, pause)
+            elif isinstance(error, StoreUnavailableError):
+                logger.warning("Lost the database while saving %s; trying again in %.2f s", what, pause)
+            else:
+                logger.warning("The database refused to save %s (%s); trying again in %.2f s", what, error, pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
 
 def save_outcome(

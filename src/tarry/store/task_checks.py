@@ -17,7 +17,7 @@ from sqlalchemy import Connection, and_, bindparam, case, exists, or_, select, u
 
 from tarry.calls import Outcome
 from tarry.errors import ClaimLostError
-from tarry.store.journal import save_outcome
+from tarry.store.journal import save_outcome, write_holding_claim
 from tarry.store.moment import UNTIL, lease_values
 from tarry.store.one_statement import HELD_OPEN_CALL
 from tarry.store.schedule import check_by
@@ -140,7 +140,7 @@ async def save_still_working(
     A chat's version is bumped so that other processes' views of it see the change; its next check is written only
     if its schedule did not change since it was picked (a newer wake wins). A call whose claim this process lost
     (its lease ran out and another process took it over) is left as that process saves it. Returns how many tasks
-    were saved.
+    were saved. A passing fault of the database is waited out, as for a step's save.
     """
     owner = store.owner
 
@@ -154,7 +154,7 @@ async def save_still_working(
             connection.execute(_NEXT_CHECK, checks)
         return saved
 
-    return await store.db.run_write(write)
+    return await write_holding_claim(store, write, f"{len(tasks)} batched task check(s)")
 
 
 async def release_checks(store: Store, row_ids: Collection[int]) -> None:
@@ -176,7 +176,7 @@ async def save_changed(store: Store, check: HeldCheck, outcome: Outcome, due: da
         check_by(connection, chat_id, due)
 
     try:
-        await store.db.run_write(write)
+        await write_holding_claim(store, write, what)
     except ClaimLostError:
         return False
     return True
