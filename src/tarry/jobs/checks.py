@@ -128,6 +128,8 @@ async def run_batch(
         renewal.cancel()
         for running in pending:
             running.cancel()
+    working = sum(check.working is not None for check in batch.checks)
+    logger.info("Checked %d task(s) of %d chat(s) in a batch: %d still work", len(batch.checks), len(by_chat), working)
 
 
 async def _renew(store: Store, row_ids: list[int]) -> None:
