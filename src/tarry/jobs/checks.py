@@ -65,6 +65,8 @@ class _Check:
     arguments: dict[str, Any]
     outcome: Outcome | None = field(default=None)
     """What the check came to; ``None`` until it ran, and when its ``resume`` asked a person something."""
+    finished: datetime | None = None
+    """When the check finished: its task's next check is a ``poll_interval`` after that."""
 
     @property
     def working(self) -> Task | None:
@@ -108,6 +110,7 @@ async def run_batch(
     async def run(check: _Check) -> None:
         async with limit:
             check.outcome = await _outcome(check)
+            check.finished = utcnow()
 
     by_chat: dict[str, list[_Check]] = {}
     for check in batch.checks:
@@ -213,7 +216,7 @@ async def _save(
         task = check.working
         if task is not None:
             states.append((check.held.row_id, task.to_dict()))
-            at = _next_check(task, now, default_poll_interval)
+            at = _next_check(task, check.finished or now, default_poll_interval)
             next_at[check.held.chat_id] = min(at, next_at.get(check.held.chat_id, at))
     asked = [check for check in checks if check.outcome is None]
     changed = [check for check in checks if check.outcome is not None and check.working is None]
