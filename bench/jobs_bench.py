@@ -20,11 +20,15 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 NOTIFY_MARKER = "<!-- bench/notify_bench.py: the section below is its own -->"
+LATE = ("late_p50", "late_p99")
+SWEEP_TITLE = "## Working tasks one embedded worker keeps checked on time"
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -38,9 +42,13 @@ def model_times(markers: Path) -> list[float]:
     return [float(line.split()[2]) for line in markers.read_text().splitlines() if line.startswith("model ")]
 
 
-def start(command: list[str], markers: Path, extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": str(ROOT), **(extra or {})}
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start(
+    command: list[str], markers: Path, extra: dict[str, str] | None = None, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "TARRY_TEST_MARKERS": str(markers), "PYTHONPATH": path, **(extra or {})}
+    errors = subprocess.DEVNULL if log is None else log.open("a")
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
 
 
 async def latency(url: str, markers: Path, count: int, store_hooks: object = None) -> list[float]:
@@ -64,33 +72,141 @@ async def latency(url: str, markers: Path, count: int, store_hooks: object = Non
     return found
 
 
-async def on_time(url: str, markers: Path, tasks: int, seconds: float) -> dict[str, float]:
-    """Start ``tasks`` builds checked every second for ``seconds``; how late the checks came."""
+async def seed_tasks(url: str, tasks: int) -> None:
+    """``tasks`` chats, each waiting on a build that works for an hour and asks to be checked every second."""
     async with Store(url) as store:
-        for number in range(tasks):
-            chat = await store.create_chat(agent=clerk())
-            build = {"order": f"t{number}", "seconds": seconds, "poll": 1.0}
-            await chat.ask(json.dumps([{"name": "build", "arguments": build}]))
-    worker = start(
-        [sys.executable, "-m", "tarry.cli", "worker", "--agents", "tests.jobs.tools:clerk", "--url", url], markers
-    )
+        limit = asyncio.Semaphore(8)
+
+        async def one(number: int) -> None:
+            async with limit:
+                chat = await store.create_chat(agent=clerk())
+                build = {"order": f"t{number}", "seconds": 3600.0, "poll": 1.0}
+                await chat.ask(json.dumps([{"name": "build", "arguments": build}]))
+
+        await asyncio.gather(*(one(number) for number in range(tasks)))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds the process ``pid`` used so far (0 once it is gone)."""
     try:
-        time.sleep(seconds + 3)
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backends(base: str, application: str) -> list[int]:
+    """The PostgreSQL backends of the connections named ``application``."""
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as connection:
+        query = "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+        return [row[0] for row in connection.execute(query, (application,))]
+
+
+def with_application(url: str, application: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}application_name={application}"
+
+
+async def on_time(
+    url: str, markers: Path, tasks: int, seconds: float, check_batch: int, base: str | None, workers: int = 1
+) -> dict[str, float]:
+    """Run ``workers`` worker processes (batches of ``check_batch``; 0: a full step each) on the seeded tasks for
+    ``seconds`` after a warm-up; how late the checks came, and the CPU each check cost."""
+    markers.unlink(missing_ok=True)
+    application = f"tarry-bench-{uuid.uuid4().hex[:8]}"
+    target = with_application(url, application) if base else url
+    command = [sys.executable, "-m", "tarry.cli", "worker", "--agents", "tests.jobs.tools:clerk", "--url", target,
+               "--check-batch", str(check_batch)]  # fmt: skip
+    log = markers.with_suffix(".log")  # the workers' warnings and errors
+    started = [start(command, markers, log=log) for _ in range(workers)]
+    try:
+        time.sleep(4.0)  # imports, connections, and the seeded tasks' first round, all due at once
+        pids = backends(base, application) if base else []
+        began, worker_cpu, db_cpu = time.time(), sum(map(cpu_seconds, (w.pid for w in started))), 0.0
+        db_cpu = sum(map(cpu_seconds, pids))
+        time.sleep(seconds)
+        ended = time.time()
+        worker_cpu = sum(cpu_seconds(w.pid) for w in started) - worker_cpu
+        later = backends(base, application) if base else []
+        db_cpu = sum(map(cpu_seconds, later)) - db_cpu  # a backend opened meanwhile counts whole
     finally:
-        worker.send_signal(signal.SIGTERM)
-        worker.wait()
+        for worker in started:
+            worker.send_signal(signal.SIGTERM)
+        for worker in started:
+            worker.wait()
     checks: dict[str, list[float]] = {}
-    for line in markers.read_text().splitlines():
+    for line in markers.read_text().splitlines() if markers.exists() else []:  # none when no check came
         kind, order, at = line.split()
         if kind == "build-check":
             checks.setdefault(order, []).append(float(at))
-    gaps = sorted(b - a - 1.0 for times in checks.values() for a, b in itertools.pairwise(times))
+    gaps = sorted(
+        b - a - 1.0 for times in checks.values() for a, b in itertools.pairwise(sorted(times)) if began <= b <= ended
+    )
+    counted = sum(1 for times in checks.values() for at in times if began <= at <= ended)
     return {
         "tasks": tasks,
-        "checks": sum(len(times) for times in checks.values()),
+        "workers": workers,
+        "batch": check_batch,
+        "per_second": counted / (ended - began),
         "late_p50": statistics.median(gaps) if gaps else float("nan"),
-        "late_p99": gaps[int(len(gaps) * 0.99) - 1] if gaps else float("nan"),
+        "late_p99": gaps[max(0, int(len(gaps) * 0.99) - 1)] if gaps else float("nan"),
+        "worker_ms": worker_cpu * 1000 / max(counted, 1),
+        "db_ms": db_cpu * 1000 / max(counted, 1) if base else float("nan"),
+        "double": sum(1 for times in checks.values() for a, b in itertools.pairwise(sorted(times)) if b - a < 0.5),
     }
+
+
+async def sweep(
+    label: str, make_url: Callable[[], str], base: str | None, sizes: list[int], folder: Path, seconds: float
+) -> list[dict[str, Any]]:
+    """For each size, seed the tasks once, then run the old path (a full step each) and the batched path on them,
+    one after the other (interleaved, on a machine whose load changes), and two batched workers."""
+    found = []
+    for tasks in sizes:
+        url = make_url()
+        await fresh(url)
+        await seed_tasks(url, tasks)
+        for batch, workers in ((0, 1), (256, 1), (256, 2)):
+            markers = folder / f"markers-sweep-{label}-{tasks}-{batch}-{workers}"
+            figures = await on_time(url, markers, tasks, seconds, batch, base, workers)
+            print(label, figures, flush=True)
+            found.append({"database": label, **figures})
+    return found
+
+
+def sweep_lines(loads: list[dict[str, Any]], seconds: float) -> list[str]:
+    def row(load: dict[str, Any]) -> str:
+        path = "full step each" if load["batch"] == 0 else f"batches of {load['batch']}"
+        db = "" if load["db_ms"] != load["db_ms"] else f"{load['db_ms']:.2f}"
+        # No task checked twice within the run: later than the run is long.
+        late = [f"{load[key] * 1000:.0f} ms" if load[key] == load[key] else f"> {seconds:.0f} s" for key in LATE]
+        return (
+            f"| {load['database']} | {load['tasks']} | {load['workers']} | {path} | {load['per_second']:.0f} "
+            f"| {late[0]} | {late[1]} | {load['worker_ms']:.2f} | {db} |"
+        )
+
+    return [
+        SWEEP_TITLE,
+        "",
+        f"Measured on {datetime.now(UTC):%Y-%m-%d} ({platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}), on a machine shared with other jobs (load average {os.getloadavg()[0]:.1f} "
+        "as it ended): compare the rows of one size, measured one after the other on the same tasks.",
+        "",
+        "| database | tasks | workers | checked | checks/s | lateness p50 | lateness p99 | worker CPU ms/check "
+        "| PostgreSQL CPU ms/check |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *(row(load) for load in loads),
+        "",
+        f"Each task asks to be checked every second (`poll_interval` 1 s); the figures cover {seconds:.0f} s after a",
+        "4 s warm-up. Lateness is how much later than a second a task was checked again. Worker CPU is the worker",
+        "processes' user and system time (on SQLite the database's work is in it); PostgreSQL CPU is that of the",
+        "workers' backends. A full step each is the worker with `check_batch=0` (concurrency 16); batches are the",
+        "default: a chat that only waits on working tasks is checked without a full step (`tarry.jobs.checks`).",
+        "Issue 38's goal: one worker keeps at least 2,000 tasks on PostgreSQL (1,000 on SQLite) checked with a p99",
+        "lateness of 250 ms at most, for about 1 ms of CPU per check, worker and database together.",
+        "",
+    ]
 
 
 async def cancel_latency(url: str, count: int) -> list[float]:
@@ -140,8 +256,35 @@ async def main() -> None:
     parser.add_argument("--redis", default=os.environ.get("TARRY_TEST_REDIS_URL"))
     parser.add_argument("--count", type=int, default=50)
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-jobs.md"))
+    parser.add_argument("--sizes", default="500,1000,2000,3000", help="numbers of working tasks, comma-separated")
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds each lateness run measures")
+    parser.add_argument("--sweep-only", action="store_true", help="only the lateness sweep; keep the other figures")
     arguments = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
+    loads = await run_sweep(arguments, folder)
+    out = Path(arguments.out)
+    if arguments.sweep_only:
+        before, _, rest = out.read_text().partition(SWEEP_TITLE)
+        after = rest.partition(NOTIFY_MARKER)
+        out.write_text(before + "\n".join(sweep_lines(loads, arguments.seconds)) + "\n" + after[1] + after[2])
+        return
+    await everything(arguments, folder, loads, out)
+
+
+async def run_sweep(arguments: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
+    """The lateness sweep on SQLite, and on PostgreSQL when given."""
+    sizes = [int(size) for size in arguments.sizes.split(",")]
+    files = itertools.count()
+    loads = await sweep(
+        "SQLite", lambda: f"sqlite:///{folder / f'sweep-{next(files)}.db'}", None, sizes, folder, arguments.seconds
+    )
+    if arguments.postgres:
+        base = arguments.postgres
+        loads += await sweep("PostgreSQL", lambda: postgres_schema(base), base, sizes, folder, arguments.seconds)
+    return loads
+
+
+async def everything(arguments: argparse.Namespace, folder: Path, loads: list[dict[str, Any]], out: Path) -> None:
     rows = []
     cancels: list[tuple[str, str]] = []
     targets = [("embedded worker, SQLite", f"sqlite:///{folder / 'bench.db'}")]
@@ -181,12 +324,6 @@ async def main() -> None:
         finally:
             worker.send_signal(signal.SIGTERM)
             worker.wait()
-    loads = []
-    if arguments.postgres:
-        for tasks in (100, 300, 600):
-            url = postgres_schema(arguments.postgres)
-            await fresh(url)
-            loads.append(await on_time(url, folder / f"markers-load-{tasks}", tasks, 8.0))
     lines = [
         "# Background work: benchmarks",
         "",
@@ -210,20 +347,8 @@ async def main() -> None:
         "",
         "The worker looks for a cancellation before each step and every 0.5 s while one runs.",
         "",
-        "## Working tasks one embedded worker keeps checked on time (PostgreSQL, `poll_interval` 1 s, 8 s)",
-        "",
-        "| tasks | checks | lateness p50 | lateness p99 |",
-        "|---|---|---|---|",
-        *(
-            f"| {load['tasks']} | {load['checks']:.0f} | {load['late_p50'] * 1000:.0f} ms "
-            f"| {load['late_p99'] * 1000:.0f} ms |"
-            for load in loads
-        ),
-        "",
-        "Lateness is how much later than `poll_interval` a task was checked again (default concurrency 16).",
-        "",
+        *sweep_lines(loads, arguments.seconds),
     ]
-    out = Path(arguments.out)
     kept = out.read_text().partition(NOTIFY_MARKER) if out.exists() else ("", "", "")
     # bench/notify_bench.py's section stays as that bench wrote it.
     out.write_text("\n".join(lines) + ("\n\n" + kept[1] + kept[2] if kept[1] else ""))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -343,39 +343,12 @@ class CallCarrier:
         arguments: dict[str, Any],
         *args: Any,
     ) -> Outcome:
-        call = record.call
-        live = current_call.set(LiveCall(call, self.chat_id, run.ask))
+        live = current_call.set(LiveCall(record.call, self.chat_id, run.ask))
         try:
-            returned = await call_maybe_async(method, *args, **arguments)
-            if not isinstance(returned, Task):
-                return Outcome(result=Message("tool", result_text(returned), tool_call_id=call.id))
-        except ClaimLostError:  # another process holds the call now: it carries the call on, not this result
-            raise
-        except ToolCallError as error:  # the tool chose its error result: no traceback to log
-            logger.info("The %s call ended with an error: %s", call.name, error)
-            return Outcome(result=error_result(call, str(error), **error.details))
-        except Exception as error:
-            logger.exception("The %s call raised", call.name)
-            return Outcome(result=error_result(call, f"The {call.name} call raised {type(error).__name__}: {error}"))
+            known = {question.id for question in record.questions}
+            return await run_outcome(record.call, self.chat_id, call_maybe_async(method, *args, **arguments), known)
         finally:
             current_call.reset(live)
-        return self._paused(record, returned)
-
-    def _paused(self, record: CallRecord, task: Task) -> Outcome:
-        call = record.call
-        task.tool_call = call
-        if task.completed():
-            value = task.status_message if task.status_message is not None else task.data
-            return Outcome(result=Message("tool", result_text(value), tool_call_id=call.id))
-        if task.failed() or task.cancelled():
-            what = "failed" if task.failed() else "was cancelled"
-            detail = f": {task.status_message}" if task.status_message else "."
-            return Outcome(result=error_result(call, f"The {call.name} call {what}{detail}"))
-        known = {question.id for question in record.questions}
-        task.questions = [
-            question if question.id in known else mint(question, call, self.chat_id) for question in task.questions
-        ]
-        return Outcome(task=task, questions=tuple(question for question in task.questions if question.id not in known))
 
     # Cancelling
 
@@ -426,6 +399,40 @@ def interrupted_message(name: str) -> str:
         f"The {name} call was interrupted: the process running it stopped before it "
         "recorded a result, so whether the tool finished is not known."
     )
+
+
+async def run_outcome(call: ToolCall, chat_id: str, running: Awaitable[Any], known: Collection[str] = ()) -> Outcome:
+    """What running ``call``'s tool code (``running``: its ``execute`` or ``resume``) in chat ``chat_id`` came to.
+
+    A value that is not a task is the result; a task ends the call (completed, failed or cancelled) or pauses it,
+    with its questions not among ``known`` (ids) minted as new. An exception is an error result the model reads
+    (logged unless the tool chose it with ``ToolCallError``), except ``ClaimLostError``, which is raised.
+    """
+    try:
+        returned = await running
+        if not isinstance(returned, Task):
+            return Outcome(result=Message("tool", result_text(returned), tool_call_id=call.id))
+    except ClaimLostError:  # another process holds the call now: it carries the call on, not this result
+        raise
+    except ToolCallError as error:  # the tool chose its error result: no traceback to log
+        logger.info("The %s call ended with an error: %s", call.name, error)
+        return Outcome(result=error_result(call, str(error), **error.details))
+    except Exception as error:
+        logger.exception("The %s call raised", call.name)
+        return Outcome(result=error_result(call, f"The {call.name} call raised {type(error).__name__}: {error}"))
+    returned.tool_call = call
+    if returned.completed():
+        value = returned.status_message if returned.status_message is not None else returned.data
+        return Outcome(result=Message("tool", result_text(value), tool_call_id=call.id))
+    if returned.failed() or returned.cancelled():
+        what = "failed" if returned.failed() else "was cancelled"
+        detail = f": {returned.status_message}" if returned.status_message else "."
+        return Outcome(result=error_result(call, f"The {call.name} call {what}{detail}"))
+    returned.questions = [
+        question if question.id in known else mint(question, call, chat_id) for question in returned.questions
+    ]
+    new = tuple(question for question in returned.questions if question.id not in known)
+    return Outcome(task=returned, questions=new)
 
 
 def error_result(call: ToolCall, text: str, **extra: Any) -> Message:

@@ -85,6 +85,10 @@ class Tool:
       [`tarry.edits`][tarry.edits]).
     - ``idempotent``: ``True`` when running a call twice is harmless, so a call whose
       process died is run again instead of being closed as interrupted.
+    - ``checks_in_batches``: ``True`` (the default) lets a worker check this tool's working tasks in batches,
+      without a full chat step each ([`Worker`][tarry.jobs.Worker]). Set ``False`` when ``resume`` asks a person
+      something as it runs (``current_call``): a batched check cannot record that question, so a full step runs
+      that ``resume`` again, and the code before its question runs twice.
     - ``task_class``: the [`Task`][tarry.Task] subclass [`load_task`][tarry.Tool.load_task] rebuilds.
     """
 
@@ -94,6 +98,7 @@ class Tool:
     approval_ttl: float | None = None
     editable: bool | Collection[str] = True
     idempotent: bool = False
+    checks_in_batches: bool = True
     task_class: ClassVar[type[Task]] = Task
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

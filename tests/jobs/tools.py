@@ -70,6 +70,29 @@ class Build(Tool):
         )
 
 
+class Counted(Tool):
+    """A task checked ``checks`` times before it finishes, every 0.05 s. Each check marks its start and its end with
+    the process and the count it saw (``order:pid:seen``), so a test can tell whether two checks of one task ever ran
+    at once, and whether a check's save was lost. Its fourth check takes ``slow`` seconds more. Checking is
+    idempotent."""
+
+    idempotent = True
+
+    def execute(self, order: str, checks: int, slow: float = 0.0) -> Task:
+        return Task(status_message="counting", poll_interval=0.05, data={"seen": 0})
+
+    def resume(self, task: Task, order: str, checks: int, slow: float = 0.0) -> str | Task:
+        seen = task.data["seen"]
+        what = f"{order}:{os.getpid()}:{seen}"
+        mark("count-start", what)
+        # A check takes a while (a kill may come in the middle of one); one may outlast the lease.
+        time.sleep(random.uniform(0, 0.02) + (slow if seen == 3 else 0.0))
+        mark("count-end", what)
+        if seen + 1 >= checks:
+            return f"{order} checked {checks} times"
+        return Task(status_message=f"seen {seen + 1}", poll_interval=0.05, data={"seen": seen + 1})
+
+
 class Cancellable(Task):
     """A task whose ``cancel()`` leaves a marker, as an MCP task sends ``tasks/cancel``."""
 
@@ -142,7 +165,7 @@ def clerk() -> Agent:
     return Agent(
         "clerk",
         model=clerk_model,
-        tools=[Transfer(), PickSize(), Build(), LongWork(), Stall()],
+        tools=[Transfer(), PickSize(), Build(), LongWork(), Stall(), Counted()],
         instructions="You are a shop clerk.",
     )
 

@@ -46,7 +46,7 @@ def _worker(arguments: argparse.Namespace) -> int:
             await store.check()
 
     _store_run(check())
-    return main(arguments.url, agents, arguments.concurrency, arguments.lease)
+    return main(arguments.url, agents, arguments.concurrency, arguments.lease, arguments.check_batch)
 
 
 def _db_upgrade(arguments: argparse.Namespace) -> int:
@@ -196,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--url", help=URL_HELP)
     worker.add_argument("--concurrency", type=int, default=16, help="chats carried on at once (default: 16)")
     worker.add_argument("--lease", type=float, default=60.0, help="seconds a claim lasts unrenewed (default: 60)")
+    worker.add_argument(
+        "--check-batch", type=int, default=256,
+        help="due chats taken at a time to check their working tasks in a batch; 0: a full step each (default: 256)",
+    )  # fmt: skip
     worker.set_defaults(handler=_worker)
     database = commands.add_parser("db", help="manage the database of stored chats")
     database_commands = database.add_subparsers(dest="db_command", required=True)

@@ -28,20 +28,26 @@ def load_agents(specs: Sequence[str]) -> list[Agent]:
 
 
 async def run_worker(
-    url: str | None, agents: Sequence[Agent], *, concurrency: int = 16, lease: float = 60.0, ready: bool = True
+    url: str | None,
+    agents: Sequence[Agent],
+    *,
+    concurrency: int = 16,
+    lease: float = 60.0,
+    check_batch: int = 256,
+    ready: bool = True,
 ) -> int:
     """Run a worker for ``agents`` until SIGTERM or SIGINT; returns the exit status."""
     async with Store(url, lease=lease) as store:
-        worker = Worker(store, list(agents), concurrency=concurrency)
+        worker = Worker(store, list(agents), concurrency=concurrency, check_batch=check_batch)
         if ready:
             names = ", ".join(agent.name for agent in agents)
             print(f"tarry worker: carrying on chats of {names} in {store.url}", flush=True)
         await worker.run(handle_signals=True)
-    print(f"tarry worker: stopped after {worker.steps} step(s)", flush=True)
+    print(f"tarry worker: stopped after {worker.steps} step(s) and {worker.checks} batched check(s)", flush=True)
     return 0
 
 
-def main(url: str | None, agents: Sequence[Agent], concurrency: int, lease: float) -> int:
+def main(url: str | None, agents: Sequence[Agent], concurrency: int, lease: float, check_batch: int = 256) -> int:
     """The ``tarry worker`` command, for the agents its ``--agents`` specs named (``load_agents``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return asyncio.run(run_worker(url, agents, concurrency=concurrency, lease=lease))
+    return asyncio.run(run_worker(url, agents, concurrency=concurrency, lease=lease, check_batch=check_batch))

@@ -11,16 +11,21 @@ from collections import OrderedDict
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
+from tarry.jobs.checks import Batch, claim_batch, run_batch
 from tarry.jobs.events import first_of
 from tarry.jobs.notifier import Notifier
 from tarry.store import Store
-from tarry.store.due import ChatSchedule, earliest_due, pick_due, wake_abandoned
+from tarry.store.due import ChatSchedule, earliest_due, give_back, pick_due, wake_abandoned
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL
 from tarry.store.wakeups import Wakeups
 
 logger = logging.getLogger("tarry.jobs")
 CACHED_CHATS = 1024
 """How many chat objects a worker keeps between checks (the least recently used go first)."""
+CHECKS_AT_ONCE = 64
+"""How many task checks of its batches a worker runs at once."""
+BATCHES_AT_ONCE = 4
+"""How many batches of task checks a worker has in progress at once."""
 
 
 class LRU(OrderedDict[str, Chat]):
@@ -49,7 +54,11 @@ class Worker:
     A decision wakes the worker at once: LISTEN/NOTIFY on PostgreSQL, a look at the file's
     ``data_version`` every 20 ms on SQLite. Besides, it looks every ``poll_interval`` seconds
     (default 1 on SQLite, 5 on PostgreSQL), as a safety net.
-    ``concurrency`` bounds how many chats it carries on at once. With a ``notifier``
+    ``concurrency`` bounds how many chats it carries on at once with a full step. A due chat that waits on working
+    tasks and nothing else takes no full step: the worker takes up to ``check_batch`` such chats at a time, claims
+    their calls in one statement, checks their tasks (``CHECKS_AT_ONCE`` at once) and saves every task that still
+    works, with its chat's next check, in one transaction (``tarry.jobs.checks``); a check that changes something
+    makes its chat due for a full step at once. ``check_batch=0`` gives every due chat a full step. With a ``notifier``
     ([`Notifier`][tarry.jobs.notifier.Notifier]) it also delivers the store's notices, alongside.
     [`stop`][tarry.jobs.Worker.stop] (and SIGTERM with ``handle_signals=True``) lets every step in progress
     finish, then [`run`][tarry.jobs.Worker.run] returns.
@@ -65,6 +74,7 @@ class Worker:
         agents: Agents,
         *,
         concurrency: int = 16,
+        check_batch: int = 256,
         poll_interval: float | None = None,
         default_poll_interval: float = DEFAULT_POLL_INTERVAL,
         notifier: Notifier | None = None,
@@ -76,6 +86,9 @@ class Worker:
         if not self.agents:
             raise ValueError("A worker needs at least one agent to serve")
         self.concurrency = concurrency
+        if isinstance(check_batch, bool) or not isinstance(check_batch, int) or check_batch < 0:
+            raise ValueError(f"check_batch must be an int of 0 or more, got {check_batch!r}")
+        self.check_batch = check_batch
         self.poll_interval = poll_interval if poll_interval is not None else 1.0 if store.db.is_sqlite else 5.0
         self.default_poll_interval = default_poll_interval
         self.notifier = notifier
@@ -83,6 +96,10 @@ class Worker:
         self.steps = 0
         """How many times this worker carried a chat on."""
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._batches: dict[asyncio.Task[None], Batch] = {}
+        self._check_slots = asyncio.Semaphore(CHECKS_AT_ONCE)
+        self.checks = 0
+        """How many tasks this worker checked in batches."""
         self._chats: LRU = LRU(CACHED_CHATS)
         self._stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
@@ -124,8 +141,8 @@ class Worker:
             if notifying is not None and self.notifier is not None:
                 self.notifier.stop()
                 await asyncio.gather(notifying, return_exceptions=True)
-            if self._running:
-                await asyncio.gather(*self._running.values(), return_exceptions=True)
+            if self._running or self._batches:
+                await asyncio.gather(*self._running.values(), *self._batches, return_exceptions=True)
             await wakeups.stop()
             if handle_signals:
                 for number in (signal.SIGTERM, signal.SIGINT):
@@ -133,16 +150,45 @@ class Worker:
 
     async def _take_due(self) -> float:
         """Start the due chats there is room for; return how long to wait before looking again."""
-        free = self.concurrency - len(self._running)
-        picked = await pick_due(self.store, self.agents, self._running, free)
-        for chat_id, schedule in picked.items():
-            self._running[chat_id] = asyncio.create_task(self._carry(chat_id, schedule))
-        if free <= 0 or len(picked) == free:
-            return self.poll_interval  # full: a finished step frees a slot and wakes the loop
-        earliest = await earliest_due(self.store, self.agents, self._running)
+        free = max(self.concurrency - len(self._running), 0)
+        batching = self.check_batch > 0 and len(self._batches) < BATCHES_AT_ONCE
+        limit = free + (self.check_batch if batching else 0)
+        picked = await pick_due(self.store, self.agents, self._busy(), limit)
+        full, checking = sorted(picked), False
+        if batching and picked:
+            batch = await claim_batch(self.store, self.agents, picked)
+            full, checking = sorted(batch.full_steps), bool(batch.checks)
+            if checking:
+                self._start_batch(batch)
+        for chat_id in full[:free]:
+            self._running[chat_id] = asyncio.create_task(self._carry(chat_id, picked[chat_id]))
+        if len(full) > free:  # no room for their full steps: a finished step wakes the loop
+            await give_back(self.store, {chat_id: picked[chat_id].version for chat_id in full[free:]})
+            return self.poll_interval
+        if limit == 0 or len(picked) == limit:  # full: a finished step or batch wakes the loop
+            return 0.0 if checking and len(self._batches) < BATCHES_AT_ONCE else self.poll_interval
+        earliest = await earliest_due(self.store, self.agents, self._busy())
         if earliest is None:
             return self.poll_interval
         return min(self.poll_interval, max(0.0, (earliest - utcnow()).total_seconds()))
+
+    def _busy(self) -> list[str]:
+        """The chats this worker carries on now: in a full step, or in a batch of checks."""
+        return [*self._running, *(chat_id for batch in self._batches.values() for chat_id in batch.picked)]
+
+    def _start_batch(self, batch: Batch) -> None:
+        async def check() -> None:
+            try:
+                await run_batch(self.store, self.agents, batch, self._check_slots, self.default_poll_interval)
+                self.checks += len(batch.checks)
+            except Exception:
+                logger.exception("Checking a batch of %d task(s) failed; they fall due again", len(batch.checks))
+            finally:
+                del self._batches[running]
+                self._slot_freed.set()
+
+        running = asyncio.create_task(check())
+        self._batches[running] = batch
 
     async def _carry(self, chat_id: str, schedule: ChatSchedule) -> None:
         try:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, and_, func, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
 
 from tarry.clock import utcnow
 from tarry.store.moment import NOW, lease_values
@@ -189,3 +189,18 @@ async def overdue(store: Store, agents: Collection[str], grace: float) -> list[s
         chats.c.agent.in_(list(agents)), chats.c.next_check_at < utcnow() - timedelta(seconds=grace)
     )
     return await store.db.run_read(lambda connection: list(connection.execute(query).scalars()))
+
+
+async def give_back(store: Store, picked: Mapping[str, int]) -> None:
+    """Make the chats ``picked`` (id: the schedule version they were taken at) due now again, unless a newer wake
+    changed their schedule meanwhile: a worker took more than it had room for."""
+    if not picked:
+        return
+    statement = (
+        update(chats)
+        .where(chats.c.id == bindparam("chat_id"), chats.c.schedule_version == bindparam("seen_version"))
+        .values(next_check_at=bindparam("at"), schedule_version=chats.c.schedule_version + 1)
+    )
+    now = utcnow()
+    rows = [{"chat_id": chat_id, "seen_version": version, "at": now} for chat_id, version in sorted(picked.items())]
+    await store.db.run_write(lambda connection: connection.execute(statement, rows))

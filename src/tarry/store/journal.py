@@ -449,52 +449,20 @@ class StoreJournal:
         row = self._calls[call_id]
         row_id, owner, chat_id, lease = row.id, self.store.owner, self.chat_id, self._lease
         what = f"the {row.name} call {call_id}"
-
-        def write(connection: Connection) -> tuple[int, int, bool]:
-            changes: dict[str, Any] = {"row_id": row_id, "owner": owner}
-            if outcome.task is not None:  # the call's row first, then the chat's: the order a decision locks them in
-                changes["new_state"] = outcome.task.to_dict()
-                changes["new_waiting_on"] = [question.id for question in outcome.task.questions] or None
-                version = connection.scalar(_PAUSE_CALL, changes)
-                if version is None:  # raising rolls the whole transaction back
-                    raise ClaimLostError(f"The claim on {what} was lost")
-            new_messages = int(outcome.result is not None)
-            if claim_turn:
-                chat_version, position, claimed = bump_chat_claiming(
-                    connection, chat_id, owner, lease, new_messages=new_messages
-                )
-            else:
-                claimed = False
-                chat_version, position = bump_chat(connection, chat_id, new_messages=new_messages)
-            if outcome.result is not None:  # on SQLite, which locks the whole database, the order makes no odds
-                changes["new_result_message_id"] = connection.scalar(
-                    _INSERT_MESSAGE_RETURNING_ID,
-                    {
-                        "chat_id": chat_id,
-                        "position": position,
-                        "created_at": utcnow(),
-                        **message_values(outcome.result),
-                    },
-                )
-                version = connection.scalar(_CLOSE_CALL, changes)
-                if version is None:
-                    raise ClaimLostError(f"The claim on {what} was lost")
-            else:  # after the claim check: a retried save that had committed adds nothing
-                assert outcome.task is not None
-                insert_questions(connection, chat_id, row_id, first_question, outcome.questions)
-                schedule_check(connection, chat_id, outcome.task)
-            return chat_version, version, claimed
-
+        turn = lease if claim_turn else None
         try:
             if outcome.result is not None and not self.db.is_sqlite:  # no BEGIN, no COMMIT, one round trip
-                turn_lease = lease if claim_turn else None
                 save = partial(
                     save_result, chat_id=chat_id, row_id=row_id, owner=owner, result=outcome.result, what=what
                 )
                 chat_version, version, claimed = await self._write_holding_claim(
-                    partial(save, claim_turn=turn_lease), what, alone=True
+                    partial(save, claim_turn=turn), what, alone=True
                 )
             else:
+                write = partial(
+                    save_outcome, chat_id=chat_id, row_id=row_id, owner=owner, outcome=outcome, what=what,
+                    first_question=first_question, claim_turn=turn,
+                )  # fmt: skip
                 chat_version, version, claimed = await self._write_holding_claim(write, what)
         except BaseException:
             self._view.unsure()  # the call was taken over, or the database is away: the chat looks again
@@ -505,44 +473,8 @@ class StoreJournal:
         self._view.wrote(chat_version)
 
     async def _write_holding_claim(self, write: Callable[[Connection], T], what: str, *, alone: bool = False) -> T:
-        """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
-
-        ``alone``: ``write`` is one statement sent through ``tarry.store.cursor`` without a transaction
-        around it (``run_direct``).
-
-        The tool has already run, so its result must not be lost to a passing fault of the database: a
-        dropped connection, a deadlock it broke by ending this write, a moment read-only (a failover) or
-        full. The write saved nothing, and is tried again with backoff (on a new connection: the engine
-        replaces one that answered read-only or full; the lease is renewed meanwhile, once the database
-        takes writes again) for up to five leases, then the error is raised and logged. A write whose
-        commit went through before the connection dropped finds the claim released on its next try and
-        raises [`ClaimLostError`][tarry.errors.ClaimLostError]; the chat then reads the saved result back. So does a
-        write whose lease ran out while the database was away and another process closed the call as interrupted.
-        """
-        deadline = asyncio.get_running_loop().time() + 5 * self.store.lease
-        pause = 0.05
-        while True:
-            try:
-                if alone:
-                    return await self.db.run_direct(cast("Callable[[Sendable], T]", write), write=True)
-                return await self.db.run_write(write)
-            except _PASSING as error:  # each saved nothing
-                if asyncio.get_running_loop().time() + pause > deadline:
-                    logger.error(
-                        "Could not save what %s came to within five leases (%s). "
-                        "Its tool ran; once the lease runs out the call is closed as interrupted.",
-                        what,
-                        error,
-                    )
-                    raise
-                if isinstance(error, StoreConflictError):  # a deadlock the database broke by ending this write
-                    logger.warning("Saving %s met another transaction; trying again in %.2f s", what, pause)
-                elif isinstance(error, StoreUnavailableError):
-                    logger.warning("Lost the database while saving %s; trying again in %.2f s", what, pause)
-                else:
-                    logger.warning("The database refused to save %s (%s); trying again in %.2f s", what, error, pause)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
+        """``write_holding_claim`` on this journal's store."""
+        return await write_holding_claim(self.store, write, what, alone=alone)
 
     async def decide(
         self,
@@ -775,6 +707,101 @@ class StoreJournal:
     async def _release(self, table: Table, key: Any) -> None:
         values = {"key": key, "owner": self.store.owner}
         await self.db.run_direct(partial(run, statement=_RELEASE[table.name], values=values), write=True)
+
+
+async def write_holding_claim(store: Host, write: Callable[[Connection], T], what: str, *, alone: bool = False) -> T:
+    """Run ``write`` for a call this process holds (``what`` names it), trying again while the database is away.
+
+    ``alone``: ``write`` is one statement sent through ``tarry.store.cursor`` without a transaction
+    around it (``run_direct``).
+
+    The tool has already run, so its result must not be lost to a passing fault of the database: a
+    dropped connection, a deadlock it broke by ending this write, a moment read-only (a failover) or
+    full. The write saved nothing, and is tried again with backoff (on a new connection: the engine
+    replaces one that answered read-only or full; the lease is renewed meanwhile, once the database
+    takes writes again) for up to five leases, then the error is raised and logged. A write whose
+    commit went through before the connection dropped finds the claim released on its next try and
+    raises [`ClaimLostError`][tarry.errors.ClaimLostError]; the chat then reads the saved result back. So does a
+    write whose lease ran out while the database was away and another process closed the call as interrupted.
+    """
+    deadline = asyncio.get_running_loop().time() + 5 * store.lease
+    pause = 0.05
+    while True:
+        try:
+            if alone:
+                return await store.db.run_direct(cast("Callable[[Sendable], T]", write), write=True)
+            return await store.db.run_write(write)
+        except _PASSING as error:  # each saved nothing
+            if asyncio.get_running_loop().time() + pause > deadline:
+                logger.error(
+                    "Could not save what %s came to within five leases (%s). "
+                    "Its tool ran; once the lease runs out the call is closed as interrupted.",
+                    what,
+                    error,
+                )
+                raise
+            if isinstance(error, StoreConflictError):  # a deadlock the database broke by ending this write
+                logger.warning("Saving %s met another transaction; trying again in %.2f s", what, pause)
+            elif isinstance(error, StoreUnavailableError):
+                logger.warning("Lost the database while saving %s; trying again in %.2f s", what, pause)
+            else:
+                logger.warning("The database refused to save %s (%s); trying again in %.2f s", what, error, pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+def save_outcome(
+    connection: Connection,
+    *,
+    chat_id: str,
+    row_id: int,
+    owner: str,
+    outcome: Outcome,
+    what: str,
+    first_question: int = 0,
+    claim_turn: timedelta | None = None,
+) -> tuple[int, int, bool]:
+    """Save what carrying the call row ``row_id``, which ``owner`` holds, came to (``what`` names the call): its
+    result, or its new pause and questions (numbered from ``first_question``), releasing the claim, in the caller's
+    transaction. With ``claim_turn`` (a lease) it also claims the chat's turn, when it is free.
+
+    Returns the chat's new version, the call's new version and whether the turn was claimed; raises
+    [`ClaimLostError`][tarry.errors.ClaimLostError] (rolling the transaction back) when ``owner`` no longer holds
+    the call.
+    """
+    changes: dict[str, Any] = {"row_id": row_id, "owner": owner}
+    if outcome.task is not None:  # the call's row first, then the chat's: the order a decision locks them in
+        changes["new_state"] = outcome.task.to_dict()
+        changes["new_waiting_on"] = [question.id for question in outcome.task.questions] or None
+        version = connection.scalar(_PAUSE_CALL, changes)
+        if version is None:  # raising rolls the whole transaction back
+            raise ClaimLostError(f"The claim on {what} was lost")
+    new_messages = int(outcome.result is not None)
+    if claim_turn is not None:
+        chat_version, position, claimed = bump_chat_claiming(
+            connection, chat_id, owner, claim_turn, new_messages=new_messages
+        )
+    else:
+        claimed = False
+        chat_version, position = bump_chat(connection, chat_id, new_messages=new_messages)
+    if outcome.result is not None:  # on SQLite, which locks the whole database, the order makes no odds
+        changes["new_result_message_id"] = connection.scalar(
+            _INSERT_MESSAGE_RETURNING_ID,
+            {
+                "chat_id": chat_id,
+                "position": position,
+                "created_at": utcnow(),
+                **message_values(outcome.result),
+            },
+        )
+        version = connection.scalar(_CLOSE_CALL, changes)
+        if version is None:
+            raise ClaimLostError(f"The claim on {what} was lost")
+    else:  # after the claim check: a retried save that had committed adds nothing
+        assert outcome.task is not None
+        insert_questions(connection, chat_id, row_id, first_question, outcome.questions)
+        schedule_check(connection, chat_id, outcome.task)
+    return chat_version, version, claimed
 
 
 def append_rows(
