@@ -15,6 +15,30 @@ The pydantic-ai bridge is [`tarry.bridges.pydantic_ai`][tarry.bridges.pydantic_a
 this package's own names import no framework.
 """
 
-from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, park, parked_reply, run_once
+from tarry.bridges.parking import (
+    APPROVED,
+    BridgeModel,
+    Decided,
+    StandIn,
+    Step,
+    finished_reply,
+    new_steps,
+    park,
+    parked_reply,
+    run_once,
+    transcript_of,
+)
 
-__all__ = ["APPROVED", "BridgeModel", "Decided", "StandIn", "park", "parked_reply", "run_once"]
+__all__ = [
+    "APPROVED",
+    "BridgeModel",
+    "Decided",
+    "StandIn",
+    "Step",
+    "finished_reply",
+    "new_steps",
+    "park",
+    "parked_reply",
+    "run_once",
+    "transcript_of",
+]

@@ -30,6 +30,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
@@ -38,7 +39,17 @@ from langgraph.types import Command, StateSnapshot, _interrupt_id
 from pydantic_core import to_jsonable_python
 
 from tarry.agents import Agent
-from tarry.bridges.parking import APPROVED, BridgeModel, Decided, StandIn, checked_approvals, park, parked_reply
+from tarry.bridges.parking import (
+    APPROVED,
+    BridgeModel,
+    Decided,
+    StandIn,
+    Step,
+    checked_approvals,
+    finished_reply,
+    park,
+    parked_reply,
+)
 from tarry.carrying import interrupted_message
 from tarry.chat import Chat
 from tarry.errors import BridgeError
@@ -60,6 +71,7 @@ __all__ = [
     "form_fields",
     "once",
     "resume_value",
+    "transcript",
 ]
 
 KEY = "langgraph"
@@ -242,7 +254,28 @@ def _reply_of(thread_id: str, snapshot: StateSnapshot) -> Message:
             if isinstance(waiting.response_schema, dict):
                 arguments["response_schema"] = waiting.response_schema
             calls.append(ToolCall(waiting.id, task.name, arguments))
-    return parked_reply(KEY, {"thread_id": thread_id}, calls)
+    return parked_reply(KEY, {"thread_id": thread_id}, calls, transcript=transcript(snapshot.values))
+
+
+ROLES = {"human": "user", "ai": "assistant", "tool": "result", "system": "system"}
+
+
+def transcript(values: Any) -> list[Step]:
+    """The thread's state as steps: its ``messages`` when the state holds LangChain messages (prompts, replies,
+    tool calls, tool results), else the whole state as JSON, one ``state`` step."""
+    messages = values.get("messages") if isinstance(values, Mapping) else None
+    if not isinstance(messages, list) or not all(isinstance(message, BaseMessage) for message in messages):
+        return [Step("state", as_json(values))]
+    steps: list[Step] = []
+    for message in messages:
+        text = message.content if isinstance(message.content, str) else as_json(message.content)
+        if message.type == "tool":
+            text = f"{getattr(message, 'name', None) or 'tool'}: {text}"
+        if text:
+            steps.append(Step(ROLES.get(message.type, message.type), text))
+        for call in getattr(message, "tool_calls", None) or []:
+            steps.append(Step("call", f"{call['name']}({json.dumps(call['args'], sort_keys=True, default=repr)})"))
+    return steps
 
 
 def resume_value(decision: Decided) -> Any:
@@ -282,4 +315,4 @@ class LangGraphModel(BridgeModel):
         snapshot = self.graph.get_state(config)
         if snapshot.interrupts:
             return _reply_of(thread_id, snapshot)
-        return Message("assistant", self.reply(snapshot.values))
+        return finished_reply(self.reply(snapshot.values), transcript(snapshot.values))

@@ -36,7 +36,18 @@ from agents.tool_context import ToolContext
 from pydantic_core import to_jsonable_python
 
 from tarry.agents import Agent
-from tarry.bridges.parking import ANYONE, APPROVED, BridgeModel, Decided, StandIn, checked_approvals, park, parked_reply
+from tarry.bridges.parking import (
+    ANYONE,
+    APPROVED,
+    BridgeModel,
+    Decided,
+    StandIn,
+    Step,
+    checked_approvals,
+    finished_reply,
+    park,
+    parked_reply,
+)
 from tarry.chat import Chat
 from tarry.errors import CorruptStateError
 from tarry.messages import Message, ToolCall
@@ -44,7 +55,7 @@ from tarry.policies import Approval
 from tarry.running import sync_twin
 from tarry.store import Store
 
-__all__ = ["KEY", "FunctionToolStandIn", "OpenAIAgentsBridge", "OpenAIAgentsModel", "replaying"]
+__all__ = ["KEY", "FunctionToolStandIn", "OpenAIAgentsBridge", "OpenAIAgentsModel", "replaying", "transcript"]
 
 KEY = "openai_agents"
 """Where a parked chat keeps the run's ``RunState`` as the SDK's JSON (``provider_data``)."""
@@ -144,7 +155,41 @@ def prompt_of(given: str | Sequence[Any]) -> str:
 
 def reply_of(result: RunResult) -> Message:
     """The assistant message that parks a run: its ``RunState`` as JSON, and one call per interruption."""
-    return parked_reply(KEY, result.to_state().to_json(), [_call(item) for item in result.interruptions])
+    calls = [_call(item) for item in result.interruptions]
+    return parked_reply(KEY, result.to_state().to_json(), calls, transcript=transcript(result))
+
+
+def transcript(result: RunResult) -> list[Step]:
+    """The run's items as steps (``to_input_list()``, the input and every item the run made): messages, function
+    calls and their outputs; other items (reasoning, hosted tools) by their type."""
+    names: dict[str, str] = {}
+    steps: list[Step] = []
+    for item in result.to_input_list():
+        given = dict(item)
+        kind = given.get("type")
+        if kind == "function_call":
+            names[str(given.get("call_id"))] = str(given.get("name"))
+            steps.append(Step("call", f"{given.get('name')}({given.get('arguments') or ''})"))
+        elif kind == "function_call_output":
+            name = names.get(str(given.get("call_id")), "tool")
+            steps.append(Step("result", f"{name}: {_text(given.get('output'))}"))
+        elif given.get("role") in ("user", "assistant", "system", "developer"):
+            role = "system" if given["role"] == "developer" else str(given["role"])
+            steps.append(Step(role, _text(given.get("content"))))
+        else:
+            steps.append(Step("state", f"{kind}: {json.dumps(given, default=str)}"))
+    return steps
+
+
+def _text(content: Any) -> str:
+    """A message's content or a call's output as text: its text parts joined, else JSON."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [part.get("text") for part in content if isinstance(part, Mapping)]
+        if parts and all(isinstance(part, str) for part in parts):
+            return "\n".join(str(part) for part in parts)
+    return json.dumps(content, default=str)
 
 
 def _call(item: ToolApprovalItem) -> ToolCall:
@@ -188,7 +233,7 @@ class OpenAIAgentsModel(BridgeModel):
         if result.interruptions:
             return reply_of(result)
         output = result.final_output
-        return Message("assistant", output if isinstance(output, str) else repr(output))
+        return finished_reply(output if isinstance(output, str) else repr(output), transcript(result))
 
 
 def replaying(agent: SdkAgent[Any], outputs: Mapping[str, Any]) -> SdkAgent[Any]:

@@ -11,6 +11,11 @@ claim: a bridge's model is a [`BridgeModel`][tarry.bridges.BridgeModel], which r
 outcome back ([`Decided`][tarry.bridges.Decided]) and runs the foreign agent on. A framework that runs an
 approved call's tool itself as its run goes on runs it through [`run_once`][tarry.bridges.run_once], so a
 process that dies while the tool runs does not leave the next process to run it again.
+
+What the foreign run said and did, as its library holds it (prompts, replies, tool calls and their results, a
+graph's state), is written beside the state as the run's transcript ([`Step`][tarry.bridges.Step]s under
+``provider_data["transcript"]``) each time it parks or finishes, so the inbox and ``tarry show`` read it
+without the library ([`transcript_of`][tarry.bridges.transcript_of]).
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ APPROVED: dict[str, Any] = {"approved": True}
 ANYONE = Approval()
 """The default policy of a stand-in's calls: one person, anyone."""
 
+TRANSCRIPT = "transcript"
+"""Where a bridged chat's assistant message keeps the run's transcript (``provider_data``), as JSON steps."""
+
 Outcome = Literal["approved", "declined", "given"]
 """What came of a parked call: approved, declined (or lapsed, or cancelled), or given a person's result."""
 
@@ -55,6 +63,58 @@ class Decided:
     outcome: Outcome
     message: str = ""
     result: Any = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a bridged run's transcript, as its library holds it, in words a person reads.
+
+    ``role`` is ``"user"`` (a prompt), ``"assistant"`` (the model's text), ``"call"`` (a tool call, its
+    name and arguments), ``"result"`` (what a call returned, or why it failed), ``"system"`` (instructions)
+    or ``"state"`` (a graph's state, as JSON).
+    """
+
+    role: str
+    text: str
+
+    def to_json(self) -> dict[str, str]:
+        """``{"role": ..., "text": ...}``."""
+        return {"role": self.role, "text": self.text}
+
+
+def transcript_of(message: Message) -> tuple[Step, ...]:
+    """The run's transcript a bridged chat's assistant message holds (none for any other message)."""
+    data = (message.provider_data or {}).get(TRANSCRIPT)
+    if not isinstance(data, list):
+        return ()
+    return tuple(
+        Step(str(step.get("role", "")), str(step.get("text", ""))) for step in data if isinstance(step, Mapping)
+    )
+
+
+def new_steps(messages: Sequence[Message]) -> list[tuple[Step, ...]]:
+    """For each of ``messages``, the steps of its run's transcript that no message before it told: a bridged chat's
+    transcript as a person reads it, each step once.
+
+    A message's transcript that goes on from the one before shows only what the run did since; one that does not
+    (a library that rewrote its history) shows whole. The chat's first user message tells the run's prompt, and
+    a final reply's own text is not told twice.
+    """
+    told: tuple[Step, ...] = ()
+    shown: list[tuple[Step, ...]] = []
+    for message in messages:
+        if message.role == "user" and not told:
+            told = (Step("user", message.content),)
+        steps = transcript_of(message)
+        if not steps:
+            shown.append(())
+            continue
+        new = steps[len(told) :] if steps[: len(told)] == told else steps
+        if new and new[-1].text == message.content:
+            new = new[:-1]
+        shown.append(new)
+        told = steps
+    return shown
 
 
 class StandIn(Tool):
@@ -109,9 +169,23 @@ def checked_approvals(approvals: Mapping[str, Approval] | None) -> dict[str, App
     return policies
 
 
-def parked_reply(key: str, state: Any, calls: Sequence[ToolCall], text: str = "") -> Message:
-    """The assistant message that parks a foreign run: its ``state`` under ``key`` and the calls that wait."""
-    return Message("assistant", text, tool_calls=tuple(calls), provider_data={key: state})
+def parked_reply(
+    key: str, state: Any, calls: Sequence[ToolCall], text: str = "", transcript: Sequence[Step] = ()
+) -> Message:
+    """The assistant message that parks a foreign run: its ``state`` under ``key``, the calls that wait, and the
+    run's ``transcript`` so far."""
+    return Message(
+        "assistant", text, tool_calls=tuple(calls), provider_data={key: state, **_transcript_data(transcript)}
+    )
+
+
+def finished_reply(text: str, transcript: Sequence[Step] = ()) -> Message:
+    """The assistant message of a foreign run's final output, ``text``, with the run's whole ``transcript``."""
+    return Message("assistant", text, provider_data=_transcript_data(transcript) or None)
+
+
+def _transcript_data(transcript: Sequence[Step]) -> dict[str, Any]:
+    return {TRANSCRIPT: [step.to_json() for step in transcript]} if transcript else {}
 
 
 class BridgeModel(ABC):

@@ -30,19 +30,41 @@ from pydantic_ai import DeferredToolRequests, DeferredToolResults, RunContext, T
 from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ToolFailed
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ToolCallPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponsePart,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, FunctionToolset, ToolsetTool, WrapperToolset
 from pydantic_core import to_jsonable_python
 
 from tarry.agents import Agent
-from tarry.bridges.parking import BridgeModel, Decided, StandIn, checked_approvals, park, parked_reply, run_once
+from tarry.bridges.parking import (
+    BridgeModel,
+    Decided,
+    StandIn,
+    Step,
+    checked_approvals,
+    finished_reply,
+    park,
+    parked_reply,
+    run_once,
+)
 from tarry.chat import Chat
 from tarry.messages import Message, ToolCall
 from tarry.policies import Approval
 from tarry.running import sync_twin
 from tarry.store import Store
 
-__all__ = ["KEY", "OnceToolset", "PydanticAIBridge", "PydanticAIModel", "RunsOnce"]
+__all__ = ["KEY", "OnceToolset", "PydanticAIBridge", "PydanticAIModel", "RunsOnce", "transcript"]
 
 KEY = "pydantic_ai"
 """Where a parked chat keeps the run's message history (``provider_data``) and each call's kind."""
@@ -129,7 +151,35 @@ def reply_of(history: list[ModelMessage], requests: DeferredToolRequests) -> Mes
             *((part, requests.kind(part.tool_call_id)) for part in requests.calls),
         ]
     ]
-    return parked_reply(KEY, ModelMessagesTypeAdapter.dump_python(history, mode="json"), calls)
+    state = ModelMessagesTypeAdapter.dump_python(history, mode="json")
+    return parked_reply(KEY, state, calls, transcript=transcript(history))
+
+
+def transcript(history: list[ModelMessage]) -> list[Step]:
+    """The run's message history as steps: its prompts, the model's text, its tool calls and what they returned."""
+    steps: list[Step] = []
+    for message in history:
+        for part in message.parts:
+            step = _step(part)
+            if step is not None:
+                steps.append(step)
+    return steps
+
+
+def _step(part: ModelRequestPart | ModelResponsePart) -> Step | None:
+    if isinstance(part, UserPromptPart):
+        return Step("user", part.content if isinstance(part.content, str) else str(part.content))
+    if isinstance(part, SystemPromptPart):
+        return Step("system", part.content)
+    if isinstance(part, TextPart):
+        return Step("assistant", part.content)
+    if isinstance(part, ToolCallPart):
+        return Step("call", f"{part.tool_name}({part.args_as_json_str()})")
+    if isinstance(part, ToolReturnPart):
+        return Step("result", f"{part.tool_name}: {part.model_response_str()}")
+    if isinstance(part, RetryPromptPart):
+        return Step("result", f"{part.tool_name or 'retry'}: {part.model_response()}")
+    return None  # thinking, files and the like: not shown
 
 
 def _call(part: ToolCallPart, kind: str, metadata: dict[str, Any] | None) -> ToolCall:
@@ -164,7 +214,7 @@ class PydanticAIModel(BridgeModel):
         if isinstance(result.output, DeferredToolRequests):
             return reply_of(result.all_messages(), result.output)
         output = result.output if isinstance(result.output, str) else repr(result.output)
-        return Message("assistant", output)
+        return finished_reply(output, transcript(result.all_messages()))
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tarry.approvals import refusals
+from tarry.bridges import transcript_of
 from tarry.cli.exits import Exit, fail, refuse_database
 from tarry.cli.identity import decider
 from tarry.cli.output import (
@@ -345,12 +346,16 @@ async def show(store: Store, arguments: argparse.Namespace) -> int:
 
 
 def _message_json(message: Message) -> dict[str, Any]:
-    return {
+    shown: dict[str, Any] = {
         "role": message.role,
         "content": message.content,
         "tool_calls": [call_json(call) for call in message.tool_calls],
         "tool_call_id": message.tool_call_id,
     }
+    steps = transcript_of(message)
+    if steps:
+        shown["run_transcript"] = [step.to_json() for step in steps]  # a bridged run's, as its library holds it
+    return shown
 
 
 def _task_state(task: Task) -> str:

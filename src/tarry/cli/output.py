@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tarry.approvals import standing
+from tarry.bridges import new_steps
 from tarry.demo import describe_call
 from tarry.messages import Message, ToolCall
 from tarry.questions import Field, Question
@@ -206,8 +207,9 @@ def proposal_changes(question: Question) -> str:
 def transcript_lines(messages: Sequence[Message], start: int = 0) -> list[str]:
     """The transcript from message ``start`` on, one rich-markup line per message or call."""
     names = {call.id: call.name for message in messages for call in message.tool_calls}
-    lines = []
-    for message in messages[start:]:
+    lines: list[str] = []
+    for message, steps in list(zip(messages, new_steps(messages), strict=True))[start:]:
+        lines.extend(f"  [dim]run {escape(step.role)}> {escape(step.text)}[/]" for step in steps)
         if message.role == "user":
             lines.append(f"[cyan]you> {escape(message.content)}[/]")
         elif message.role == "assistant":

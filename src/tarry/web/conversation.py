@@ -1,4 +1,8 @@
-"""A chat's conversation as an approver reads it: the messages, each tool call with its result, what waits now."""
+"""A chat's conversation as an approver reads it: the messages, each tool call with its result, what waits now.
+
+A bridged chat's assistant messages hold the foreign run's transcript, as its library holds it
+([`new_steps`][tarry.bridges.new_steps]): each shows the steps the run took since the one before.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tarry.bridges import Step, new_steps
 from tarry.messages import Message, ToolCall
 from tarry.questions import Question
 from tarry.store.audit import DecisionEvent
@@ -34,6 +39,8 @@ class Turn:
 
     message: Message
     calls: list[CallView] = field(default_factory=list)
+    steps: tuple[Step, ...] = ()
+    """A bridged run's steps since the message before (its library's transcript); none for tarry's own chats."""
 
     @property
     def role(self) -> str:
@@ -63,10 +70,10 @@ def turns(
     asked = {question.tool_call.id: question for question in questions if question.tool_call is not None}
     working = {waiting.task.tool_call.id: waiting for waiting in tasks if waiting.task.tool_call is not None}
     shown = []
-    for message in messages:
+    for message, steps in zip(messages, new_steps(messages), strict=True):
         if message.role == "tool":
             continue
-        turn = Turn(message)
+        turn = Turn(message, steps=steps)
         for call in message.tool_calls:
             view = CallView(call, pretty_json(dict(call.arguments)), decisions=decided.get(call.id, []))
             _show_outcome(view, results.get(call.id), asked.get(call.id), working.get(call.id))
