@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, func, insert, inspect, select
 from sqlalchemy.exc import IntegrityError
 
 from tarry.clock import utcnow
 from tarry.edits import arguments_digest
 from tarry.errors import ProposalChangedError
 from tarry.store import Store
+from tarry.store.schema import MIGRATIONS
 from tarry.store.tables import chats, metadata, questions, tool_calls
 from tests.store.test_database_errors import migrate_to, on_database
 
@@ -122,3 +126,33 @@ async def test_0018_gives_each_undecided_approval_the_digest_of_what_it_proposes
         with pytest.raises(ProposalChangedError):  # the one-statement path on PostgreSQL reads the column
             await store.approve("question-1", seen=stored["question-2"])
         assert await store.approve("question-1", seen=stored["question-1"])
+
+
+def _downgrade(url: str, revision: str) -> Callable[[Any], None]:
+    def downgrade(connection: Any) -> None:
+        if url.startswith("sqlite"):
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")  # as tarry's own connections have them
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+
+    return downgrade
+
+
+async def test_0019_downgraded_keeps_the_calls_and_their_questions(database_url: str) -> None:
+    migrate_to(database_url, "0014")
+    on_database(database_url, _approvals_of_0014)
+    async with Store(database_url) as store:
+        await store.setup()
+    on_database(database_url, _downgrade(database_url, "0018"))
+
+    def kept(connection: Any) -> tuple[int, int, bool]:
+        found = {column["name"] for column in inspect(connection).get_columns("tarry_tool_calls")}
+        calls = connection.execute(select(func.count()).select_from(tool_calls)).scalar_one()
+        asked = connection.execute(select(func.count()).select_from(questions)).scalar_one()
+        return calls, asked, "ran" in found
+
+    results: list[tuple[int, int, bool]] = []
+    on_database(database_url, lambda connection: results.append(kept(connection)))
+    assert results == [(1, 3, False)]

@@ -23,5 +23,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("tarry_tool_calls") as batch:
-        batch.drop_column("ran")
+    # In place (SQLite 3.35 and later drop a plain column): a batch would rebuild the table, and dropping the old
+    # one, with tarry's foreign keys on, would delete every question of its calls (ON DELETE CASCADE).
+    op.drop_column("tarry_tool_calls", "ran")
