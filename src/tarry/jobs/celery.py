@@ -63,7 +63,7 @@ def register(
     default_poll_interval: float = DEFAULT_POLL_INTERVAL,
     sweep_interval: float | None = 10.0,
     check_batch: int = 256,
-    check_every: float = 0.1,
+    check_every: float = 0.05,
 ) -> Any:
     """Register the ``tarry.continue_chat`` task (and ``tarry.check_tasks``) on ``app`` for ``agents``; returns the
     first.
