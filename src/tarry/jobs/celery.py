@@ -38,7 +38,7 @@ from tarry.notices import Routes, Sender
 from tarry.questions import Question
 from tarry.running import run_sync
 from tarry.store import Store
-from tarry.store.due import earliest_due, overdue, take_if_due
+from tarry.store.due import earliest_due, overdue, take_if_due, wake_abandoned
 from tarry.store.outbox import work_waiting
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL
 from tarry.store.wakeups import Wakeups
@@ -181,19 +181,23 @@ def _look_for_due_in_workers(
 ) -> None:
     """In each worker, send ``tarry.check_tasks`` when a chat falls due (at most every ``every`` seconds while some
     stay due; a look every ``LONGEST_WAIT`` seconds at least). Before a look, every ``follow_ups`` seconds, record
-    approval policies' follow-ups, as the embedded worker does (so a decline on timeout comes before the lapse)."""
+    approval policies' follow-ups, and every half lease make due the chats whose calls or turn a dead process held,
+    as the embedded worker does (so a decline on timeout comes before the lapse)."""
     from celery.signals import worker_ready, worker_shutting_down
 
     stopping = threading.Event()
 
     async def look() -> None:
-        last_follow_up = float("-inf")
+        last_follow_up = last_wake = float("-inf")
         async with store() as watched:
             while not stopping.is_set():
                 if follow_ups is not None and time.monotonic() - last_follow_up >= follow_ups:
                     last_follow_up = time.monotonic()
                     await _follow_up(app, watched)
                 try:
+                    if time.monotonic() - last_wake > watched.lease / 2:  # calls or turns a dead process held
+                        last_wake = time.monotonic()
+                        await wake_abandoned(watched, served)
                     earliest = await earliest_due(watched, served, ())
                     wait = LONGEST_WAIT if earliest is None else (earliest - utcnow()).total_seconds()
                     if wait <= 0:
