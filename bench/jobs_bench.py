@@ -1,5 +1,5 @@
 """Background-work benchmarks: answer-to-model latency (embedded worker on SQLite and PostgreSQL, Celery),
-and how many working tasks one embedded worker keeps checked on time.
+and how many working tasks one embedded worker (and one Celery worker) keeps checked on time.
 
 Run from the repository root: ``python bench/jobs_bench.py [--postgres URL] [--broker URL] [--out FILE]``.
 Workers run as real processes (``tarry worker``, ``celery worker``) with the agents of ``tests/jobs/tools.py``.
@@ -29,6 +29,7 @@ from typing import Any
 NOTIFY_MARKER = "<!-- bench/notify_bench.py: the section below is its own -->"
 LATE = ("late_p50", "late_p99")
 SWEEP_TITLE = "## Working tasks one embedded worker keeps checked on time"
+CELERY_TITLE = "## Working tasks one Celery worker keeps checked on time"
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -109,17 +110,32 @@ def with_application(url: str, application: str) -> str:
 
 
 async def on_time(
-    url: str, markers: Path, tasks: int, seconds: float, check_batch: int, base: str | None, workers: int = 1
-) -> dict[str, float]:
-    """Run ``workers`` worker processes (batches of ``check_batch``; 0: a full step each) on the seeded tasks for
-    ``seconds`` after a warm-up; how late the checks came, and the CPU each check cost."""
+    url: str,
+    markers: Path,
+    tasks: int,
+    seconds: float,
+    check_batch: int,
+    base: str | None,
+    workers: int = 1,
+    broker: str | None = None,
+) -> dict[str, Any]:
+    """Run ``workers`` worker processes (batches of ``check_batch``; 0: a full step each; with ``broker``, Celery
+    workers of ``tests/jobs/celery_app.py``, batches of 256) on the seeded tasks for ``seconds`` after a warm-up; how
+    late the checks came, and the CPU each check cost."""
     markers.unlink(missing_ok=True)
     application = f"tarry-bench-{uuid.uuid4().hex[:8]}"
     target = with_application(url, application) if base else url
     command = [sys.executable, "-m", "tarry.cli", "worker", "--agents", "tests.jobs.tools:clerk", "--url", target,
                "--check-batch", str(check_batch)]  # fmt: skip
+    extra = None
+    if broker is not None:
+        command = [sys.executable, "-m", "celery", "-A", "tests.jobs.celery_app", "worker", "--pool", "threads",
+                   "--concurrency", "4", "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
+                   "--without-heartbeat"]  # fmt: skip
+        extra = {"TARRY_TEST_CELERY_BROKER": broker, "TARRY_TEST_CELERY_DB": target, "TARRY_TEST_CELERY_LEASE": "60",
+                 "TARRY_TEST_CELERY_QUEUE": f"tarry-bench-{uuid.uuid4().hex[:6]}"}  # fmt: skip
     log = markers.with_suffix(".log")  # the workers' warnings and errors
-    started = [start(command, markers, log=log) for _ in range(workers)]
+    started = [start(command, markers, extra, log=log) for _ in range(workers)]
     try:
         time.sleep(4.0)  # imports, connections, and the seeded tasks' first round, all due at once
         pids = backends(base, application) if base else []
@@ -147,6 +163,7 @@ async def on_time(
     return {
         "tasks": tasks,
         "workers": workers,
+        "celery": broker is not None,
         "batch": check_batch,
         "per_second": counted / (ended - began),
         "late_p50": statistics.median(gaps) if gaps else float("nan"),
@@ -175,20 +192,37 @@ async def sweep(
     return found
 
 
-def sweep_lines(loads: list[dict[str, Any]], seconds: float) -> list[str]:
-    def row(load: dict[str, Any]) -> str:
-        path = "full step each" if load["batch"] == 0 else f"batches of {load['batch']}"
-        db = "" if load["db_ms"] != load["db_ms"] else f"{load['db_ms']:.2f}"
-        # No task checked twice within the run: later than the run is long.
-        late = [f"{load[key] * 1000:.0f} ms" if load[key] == load[key] else f"> {seconds:.0f} s" for key in LATE]
-        return (
-            f"| {load['database']} | {load['tasks']} | {load['workers']} | {path} | {load['per_second']:.0f} "
-            f"| {late[0]} | {late[1]} | {load['worker_ms']:.2f} | {db} |"
-        )
+async def celery_sweep(base: str, broker: str, sizes: list[int], folder: Path, seconds: float) -> list[dict[str, Any]]:
+    """For each size, on PostgreSQL, one Celery worker process and one embedded worker (batches both) on the same
+    seeded tasks, one after the other."""
+    found = []
+    for tasks in sizes:
+        url = postgres_schema(base)
+        await fresh(url)
+        await seed_tasks(url, tasks)
+        for broker_or_none in (broker, None):
+            kind = "celery" if broker_or_none else "embedded"
+            markers = folder / f"markers-celery-sweep-{tasks}-{kind}"
+            figures = await on_time(url, markers, tasks, seconds, 256, base, 1, broker_or_none)
+            print("PostgreSQL", figures, flush=True)
+            found.append({"database": "PostgreSQL", **figures})
+    return found
 
+
+def _row(load: dict[str, Any], seconds: float) -> str:
+    path = "full step each" if load["batch"] == 0 else f"batches of {load['batch']}"
+    worker = f"{load['workers']} Celery" if load.get("celery") else f"{load['workers']} embedded"
+    db = "" if load["db_ms"] != load["db_ms"] else f"{load['db_ms']:.2f}"
+    # No task checked twice within the run: later than the run is long.
+    late = [f"{load[key] * 1000:.0f} ms" if load[key] == load[key] else f"> {seconds:.0f} s" for key in LATE]
+    return (
+        f"| {load['database']} | {load['tasks']} | {worker} | {path} | {load['per_second']:.0f} "
+        f"| {late[0]} | {late[1]} | {load['worker_ms']:.2f} | {db} |"
+    )
+
+
+def _table_head() -> list[str]:
     return [
-        SWEEP_TITLE,
-        "",
         f"Measured on {datetime.now(UTC):%Y-%m-%d} ({platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}), on a machine shared with other jobs (load average {os.getloadavg()[0]:.1f} "
         "as it ended): compare the rows of one size, measured one after the other on the same tasks.",
@@ -196,7 +230,42 @@ def sweep_lines(loads: list[dict[str, Any]], seconds: float) -> list[str]:
         "| database | tasks | workers | checked | checks/s | lateness p50 | lateness p99 | worker CPU ms/check "
         "| PostgreSQL CPU ms/check |",
         "|---|---|---|---|---|---|---|---|---|",
-        *(row(load) for load in loads),
+    ]
+
+
+def celery_lines(loads: list[dict[str, Any]], seconds: float) -> list[str]:
+    return [
+        CELERY_TITLE,
+        "",
+        *_table_head(),
+        *(_row(load, seconds) for load in loads),
+        "",
+        "As above, with one Celery worker process (`--pool threads --concurrency 4`, RabbitMQ, the app of",
+        "`tests/jobs/celery_app.py`, lease 60 s) beside one embedded worker on the same tasks. Its worker CPU is the",
+        "Celery process's (the broker's own is not counted). Each Celery worker looks for due chats and sends",
+        "`tarry.check_tasks`, which checks them in a batch (`tarry.jobs.celery.register`, `check_batch`).",
+        "",
+    ]
+
+
+def replace_section(text: str, title: str, lines: list[str], ends: tuple[str, ...]) -> str:
+    """``text`` with the section that starts at ``title`` (up to the first of ``ends`` after it) made ``lines``; a
+    section not there yet goes before the first of ``ends``."""
+    before, found, rest = text.partition(title)
+    if not found:
+        at = min((text.find(end) for end in ends if end in text), default=len(text))
+        before, rest = text[:at], text[at:]
+    else:
+        rest = rest[min((rest.find(end) for end in ends if end in rest), default=len(rest)) :]
+    return before + "\n".join(lines) + "\n" + rest
+
+
+def sweep_lines(loads: list[dict[str, Any]], seconds: float) -> list[str]:
+    return [
+        SWEEP_TITLE,
+        "",
+        *_table_head(),
+        *(_row(load, seconds) for load in loads),
         "",
         f"Each task asks to be checked every second (`poll_interval` 1 s); the figures cover {seconds:.0f} s after a",
         "4 s warm-up. Lateness is how much later than a second a task was checked again. Worker CPU is the worker",
@@ -259,14 +328,21 @@ async def main() -> None:
     parser.add_argument("--sizes", default="500,1000,2000,3000", help="numbers of working tasks, comma-separated")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds each lateness run measures")
     parser.add_argument("--sweep-only", action="store_true", help="only the lateness sweep; keep the other figures")
+    parser.add_argument("--celery-only", action="store_true", help="only the Celery sweep; keep the other figures")
     arguments = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
-    loads = await run_sweep(arguments, folder)
     out = Path(arguments.out)
+    sizes = [int(size) for size in arguments.sizes.split(",")]
+    if arguments.celery_only:
+        assert arguments.postgres and arguments.broker, "the Celery sweep needs --postgres and --broker"
+        found = await celery_sweep(arguments.postgres, arguments.broker, sizes, folder, arguments.seconds)
+        lines = celery_lines(found, arguments.seconds)
+        out.write_text(replace_section(out.read_text(), CELERY_TITLE, lines, (NOTIFY_MARKER,)))
+        return
+    loads = await run_sweep(arguments, folder)
     if arguments.sweep_only:
-        before, _, rest = out.read_text().partition(SWEEP_TITLE)
-        after = rest.partition(NOTIFY_MARKER)
-        out.write_text(before + "\n".join(sweep_lines(loads, arguments.seconds)) + "\n" + after[1] + after[2])
+        lines = sweep_lines(loads, arguments.seconds)
+        out.write_text(replace_section(out.read_text(), SWEEP_TITLE, lines, (CELERY_TITLE, NOTIFY_MARKER)))
         return
     await everything(arguments, folder, loads, out)
 
@@ -349,6 +425,10 @@ async def everything(arguments: argparse.Namespace, folder: Path, loads: list[di
         "",
         *sweep_lines(loads, arguments.seconds),
     ]
+    if arguments.postgres and arguments.broker:
+        sizes = [int(size) for size in arguments.sizes.split(",")]
+        found = await celery_sweep(arguments.postgres, arguments.broker, sizes, folder, arguments.seconds)
+        lines += celery_lines(found, arguments.seconds)
     kept = out.read_text().partition(NOTIFY_MARKER) if out.exists() else ("", "", "")
     # bench/notify_bench.py's section stays as that bench wrote it.
     out.write_text("\n".join(lines) + ("\n\n" + kept[1] + kept[2] if kept[1] else ""))

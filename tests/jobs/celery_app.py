@@ -1,12 +1,15 @@
 """The Celery app of the jobs tests: ``celery -A tests.jobs.celery_app worker`` with the variables below set.
 
 TARRY_TEST_CELERY_BROKER (the broker URL), TARRY_TEST_CELERY_DB (the database URL) and
-TARRY_TEST_CELERY_QUEUE (a queue of the test's own).
+TARRY_TEST_CELERY_QUEUE (a queue of the test's own); TARRY_TEST_CELERY_LEASE (seconds, default 3) and
+TARRY_TEST_CELERY_LOG (set: ``tarry.jobs`` logs at INFO to standard error).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 
 from celery import Celery
 
@@ -24,9 +27,13 @@ def make_app(broker: str, url: str) -> Celery:
         broker_transport_options={"visibility_timeout": 8},  # Redis: redeliver a killed worker's tasks soon
         worker_hijack_root_logger=False,
     )
-    register(app, [clerk()], url=url, lease=3.0, sweep_interval=2.0)
+    lease = float(os.environ.get("TARRY_TEST_CELERY_LEASE", "3"))
+    register(app, [clerk()], url=url, lease=lease, sweep_interval=2.0)
     return app
 
 
 broker = os.environ.get("TARRY_TEST_CELERY_BROKER")
 app = make_app(broker, os.environ["TARRY_TEST_CELERY_DB"]) if broker else Celery("tarry-tests")
+if os.environ.get("TARRY_TEST_CELERY_LOG"):
+    logging.getLogger("tarry.jobs").setLevel(logging.INFO)
+    logging.getLogger("tarry.jobs").addHandler(logging.StreamHandler(sys.stderr))

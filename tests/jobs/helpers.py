@@ -100,6 +100,14 @@ async def finished_chats(url: str) -> int:
     return int(found or 0)
 
 
+async def all_finished(url: str, chats: int, within: float) -> None:
+    """Wait until ``chats`` chats ended with the clerk's final reply; fail after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while await finished_chats(url) < chats:
+        assert time.monotonic() < deadline, f"only {await finished_chats(url)} of {chats} chats finished"
+        await asyncio.sleep(0.1)
+
+
 async def claims_left(url: str) -> list[str]:
     """Calls and chats still claimed (lease not run out), and open calls left claimed by a dead process."""
     now = utcnow()
@@ -177,10 +185,7 @@ async def kill_one_midway_then_check(
         )
         workers[0].send_signal(signal.SIGKILL)
         answers = json.loads(finish(answerer, timeout=180))
-        deadline = time.monotonic() + 180
-        while await finished_chats(url) < chats:
-            assert time.monotonic() < deadline, f"only {await finished_chats(url)} of {chats} chats finished"
-            await asyncio.sleep(0.2)
+        await all_finished(url, chats, 180)
     finally:
         for worker in workers[1:]:
             worker.send_signal(signal.SIGTERM)

@@ -5,7 +5,10 @@
 with ``countdown`` set to the next check. ``enqueue_on_decisions(store, app)`` makes every
 decision and cancellation recorded through ``store`` enqueue the chat's task. The task is
 acknowledged late and rejected when its worker dies, so a killed worker's chat is delivered
-again; the claims of the store keep every tool call to one run. ``register_notifier(app, senders)`` adds the
+again; the claims of the store keep every tool call to one run. With ``check_batch`` (the default), it also adds
+``tarry.check_tasks``, which each worker sends when chats fall due: it checks the working tasks of up to
+``check_batch`` due chats in one batch, as the embedded worker does (``tarry.jobs.checks``), and sends
+``tarry.continue_chat`` for the due chats that need a full step. ``register_notifier(app, senders)`` adds the
 ``tarry.deliver_notices`` task, a round of notifications' delivery, which each worker sends as soon as the outbox
 holds work (woken by the store as the embedded worker is) and Celery beat every second besides.
 """
@@ -28,13 +31,14 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
+from tarry.jobs.checks import run_batch, take_due
 from tarry.jobs.events import first_of
 from tarry.jobs.notifier import Notifier
 from tarry.notices import Routes, Sender
 from tarry.questions import Question
 from tarry.running import run_sync
 from tarry.store import Store
-from tarry.store.due import overdue, take_if_due
+from tarry.store.due import earliest_due, overdue, take_if_due, wake_abandoned
 from tarry.store.outbox import work_waiting
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL
 from tarry.store.wakeups import Wakeups
@@ -42,6 +46,12 @@ from tarry.store.wakeups import Wakeups
 logger = logging.getLogger("tarry.jobs")
 TASK_NAME = "tarry.continue_chat"
 """The name of the Celery task that carries a chat on."""
+CHECK_TASK_NAME = "tarry.check_tasks"
+"""The name of the Celery task that checks the working tasks of due chats in one batch."""
+CHECKS_AT_ONCE = 64
+"""How many task checks of its batch one ``tarry.check_tasks`` runs at once."""
+LONGEST_WAIT = 1.0
+"""Seconds between two looks of a worker for due chats, at most."""
 
 
 def register(
@@ -52,16 +62,29 @@ def register(
     lease: float = 60.0,
     default_poll_interval: float = DEFAULT_POLL_INTERVAL,
     sweep_interval: float | None = 10.0,
+    check_batch: int = 256,
+    check_every: float = 0.05,
 ) -> Any:
-    """Register the ``tarry.continue_chat`` task on ``app`` for ``agents``; returns the task.
+    """Register the ``tarry.continue_chat`` task (and ``tarry.check_tasks``) on ``app`` for ``agents``; returns the
+    first.
 
     Each worker thread opens its own [`Store`][tarry.store.Store] on ``url`` (default:
     ``TARRY_DATABASE_URL``) on its own event loop, kept between tasks. Every ``sweep_interval``
-    seconds each worker enqueues the chats overdue by more than a lease, so a message lost
-    with a killed worker (or a chat parked without an enqueue) is carried on all the same, and records the
-    reminders, escalations and declines on timeout that approval policies made due
+    seconds each worker records the reminders, escalations and declines on timeout that approval policies made due
     ([`Store.sweep_reminders`][tarry.store.Store.sweep_reminders]; a decline enqueues its chat).
+
+    With ``check_batch`` (the default, 256), a chat's next check is not a message of its own: each worker looks for
+    due chats when the first falls due (every second at least, and at most every ``check_every`` seconds) and then
+    sends ``tarry.check_tasks``, which takes up to ``check_batch`` due chats, checks the tasks of those that only
+    wait on working tasks in one batch (``CHECKS_AT_ONCE`` at once, saved in waves; ``tarry.jobs.checks``) and
+    sends ``tarry.continue_chat`` for the others; it sends itself again at once when it took a full batch. Due
+    chats are taken with ``FOR UPDATE SKIP LOCKED`` and pushed a lease ahead, and their calls claimed, so a killed
+    worker's chats fall due again once its lease runs out. With ``check_batch=0`` each chat has a chain of
+    scheduled ``tarry.continue_chat`` messages instead, and the sweep also enqueues the chats overdue by more than
+    a lease (a message lost with a killed worker, or a chat parked without an enqueue).
     """
+    if isinstance(check_batch, bool) or not isinstance(check_batch, int) or check_batch < 0:
+        raise ValueError(f"check_batch must be an int of 0 or more, got {check_batch!r}")
     served = agents_by_name(agents)
     local = threading.local()
 
@@ -90,19 +113,36 @@ def register(
             )
 
         next_check = run_sync(run(), verb="tarry.jobs.continue_chat")
-        if next_check is None:
-            return None
+        if next_check is None or check_batch:  # batched: the workers' looks for due chats find it then
+            return None if next_check is None else next_check.isoformat()
         countdown = max(0.0, (next_check - utcnow()).total_seconds())
         self.apply_async((chat_id,), {"scheduled": True}, countdown=countdown)
         return next_check.isoformat()
 
-    if sweep_interval is not None:
+    @app.task(name=CHECK_TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    def check_tasks(self: Any) -> int:
+        """Take due chats, check the tasks of those that only wait on working tasks in one batch, and send
+        ``tarry.continue_chat`` for the others; returns how many tasks it checked."""
+        batch = run_sync(take_due(store(), served, (), check_batch, batching=True), verb="tarry.jobs.checks.take_due")
+        for chat_id in sorted(batch.full_steps):
+            enqueue(app, chat_id)
+        if len(batch.picked) == check_batch:  # more may be due: another worker thread takes them meanwhile
+            self.apply_async()
+        if batch.checks:
+            limit = asyncio.Semaphore(CHECKS_AT_ONCE)
+            run_sync(run_batch(store(), served, batch, limit, default_poll_interval), verb="tarry.jobs.checks")
+        return len(batch.checks)
+
+    if check_batch:
+        _look_for_due_in_workers(app, served, lambda: Store(url, lease=lease), check_every, sweep_interval)
+    elif sweep_interval is not None:
         _sweep_in_workers(app, served, store, sweep_interval, lease)
     return continue_chat_task
 
 
 def _sweep_in_workers(app: Celery, served: dict[str, Any], store: Any, interval: float, grace: float) -> None:
-    """In each worker, every ``interval`` seconds, enqueue chats overdue by more than ``grace`` (a message lost)."""
+    """In each worker, every ``interval`` seconds, enqueue chats overdue by more than ``grace`` (a message lost) and
+    record approval policies' follow-ups."""
     from celery.signals import worker_ready, worker_shutting_down
 
     stopping = threading.Event()
@@ -114,15 +154,62 @@ def _sweep_in_workers(app: Celery, served: dict[str, Any], store: Any, interval:
                     enqueue(app, chat_id)
             except Exception:
                 logger.exception("Looking for overdue chats failed")
-            try:
-                followed = run_sync(store().sweep_reminders(), verb="tarry.store.Store.sweep_reminders")
-                for chat_id in {item.question.chat_id for item in followed if item.what == "decline"} - {None}:
-                    enqueue(app, str(chat_id))  # a decline on timeout: its chat carries on
-            except Exception:
-                logger.exception("Recording approval policies' follow-ups failed")
+            run_sync(_follow_up(app, store()), verb="tarry.store.Store.sweep_reminders")
 
     def start(**_: Any) -> None:
         threading.Thread(target=sweep_forever, name="tarry-sweep", daemon=True).start()
+
+    def stop(**_: Any) -> None:
+        stopping.set()
+
+    worker_ready.connect(start, weak=False)
+    worker_shutting_down.connect(stop, weak=False)
+
+
+async def _follow_up(app: Celery, store: Store) -> None:
+    """Record the follow-ups approval policies made due; a decline on timeout enqueues its chat, which carries on."""
+    try:
+        followed = await store.sweep_reminders()
+        for chat_id in {item.question.chat_id for item in followed if item.what == "decline"} - {None}:
+            await asyncio.to_thread(enqueue, app, str(chat_id))
+    except Exception:
+        logger.exception("Recording approval policies' follow-ups failed")
+
+
+def _look_for_due_in_workers(
+    app: Celery, served: dict[str, Any], store: Callable[[], Store], every: float, follow_ups: float | None
+) -> None:
+    """In each worker, send ``tarry.check_tasks`` when a chat falls due (at most every ``every`` seconds while some
+    stay due; a look every ``LONGEST_WAIT`` seconds at least). Before a look, every ``follow_ups`` seconds, record
+    approval policies' follow-ups, and every half lease make due the chats whose calls or turn a dead process held,
+    as the embedded worker does (so a decline on timeout comes before the lapse)."""
+    from celery.signals import worker_ready, worker_shutting_down
+
+    stopping = threading.Event()
+
+    async def look() -> None:
+        last_follow_up = last_wake = float("-inf")
+        async with store() as watched:
+            while not stopping.is_set():
+                if follow_ups is not None and time.monotonic() - last_follow_up >= follow_ups:
+                    last_follow_up = time.monotonic()
+                    await _follow_up(app, watched)
+                try:
+                    if time.monotonic() - last_wake > watched.lease / 2:  # calls or turns a dead process held
+                        last_wake = time.monotonic()
+                        await wake_abandoned(watched, served)
+                    earliest = await earliest_due(watched, served, ())
+                    wait = LONGEST_WAIT if earliest is None else (earliest - utcnow()).total_seconds()
+                    if wait <= 0:
+                        await asyncio.to_thread(app.send_task, CHECK_TASK_NAME)
+                        wait = every
+                except Exception:
+                    logger.exception("Looking for due chats failed")
+                    wait = LONGEST_WAIT
+                await asyncio.sleep(min(wait, LONGEST_WAIT))
+
+    def start(**_: Any) -> None:
+        threading.Thread(target=asyncio.run, args=(look(),), name="tarry-due-look", daemon=True).start()
 
     def stop(**_: Any) -> None:
         stopping.set()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +27,7 @@ from tarry.live import LiveCall, current_call
 from tarry.messages import ToolCall
 from tarry.questions import Question
 from tarry.store import Store
-from tarry.store.due import ChatSchedule
+from tarry.store.due import ChatSchedule, pick_due
 from tarry.store.task_checks import (
     HeldCheck,
     claim_checks,
@@ -84,6 +84,18 @@ class Batch:
     full_steps: set[str]
     """The picked chats that need a full step now (continue_chat): they have other work, a cancellation requested,
     or a task a tool cannot check here."""
+
+
+async def take_due(
+    store: Store, agents: Mapping[str, Agent], skip: Collection[str], limit: int, *, batching: bool
+) -> Batch:
+    """Take up to ``limit`` due chats of ``agents`` but ``skip`` ([`pick_due`][tarry.store.due.pick_due]) and split
+    them: with ``batching``, the calls of those that only wait on working tasks are claimed for a batch of checks
+    ([`claim_batch`][tarry.jobs.checks.claim_batch]); every other chat taken is in ``full_steps``."""
+    picked = await pick_due(store, agents, skip, limit)
+    if batching and picked:
+        return await claim_batch(store, agents, picked)
+    return Batch(picked, [], set(picked))
 
 
 async def claim_batch(store: Store, agents: Mapping[str, Agent], picked: Mapping[str, ChatSchedule]) -> Batch:

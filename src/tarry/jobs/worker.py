@@ -11,11 +11,11 @@ from collections import OrderedDict
 from tarry.chat import Chat
 from tarry.clock import utcnow
 from tarry.jobs.carry import Agents, agents_by_name, continue_chat
-from tarry.jobs.checks import Batch, claim_batch, run_batch
+from tarry.jobs.checks import Batch, run_batch, take_due
 from tarry.jobs.events import first_of
 from tarry.jobs.notifier import Notifier
 from tarry.store import Store
-from tarry.store.due import ChatSchedule, earliest_due, give_back, pick_due, wake_abandoned
+from tarry.store.due import ChatSchedule, earliest_due, give_back, wake_abandoned
 from tarry.store.schedule import DEFAULT_POLL_INTERVAL
 from tarry.store.wakeups import Wakeups
 
@@ -153,13 +153,10 @@ class Worker:
         free = max(self.concurrency - len(self._running), 0)
         batching = self.check_batch > 0 and len(self._batches) < BATCHES_AT_ONCE
         limit = free + (self.check_batch if batching else 0)
-        picked = await pick_due(self.store, self.agents, self._busy(), limit)
-        full, checking = sorted(picked), False
-        if batching and picked:
-            batch = await claim_batch(self.store, self.agents, picked)
-            full, checking = sorted(batch.full_steps), bool(batch.checks)
-            if checking:
-                self._start_batch(batch)
+        batch = await take_due(self.store, self.agents, self._busy(), limit, batching=batching)
+        picked, full, checking = batch.picked, sorted(batch.full_steps), bool(batch.checks)
+        if checking:
+            self._start_batch(batch)
         for chat_id in full[:free]:
             self._running[chat_id] = asyncio.create_task(self._carry(chat_id, picked[chat_id]))
         if len(full) > free:  # no room for their full steps: a finished step wakes the loop
