@@ -305,7 +305,8 @@ def _watch_in_workers(
     app: Celery, store: Callable[[], Store], senders: Callable[[], Sequence[Sender]], every: float
 ) -> None:
     """In each worker, look at the outbox every ``every`` seconds and on the store's wake-ups; send the delivery task
-    once when work waits, and again only once it was taken (or after ``KICK_AGAIN`` seconds)."""
+    once when work waits, and again every ``KICK_AGAIN`` seconds while work still waits (the first was lost or is
+    queued behind others)."""
     from celery.signals import worker_ready, worker_shutting_down
 
     stopping = threading.Event()
