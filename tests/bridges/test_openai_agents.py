@@ -25,7 +25,7 @@ from tarry.principals import Principal
 from tarry.store import Store
 from tarry.testing import advance_clock
 from tests.bridges import processes
-from tests.bridges.processes import finish
+from tests.bridges.processes import finish, start_together
 from tests.bridges.runs import finished_by_a_worker, refunds_done
 from tests.bridges.sdk_runs import PROMPT, make_agent, make_bridge, openai_api
 
@@ -93,8 +93,7 @@ async def test_eight_processes_racing_conflicting_decisions_record_one(
     racers = [
         start("race", database_url, question.id, "accept" if n % 2 else "decline", f"p{n}", str(go)) for n in range(8)
     ]
-    time.sleep(0.5)  # not synchronisation: the racers poll for the start file; this only lets them reach it
-    go.touch()
+    start_together(go, racers)
     winners = [outcome for outcome in (finish(racer) for racer in racers) if outcome["recorded"]]
     assert len(winners) == 1
     (winner,) = winners
@@ -122,8 +121,7 @@ async def test_four_processes_carrying_the_same_run_on_refund_once(
         assert await store.approve(question.id)
     go = tmp_path / "go"
     carriers = [start("carry", database_url, chat_id, str(go)) for _ in range(4)]
-    time.sleep(0.5)  # lets them reach the start line; they poll for it
-    go.touch()
+    start_together(go, carriers)
     for carrier in carriers:
         finish(carrier)
     bridge = make_bridge()

@@ -23,7 +23,7 @@ from tarry.store import Store
 from tarry.testing import advance_clock
 from tests.bridges import processes
 from tests.bridges.hang import hang_at, kill_when_hung
-from tests.bridges.processes import finish
+from tests.bridges.processes import finish, start_together
 from tests.bridges.runs import PROMPT, finished_by_a_worker, make_agent, make_bridge, refunds_done
 from tests.web.client import AUTH, Inbox
 
@@ -174,8 +174,7 @@ async def test_eight_processes_racing_conflicting_decisions_record_one(database_
     racers = [
         start("race", database_url, question.id, "accept" if n % 2 else "decline", f"p{n}", str(go)) for n in range(8)
     ]
-    time.sleep(0.5)  # not synchronisation: the racers poll for the start file; this only lets them reach it
-    go.touch()
+    start_together(go, racers)
     outcomes = [finish(racer) for racer in racers]
     winners = [outcome for outcome in outcomes if outcome["recorded"]]
     assert len(winners) == 1
@@ -198,8 +197,7 @@ async def test_four_processes_carrying_the_same_run_on_refund_once(database_url:
     chat_id = await approved_refund(database_url)
     go = tmp_path / "go"
     carriers = [start("carry", database_url, chat_id, str(go)) for _ in range(4)]
-    time.sleep(0.5)  # lets them reach the start line; they poll for it
-    go.touch()
+    start_together(go, carriers)
     for carrier in carriers:
         finish(carrier)
     async with Store(database_url) as store:

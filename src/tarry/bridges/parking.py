@@ -288,6 +288,10 @@ async def run_once(
 class _AllDecided(Exception):
     """A parking chat's model was asked again: every call of the run was decided as it parked (standing grants)."""
 
+    def __init__(self, chat_id: str) -> None:
+        super().__init__(f"Every call of chat {chat_id} was decided as it parked")
+        self.chat_id = chat_id
+
 
 class _Once:
     """A model whose one reply is already known: the run being parked."""
@@ -303,7 +307,8 @@ class _Once:
     async def complete(self, request: ModelRequest) -> Message:
         reply, self.reply = self.reply, None
         if reply is None:
-            raise _AllDecided()
+            turn = current_turn.get()
+            raise _AllDecided(turn.chat_id if turn is not None else "")
         return reply
 
 
@@ -313,16 +318,16 @@ async def park(store: Store, agent: Agent, prompt: str, reply: Message) -> Chat:
 
     Each call must be a stand-in of ``agent``'s: one that is not would close at once as an unknown tool. Parking
     never runs the foreign run on: when standing grants decided every call as it parked, the chat is left due,
-    as a person's decision leaves it, for a worker (or [`continue_chat`][tarry.jobs.continue_chat]) to carry on.
+    as a person's decision leaves it, for a worker (or [`continue_chat`][tarry.jobs.continue_chat]) to carry on,
+    and returned as loaded with the agent's model.
     """
     names = {tool.name for tool in agent.tools if isinstance(tool, Tool)}
     unknown = sorted({call.name for call in reply.tool_calls} - names)
     if unknown:
         raise ValueError(f"Agent {agent.name!r} has no stand-in for {', '.join(unknown)}: name them in its tools")
-    chat = await store.create_chat(model=_Once(reply, f"parking:{agent.name}"), agent=agent)
     try:
-        await chat.ask(prompt)
-    except _AllDecided:
-        postgres = not store.db.is_sqlite
-        await store.db.run_write(lambda connection: wake(connection, chat.id, postgres=postgres))
-    return chat
+        return await store.start_chat(prompt, model=_Once(reply, f"parking:{agent.name}"), agent=agent)
+    except _AllDecided as decided:
+        chat_id, postgres = decided.chat_id, not store.db.is_sqlite
+    await store.db.run_write(lambda connection: wake(connection, chat_id, postgres=postgres))
+    return await store.load_chat(chat_id, agent.make_model(), agent.tools, agent.instructions)
