@@ -290,7 +290,8 @@ def page(results: dict[str, dict[str, list[float]]], rounds: int, started: float
         " question found with `pending_questions`) and `continue_chat`, with all of those, and the approved"
         " tool's run marked started and finished on its call (`run_once`). An Agents SDK round trip is the same"
         " work; the SDK alone saves its `RunState` string, loads it, approves and runs on; through the bridge,"
-        " tarry runs the approved function tool itself in the call's step, under the call's claim.",
+        " the SDK runs the approved function tool inside `Runner.run`, its run marked started and finished on"
+        " its call (`run_once`).",
         "",
         "A LangGraph round trip: a one-node graph run to its `interrupt()`, checkpointed; a freshly compiled graph"
         " that reads the waiting interrupt (`get_state`) and resumes the thread (`Command(resume=...)`) to its"

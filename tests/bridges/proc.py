@@ -6,11 +6,11 @@ import asyncio
 import json
 import sys
 import time
-from pathlib import Path
 
 from tarry.jobs import continue_chat
 from tarry.principals import Principal
 from tarry.store import Store
+from tests.bridges.processes import at_the_start_line
 from tests.bridges.runs import PROMPT, make_bridge
 
 
@@ -38,8 +38,8 @@ async def carry(url: str, chat_id: str, start_file: str = "", lease: str = "60")
     bridge = make_bridge()
     async with Store(url, lease=float(lease)) as store:
         await store.pending_questions()  # open the pool before the start signal
-        while start_file and not Path(start_file).exists():
-            await asyncio.sleep(0.005)
+        if start_file:
+            await at_the_start_line(start_file)
         await continue_chat(store, chat_id, [bridge.agent])
         chat = await store.load_chat(chat_id, bridge.agent.make_model(), bridge.agent.tools)
         print(json.dumps({"last": chat.messages[-1].content, "role": chat.messages[-1].role}))
@@ -66,9 +66,8 @@ async def carry_to_the_end(url: str, chat_id: str, lease: str) -> None:
 async def race(url: str, question_id: str, decision: str, who: str, start_file: str) -> None:
     """Once ``start_file`` appears, approve or decline the question as ``who``; print whether it was recorded."""
     async with Store(url) as store:
-        await store.pending_questions()
-        while not Path(start_file).exists():
-            await asyncio.sleep(0.005)
+        await store.pending_questions()  # open the pool before the start signal
+        await at_the_start_line(start_file)
         if decision == "accept":
             recorded = await store.approve(question_id, by=Principal(who))
         else:

@@ -10,15 +10,21 @@ model has the results), having written the file ``TARRY_TEST_HANG_MARK`` names, 
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from pathlib import Path
 
 from pydantic_ai import Agent, CallDeferred, DeferredToolRequests
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from tarry.agents import Agent as TarryAgent
 from tarry.approvals import Approval
 from tarry.bridges.pydantic_ai import PydanticAIBridge
+from tarry.chat import Chat
+from tarry.jobs import Worker
+from tarry.store import Store
 from tests.bridges.hang import hang_in
 
 PROMPT = "Refund order A17 and look up its invoice"
@@ -79,3 +85,22 @@ def make_bridge(*, two_people: bool = False, ttl: float | None = None) -> Pydant
     """The bridge of the agent; ``two_people``: a refund needs two approvals."""
     approvals = {"refund": Approval(count=2)} if two_people else None
     return PydanticAIBridge(make_agent(), name="refunds", approvals=approvals, approval_ttl=ttl)
+
+
+async def finished_by_a_worker(store: Store, chat_id: str, agent: TarryAgent) -> Chat:
+    """The chat once a running [`Worker`][tarry.jobs.Worker] of ``agent`` carried it to its final reply (within a
+    minute): a due chat is one a worker finds."""
+    worker = Worker(store, [agent], poll_interval=0.05)
+    running = asyncio.create_task(worker.run())
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            chat = await store.load_chat(chat_id, agent.make_model(), agent.tools)
+            last = chat.messages[-1]
+            if last.role == "assistant" and not last.tool_calls:
+                return chat
+            assert time.monotonic() < deadline, "no worker carried the chat to its end"
+            await asyncio.sleep(0.02)
+    finally:
+        worker.stop()
+        await running

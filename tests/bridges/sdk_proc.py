@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from pathlib import Path
 
 from agents import Runner
 
@@ -16,6 +15,7 @@ from tarry.jobs import continue_chat
 from tarry.principals import Principal
 from tarry.store import Store
 from tests.bridges.proc import race
+from tests.bridges.processes import at_the_start_line
 from tests.bridges.sdk_runs import PROMPT, make_bridge, openai_api
 
 
@@ -42,8 +42,8 @@ async def carry(url: str, chat_id: str, start_file: str = "") -> None:
     bridge = make_bridge()
     async with Store(url) as store:
         await store.pending_questions()  # open the pool before the start signal
-        while start_file and not Path(start_file).exists():
-            await asyncio.sleep(0.005)
+        if start_file:
+            await at_the_start_line(start_file)
         await continue_chat(store, chat_id, [bridge.agent])
         chat = await store.load_chat(chat_id, bridge.agent.make_model(), bridge.agent.tools)
         print(json.dumps({"last": chat.messages[-1].content, "role": chat.messages[-1].role}))

@@ -41,7 +41,7 @@ from tests.bridges.graphs import (
     start_run,
 )
 from tests.bridges.hang import hang_at, kill_when_hung
-from tests.bridges.processes import finish
+from tests.bridges.processes import finish, start_together
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,8 +139,7 @@ async def test_eight_processes_racing_conflicting_decisions_record_one(
     racers = [
         start("race", database_url, question.id, "accept" if n % 2 else "decline", f"p{n}", str(go)) for n in range(8)
     ]
-    time.sleep(0.5)  # not synchronisation: the racers poll for the start file; this only lets them reach it
-    go.touch()
+    start_together(go, racers)
     outcomes = [finish(racer) for racer in racers]
     winners = [outcome for outcome in outcomes if outcome["recorded"]]
     assert len(winners) == 1
@@ -166,8 +165,7 @@ async def test_four_processes_resuming_the_same_run_refund_once(
     chat_id = await approved_refund(database_url, checkpoints)
     go = tmp_path / "go"
     carriers = [start("carry", database_url, checkpoints, chat_id, str(go)) for _ in range(4)]
-    time.sleep(0.5)  # lets them reach the start line; they poll for it
-    go.touch()
+    start_together(go, carriers)
     for carrier in carriers:
         finish(carrier)
     async with Store(database_url) as store:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import respx
-from agents import Runner, function_tool
+from agents import RunContextWrapper, Runner, function_tool
 
 from tarry.bridges import StandIn
 from tarry.bridges.openai_agents import OpenAIAgentsBridge
@@ -25,8 +25,8 @@ from tarry.principals import Principal
 from tarry.store import Store
 from tarry.testing import advance_clock
 from tests.bridges import processes
-from tests.bridges.processes import finish
-from tests.bridges.runs import refunds_done
+from tests.bridges.processes import finish, start_together
+from tests.bridges.runs import finished_by_a_worker, refunds_done
 from tests.bridges.sdk_runs import PROMPT, make_agent, make_bridge, openai_api
 
 
@@ -93,8 +93,7 @@ async def test_eight_processes_racing_conflicting_decisions_record_one(
     racers = [
         start("race", database_url, question.id, "accept" if n % 2 else "decline", f"p{n}", str(go)) for n in range(8)
     ]
-    time.sleep(0.5)  # not synchronisation: the racers poll for the start file; this only lets them reach it
-    go.touch()
+    start_together(go, racers)
     winners = [outcome for outcome in (finish(racer) for racer in racers) if outcome["recorded"]]
     assert len(winners) == 1
     (winner,) = winners
@@ -122,8 +121,7 @@ async def test_four_processes_carrying_the_same_run_on_refund_once(
         assert await store.approve(question.id)
     go = tmp_path / "go"
     carriers = [start("carry", database_url, chat_id, str(go)) for _ in range(4)]
-    time.sleep(0.5)  # lets them reach the start line; they poll for it
-    go.touch()
+    start_together(go, carriers)
     for carrier in carriers:
         finish(carrier)
     bridge = make_bridge()
@@ -168,6 +166,43 @@ async def test_a_carrier_killed_mid_tool_leaves_the_call_interrupted_not_run_aga
     assert last.startswith("refund: The refund call was interrupted")
     assert [line.split()[1] for line in started.read_text().splitlines()] == [str(carrier.pid)]  # entered once
     assert refunds_done() == []  # killed inside the tool, before its side effect; never run again
+
+
+async def test_standing_grants_on_both_calls_park_the_run_due_and_a_worker_refunds_once(
+    store: Store, api: respx.Route
+) -> None:
+    bridge = make_bridge()
+    for tool in ("refund", "lookup"):
+        await store.grant(tool, by="ops-ada", agent="refunds")
+    chat_id = await parked(store, bridge)  # both calls approved as it parked: park() does not raise
+    assert await store.pending_questions(chat_id) == []
+    assert refunds_done() == []  # approved, not run: parking never runs the foreign run on
+    chat = await finished_by_a_worker(store, chat_id, bridge.agent)
+    assert chat.messages[-1].content == "refund: Refunded A17 | lookup: INV-of-A17"
+    assert len(refunds_done()) == 1
+    decided = [event for event in await store.history(chat_id) if event.outcome == "decided"]
+    assert sorted(event.channel for event in decided) == ["grant", "grant"]
+
+
+async def test_the_approved_tool_gets_the_runs_context(store: Store, api: respx.Route) -> None:
+    seen: list[object] = []
+
+    @function_tool(needs_approval=True)
+    def refund(context: RunContextWrapper[dict[str, str]], order: str) -> str:
+        """Refund an order, as the run's context says."""
+        seen.append(context.context)
+        return f"Refunded {order}"
+
+    agent = make_agent().clone(tools=[refund])
+    bridge = OpenAIAgentsBridge(agent, name="refunds")
+    run = await Runner.run(agent, "Refund order A17", context={"desk": "ops"})
+    chat = await bridge.park(store, run)
+    (question,) = await store.pending_questions(chat.id)
+    assert await store.approve(question.id)
+    assert seen == []  # approving runs nothing
+    assert await continue_chat(store, chat.id, [bridge.agent]) is None
+    assert seen == [{"desk": "ops"}]
+    assert await last_reply(store, chat.id) == "refund: Refunded A17"
 
 
 async def test_an_approved_tool_that_returns_nothing_runs_once(store: Store, api: respx.Route) -> None:

@@ -23,8 +23,8 @@ from tarry.store import Store
 from tarry.testing import advance_clock
 from tests.bridges import processes
 from tests.bridges.hang import hang_at, kill_when_hung
-from tests.bridges.processes import finish
-from tests.bridges.runs import PROMPT, make_agent, make_bridge, refunds_done
+from tests.bridges.processes import finish, start_together
+from tests.bridges.runs import PROMPT, finished_by_a_worker, make_agent, make_bridge, refunds_done
 from tests.web.client import AUTH, Inbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,8 +174,7 @@ async def test_eight_processes_racing_conflicting_decisions_record_one(database_
     racers = [
         start("race", database_url, question.id, "accept" if n % 2 else "decline", f"p{n}", str(go)) for n in range(8)
     ]
-    time.sleep(0.5)  # not synchronisation: the racers poll for the start file; this only lets them reach it
-    go.touch()
+    start_together(go, racers)
     outcomes = [finish(racer) for racer in racers]
     winners = [outcome for outcome in outcomes if outcome["recorded"]]
     assert len(winners) == 1
@@ -198,8 +197,7 @@ async def test_four_processes_carrying_the_same_run_on_refund_once(database_url:
     chat_id = await approved_refund(database_url)
     go = tmp_path / "go"
     carriers = [start("carry", database_url, chat_id, str(go)) for _ in range(4)]
-    time.sleep(0.5)  # lets them reach the start line; they poll for it
-    go.touch()
+    start_together(go, carriers)
     for carrier in carriers:
         finish(carrier)
     async with Store(database_url) as store:
@@ -248,6 +246,21 @@ async def test_a_declines_note_reaches_the_model_and_the_tool_never_runs(store: 
     chat = await store.load_chat(chat_id, bridge.agent.make_model(), bridge.agent.tools)
     assert chat.messages[-1].content == ("refund: A17 was refunded last week | lookup: The accounts system is down")
     assert refunds_done() == []
+
+
+async def test_standing_grants_on_both_calls_park_the_run_due_and_a_worker_refunds_once(store: Store) -> None:
+    bridge = make_bridge()
+    for tool in ("refund", "lookup"):
+        await store.grant(tool, by="ops-ada", agent="refunds")
+    chat = await bridge.park(store, await bridge.pydantic_agent.run(PROMPT))  # every call approved as it parked
+    assert await store.pending_questions(chat.id) == []
+    assert refunds_done() == []  # approved, not run: parking never runs the foreign run on
+    chat = await finished_by_a_worker(store, chat.id, bridge.agent)
+    given = "lookup: A person approved this call but gave no result for it."  # a granted external call fails
+    assert chat.messages[-1].content == f"refund: Refunded A17 | {given}"
+    assert len(refunds_done()) == 1
+    decided = [event for event in await store.history(chat.id) if event.outcome == "decided"]
+    assert sorted(event.channel for event in decided) == ["grant", "grant"]
 
 
 async def test_two_people_must_approve_a_bridged_call(store: Store) -> None:

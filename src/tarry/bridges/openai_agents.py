@@ -9,9 +9,11 @@ interruption, under the SDK's call id. People decide them as any question. Carry
 or Celery) loads the state (``RunState.from_json``), applies the decisions and runs the agent on with
 ``Runner.run(agent, state)``, under the chat's turn claim, so in one process at a time:
 
-- approved: tarry runs the function tool when the call is approved, as it runs its own tools, under the
-  call's claim (so a process killed inside the tool leaves the call interrupted, not run again); the run
-  goes on with ``state.approve(item)`` and the SDK is handed that output instead of running the tool again;
+- approved: ``state.approve(item)``, and the SDK runs the function tool inside ``Runner.run``, with the run's
+  context, once: its run is marked started in tarry's store before the tool runs and its output recorded after
+  ([`run_once`][tarry.bridges.run_once], through [`running_once`][tarry.bridges.openai_agents.running_once]),
+  so a process killed inside the tool leaves the next one to hand the SDK the recorded output, or to tell the
+  model the call was interrupted, rather than run the tool again;
 - declined, lapsed or cancelled: ``state.reject(item, rejection_message=...)`` with the decline's note
   (else tarry's reason), which the SDK sends the model as the call's output;
 - answered with ``respond``: rejected too, with the person's result (text, or JSON) as that output, so
@@ -25,8 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from agents import Agent as SdkAgent
@@ -37,8 +38,6 @@ from pydantic_core import to_jsonable_python
 
 from tarry.agents import Agent
 from tarry.bridges.parking import (
-    ANYONE,
-    APPROVED,
     BridgeModel,
     Decided,
     StandIn,
@@ -47,6 +46,7 @@ from tarry.bridges.parking import (
     finished_reply,
     park,
     parked_reply,
+    run_once,
 )
 from tarry.chat import Chat
 from tarry.errors import CorruptStateError
@@ -55,7 +55,7 @@ from tarry.policies import Approval
 from tarry.running import sync_twin
 from tarry.store import Store
 
-__all__ = ["KEY", "FunctionToolStandIn", "OpenAIAgentsBridge", "OpenAIAgentsModel", "replaying", "transcript"]
+__all__ = ["KEY", "OpenAIAgentsBridge", "OpenAIAgentsModel", "running_once", "transcript"]
 
 KEY = "openai_agents"
 """Where a parked chat keeps the run's ``RunState`` as the SDK's JSON (``provider_data``)."""
@@ -89,14 +89,15 @@ class OpenAIAgentsBridge:
         """The Agents SDK agent whose runs this bridge parks and carries on."""
         self.approvals = policies
         function_tools = {tool.name: tool for tool in agent.tools if isinstance(tool, FunctionTool)}
-        stand_ins: list[StandIn] = [
-            FunctionToolStandIn(tool, requires_approval=policies.get(tool.name, Approval()), approval_ttl=approval_ttl)
-            for tool in function_tools.values()
-        ]
-        stand_ins += [
-            StandIn(tool_name, requires_approval=policies.get(tool_name, Approval()), approval_ttl=approval_ttl)
-            for tool_name in dict.fromkeys(tools)
-            if tool_name not in function_tools
+        described = {tool.name: tool.description for tool in function_tools.values()}
+        stand_ins = [
+            StandIn(
+                tool_name,
+                description=described.get(tool_name, ""),
+                requires_approval=policies.get(tool_name, Approval()),
+                approval_ttl=approval_ttl,
+            )
+            for tool_name in dict.fromkeys([*function_tools, *tools])
         ]
         self.agent = Agent(name, model=lambda: OpenAIAgentsModel(agent, run_config), tools=stand_ins)
         """The tarry agent of the parked chats: give it to whatever carries them on."""
@@ -109,37 +110,6 @@ class OpenAIAgentsBridge:
         return await park(store, self.agent, prompt_of(result.input), reply_of(result))
 
     park_sync = sync_twin(park)
-
-
-class FunctionToolStandIn(StandIn):
-    """Stands in for an Agents SDK function tool, and runs it once its call is approved.
-
-    The tool runs as tarry runs its own tools, under the call's claim, before the run goes on: a process
-    that dies inside it leaves the call interrupted (closed with an error saying so) rather than run
-    again. The tool gets a ``ToolContext`` of its own (no run context: ``context`` is ``None``); its output
-    is kept as JSON (``str`` for what JSON cannot hold) and handed to the SDK when the run goes on.
-    """
-
-    def __init__(
-        self,
-        tool: FunctionTool,
-        *,
-        requires_approval: Approval = ANYONE,
-        approval_ttl: float | None = None,
-    ) -> None:
-        super().__init__(
-            tool.name, description=tool.description, requires_approval=requires_approval, approval_ttl=approval_ttl
-        )
-        self.tool = tool
-
-    async def execute(self, **arguments: Any) -> dict[str, Any]:
-        """Run the approved call's tool; its output, for the SDK."""
-        given = json.dumps(arguments)
-        context: ToolContext[Any] = ToolContext(
-            context=None, tool_name=self.name, tool_call_id=f"tarry-{uuid.uuid4().hex}", tool_arguments=given
-        )
-        output = await self.tool.on_invoke_tool(context, given)
-        return {**APPROVED, "output": to_jsonable_python(output, fallback=str)}
 
 
 def prompt_of(given: str | Sequence[Any]) -> str:
@@ -215,11 +185,8 @@ class OpenAIAgentsModel(BridgeModel):
 
     async def carry_on(self, state: Any, decided: Mapping[str, Decided]) -> Message:
         """Run the agent on from its ``RunState`` JSON ``state``; park it again or return its output as the reply."""
-        ran = {tool.name for tool in self.agent.tools if isinstance(tool, FunctionTool)}  # by their stand-ins
-        outputs = {
-            key: made.result for key, made in decided.items() if made.outcome == "approved" and made.call.name in ran
-        }
-        agent = replaying(self.agent, outputs)
+        approved = {call_id for call_id, made in decided.items() if made.outcome == "approved"}
+        agent = running_once(self.agent, approved)
         run_state = await RunState.from_json(agent, state)
         for item in run_state.get_interruptions():
             decision = decided.get(item.call_id or "")
@@ -236,23 +203,30 @@ class OpenAIAgentsModel(BridgeModel):
         return finished_reply(output if isinstance(output, str) else repr(output), transcript(result))
 
 
-def replaying(agent: SdkAgent[Any], outputs: Mapping[str, Any]) -> SdkAgent[Any]:
-    """``agent`` whose function tools, called under a call id of ``outputs``, give that output without running:
-    tarry ran them when their calls were approved."""
-    if not outputs:
+def running_once(agent: SdkAgent[Any], approved: Collection[str]) -> SdkAgent[Any]:
+    """A clone of ``agent`` whose function tools, called under a call id of ``approved``, run once across
+    processes ([`run_once`][tarry.bridges.run_once]): a later run of the turn gets the recorded output, or, when
+    the tool's run was interrupted, tarry's message saying so as the call's output. ``agent`` when none is."""
+    if not approved:
         return agent
 
-    def replay(tool: FunctionTool) -> FunctionTool:
+    def once(tool: FunctionTool) -> FunctionTool:
         invoke = tool.on_invoke_tool
 
-        async def replayed(context: ToolContext[Any], arguments: str) -> Any:
-            if context.tool_call_id in outputs:
-                return outputs[context.tool_call_id]
-            return await invoke(context, arguments)
+        async def invoke_once(context: ToolContext[Any], arguments: str) -> Any:
+            if context.tool_call_id not in approved:
+                return await invoke(context, arguments)
+            return await run_once(
+                context.tool_call_id,
+                tool.name,
+                lambda: invoke(context, arguments),
+                as_json=lambda output: to_jsonable_python(output, fallback=str),
+                interrupted=lambda message: message,
+            )
 
-        return dataclasses.replace(tool, on_invoke_tool=replayed)
+        return dataclasses.replace(tool, on_invoke_tool=invoke_once)
 
-    return agent.clone(tools=[replay(tool) if isinstance(tool, FunctionTool) else tool for tool in agent.tools])
+    return agent.clone(tools=[once(tool) if isinstance(tool, FunctionTool) else tool for tool in agent.tools])
 
 
 def rejection_of(decision: Decided) -> str:

@@ -34,6 +34,7 @@ from tarry.live import current_turn
 from tarry.messages import Message, ModelRequest, ToolCall
 from tarry.policies import Approval
 from tarry.store import Store
+from tarry.store.schedule import wake
 from tarry.tools import Tool
 
 APPROVED: dict[str, Any] = {"approved": True}
@@ -53,10 +54,10 @@ Outcome = Literal["approved", "declined", "given"]
 class Decided:
     """What a person decided of one parked call, as the chat's tool result for it says.
 
-    ``outcome`` is ``"approved"`` (``result`` is the tool's output when the stand-in ran the tool itself),
-    ``"declined"`` (declined, lapsed or cancelled: ``message`` is the
-    decline's note if there was one, else tarry's reason) or ``"given"`` (``result`` is what the person
-    gave in place of running the call, with [`respond`][tarry.store.Store.respond]).
+    ``outcome`` is ``"approved"`` (the framework runs the call's tool as its run goes on), ``"declined"``
+    (declined, lapsed or cancelled: ``message`` is the decline's note if there was one, else tarry's reason) or
+    ``"given"`` (``result`` is what the person gave in place of running the call, with
+    [`respond`][tarry.store.Store.respond]).
     """
 
     call: ToolCall
@@ -284,6 +285,14 @@ async def run_once(
     return result
 
 
+class _AllDecided(Exception):
+    """A parking chat's model was asked again: every call of the run was decided as it parked (standing grants)."""
+
+    def __init__(self, chat_id: str) -> None:
+        super().__init__(f"Every call of chat {chat_id} was decided as it parked")
+        self.chat_id = chat_id
+
+
 class _Once:
     """A model whose one reply is already known: the run being parked."""
 
@@ -298,7 +307,8 @@ class _Once:
     async def complete(self, request: ModelRequest) -> Message:
         reply, self.reply = self.reply, None
         if reply is None:
-            raise RuntimeError("A parking chat asked its model twice; carry it on with its bridge's agent")
+            turn = current_turn.get()
+            raise _AllDecided(turn.chat_id if turn is not None else "")
         return reply
 
 
@@ -306,10 +316,18 @@ async def park(store: Store, agent: Agent, prompt: str, reply: Message) -> Chat:
     """Park a foreign run in ``store``: a new chat of ``agent`` whose user asked ``prompt`` and whose model replied
     ``reply`` ([`parked_reply`][tarry.bridges.parked_reply]). Its calls wait on their questions when it returns.
 
-    Each call must be a stand-in of ``agent``'s: one that is not would close at once as an unknown tool.
+    Each call must be a stand-in of ``agent``'s: one that is not would close at once as an unknown tool. Parking
+    never runs the foreign run on: when standing grants decided every call as it parked, the chat is left due,
+    as a person's decision leaves it, for a worker (or [`continue_chat`][tarry.jobs.continue_chat]) to carry on,
+    and returned as loaded with the agent's model.
     """
     names = {tool.name for tool in agent.tools if isinstance(tool, Tool)}
     unknown = sorted({call.name for call in reply.tool_calls} - names)
     if unknown:
         raise ValueError(f"Agent {agent.name!r} has no stand-in for {', '.join(unknown)}: name them in its tools")
-    return await store.start_chat(prompt, model=_Once(reply, f"parking:{agent.name}"), agent=agent)
+    try:
+        return await store.start_chat(prompt, model=_Once(reply, f"parking:{agent.name}"), agent=agent)
+    except _AllDecided as decided:
+        chat_id, postgres = decided.chat_id, not store.db.is_sqlite
+    await store.db.run_write(lambda connection: wake(connection, chat_id, postgres=postgres))
+    return await store.load_chat(chat_id, agent.make_model(), agent.tools, agent.instructions)
