@@ -6,6 +6,9 @@ bounded number at once, and saves every "still working" (with each chat's next c
 that changes something (a result, a question, an error) is saved as a chat step saves it, and its chat is made due
 at once for a full step ([`continue_chat`][tarry.jobs.continue_chat]), which asks the model. Any other due chat goes
 to a full step directly.
+
+A failure is kept to its chat: a chat whose save fails has its claims given back and is made due again, and a full
+step (for a check that asked a question as it ran) runs beside the saves of the other chats, its failure logged.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from tarry.live import LiveCall, current_call
 from tarry.messages import ToolCall
 from tarry.questions import Question
 from tarry.store import Store
-from tarry.store.due import ChatSchedule
+from tarry.store.due import ChatSchedule, give_back
 from tarry.store.task_checks import (
     HeldCheck,
     claim_checks,
+    release_chats,
     release_checks,
     renew_checks,
     save_changed,
@@ -39,6 +43,7 @@ from tarry.store.task_checks import (
 from tarry.tasks import Task
 from tarry.tools import Tool, call_maybe_async
 from tarry.toolsets import split_tools
+from tarry.tracing import span, span_ids
 
 logger = logging.getLogger("tarry.jobs")
 SAVE_EVERY = 0.05
@@ -84,16 +89,36 @@ class Batch:
     full_steps: set[str]
     """The picked chats that need a full step now (continue_chat): they have other work, a cancellation requested,
     or a task a tool cannot check here."""
+    checking: set[str] = field(default_factory=set)
+    """The chats whose checks are still under way: ``run_batch`` drops each once its checks are saved (and its
+    full step, if a check asked for one, is over), so a worker may take it again."""
 
 
 async def claim_batch(store: Store, agents: Mapping[str, Agent], picked: Mapping[str, ChatSchedule]) -> Batch:
     """Claim the calls of those ``picked`` chats that only wait on working tasks (one statement), and give back
-    those of chats whose tasks cannot be checked here; the rest of ``picked`` needs a full step."""
+    those of chats whose tasks cannot be checked here; the rest of ``picked`` needs a full step.
+
+    If this fails, every claim it took on the calls of ``picked`` is given back and ``picked`` is made due again
+    (as far as the database lets), then the error is raised."""
     candidates = [chat_id for chat_id, schedule in picked.items() if schedule.cancel_requested_at is None]
-    held = await claim_checks(store, candidates)
-    checks, unchecked = _prepare(held, agents, picked)
-    await release_checks(store, [check.row_id for check in unchecked])
-    return Batch(picked, checks, set(picked) - {check.held.chat_id for check in checks})
+    try:
+        held = await claim_checks(store, candidates)
+        checks, unchecked = _prepare(held, agents, picked)
+        await release_checks(store, [check.row_id for check in unchecked])
+    except Exception:
+        await _undo_pick(store, picked)
+        raise
+    chats = {check.held.chat_id for check in checks}
+    return Batch(picked, checks, set(picked) - chats, chats)
+
+
+async def _undo_pick(store: Store, picked: Mapping[str, ChatSchedule]) -> None:
+    """Give back this process's claims on the calls of ``picked`` and make those chats due now again."""
+    try:
+        await release_chats(store, picked)
+        await give_back(store, {chat_id: schedule.version for chat_id, schedule in picked.items()})
+    except Exception:
+        logger.exception("Giving back %d picked chat(s) failed; they fall due again after the lease", len(picked))
 
 
 async def run_batch(
@@ -101,10 +126,12 @@ async def run_batch(
 ) -> None:
     """Check the tasks of ``batch``, ``limit`` at once, and save what they came to: every "still working" and its
     chat's next check in one transaction, each change as a chat step saves it. A chat whose check asked a person
-    something as it ran is given a full step right here (``continue_chat``), which runs that check again.
+    something as it ran is given a full step (``continue_chat``), which runs that check again, beside the saves.
 
     The saves go in waves, every ``SAVE_EVERY`` seconds, of the chats whose checks all finished meanwhile, so a slow
     check holds back only its own chat; the claims are renewed meanwhile, as a chat step renews the claim it holds.
+    Each chat leaves ``batch.checking`` once it is saved. A failure is kept to its chat: one whose save fails has its
+    claims given back and is made due again; one whose full step fails is logged, as a worker logs a step's failure.
     """
 
     async def run(check: _Check) -> None:
@@ -112,25 +139,37 @@ async def run_batch(
             check.outcome = await _outcome(check)
             check.finished = utcnow()
 
+    async def step(chat_id: str) -> None:
+        try:
+            schedule = batch.picked[chat_id]
+            await continue_chat(store, chat_id, agents, default_poll_interval=default_poll_interval, schedule=schedule)
+        except Exception:
+            logger.exception("Carrying chat %s on failed; it falls due again after the lease", chat_id)
+        finally:
+            batch.checking.discard(chat_id)
+
     by_chat: dict[str, list[_Check]] = {}
     for check in batch.checks:
         by_chat.setdefault(check.held.chat_id, []).append(check)
     pending = {asyncio.ensure_future(asyncio.gather(*map(run, checks))): checks for checks in by_chat.values()}
     renewal = asyncio.create_task(_renew(store, [check.held.row_id for check in batch.checks]))
+    steps: list[asyncio.Task[None]] = []
     try:
         while pending:
             done, _ = await asyncio.wait(pending, timeout=SAVE_EVERY)
             finished = [check for running in done for check in pending.pop(running)]
             if finished:
-                for chat_id in await _save(store, finished, batch.picked, default_poll_interval):
-                    schedule = batch.picked[chat_id]
-                    await continue_chat(
-                        store, chat_id, agents, default_poll_interval=default_poll_interval, schedule=schedule
-                    )
+                asked = await _save_wave(store, finished, batch.picked, default_poll_interval)
+                batch.checking -= {check.held.chat_id for check in finished} - asked
+                steps += [asyncio.create_task(step(chat_id)) for chat_id in sorted(asked)]
+        renewal.cancel()
+        await asyncio.gather(*steps)
     finally:
         renewal.cancel()
         for running in pending:
             running.cancel()
+        for started in steps:
+            started.cancel()
     working = sum(check.working is not None for check in batch.checks)
     logger.info("Checked %d task(s) of %d chat(s) in a batch: %d still work", len(batch.checks), len(by_chat), working)
 
@@ -189,17 +228,44 @@ def _ready(tool: Tool | None, held: HeldCheck, now: datetime) -> _Check | None:
 
 
 async def _outcome(check: _Check) -> Outcome | None:
-    """What checking the task came to; ``None`` when its ``resume`` asked a question as it ran."""
+    """What checking the task came to; ``None`` when its ``resume`` asked a question as it ran. Traced as a full
+    step's ``resume`` is, with an ``execute_tool`` span."""
     call = check.task.tool_call
     assert call is not None
+    ids = span_ids({"chat_id": check.held.chat_id, "call_id": call.id})
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name, **ids}
     live = current_call.set(LiveCall(call, check.held.chat_id, _refuse_ask))
     try:
-        running = call_maybe_async(check.tool.resume, check.task, **check.arguments)
-        return await run_outcome(call, check.held.chat_id, running)
+        with span(f"execute_tool {call.name}", {**attributes, "gen_ai.tool.call.id": call.id}):
+            running = call_maybe_async(check.tool.resume, check.task, **check.arguments)
+            return await run_outcome(call, check.held.chat_id, running)
     except _AskedWhileChecked:
         return None
     finally:
         current_call.reset(live)
+
+
+async def _save_wave(
+    store: Store, checks: list[_Check], picked: Mapping[str, ChatSchedule], default_poll_interval: float
+) -> set[str]:
+    """``_save`` the checks of a wave, all together; if that fails, each chat's alone, so that a chat whose save
+    fails has its claims given back and is made due again while the others' checks are saved. Returns the chats
+    that need a full step."""
+    try:
+        return await _save(store, checks, picked, default_poll_interval)
+    except Exception:
+        logger.exception("Saving %d batched task check(s) together failed; saving them chat by chat", len(checks))
+    by_chat: dict[str, list[_Check]] = {}
+    for check in checks:
+        by_chat.setdefault(check.held.chat_id, []).append(check)
+    asked: set[str] = set()
+    for chat_id, own in by_chat.items():
+        try:
+            asked |= await _save(store, own, picked, default_poll_interval)
+        except Exception:
+            logger.exception("Saving the task checks of chat %s failed; it falls due again", chat_id)
+            await _undo_pick(store, {chat_id: picked[chat_id]})
+    return asked
 
 
 async def _save(

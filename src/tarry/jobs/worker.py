@@ -174,7 +174,7 @@ class Worker:
 
     def _busy(self) -> list[str]:
         """The chats this worker carries on now: in a full step, or in a batch of checks."""
-        return [*self._running, *(chat_id for batch in self._batches.values() for chat_id in batch.picked)]
+        return [*self._running, *(chat_id for batch in self._batches.values() for chat_id in batch.checking)]
 
     def _start_batch(self, batch: Batch) -> None:
         async def check() -> None:
