@@ -132,7 +132,13 @@ async def test_each_chat_leaves_the_batch_once_its_checks_are_saved(tmp_path: Pa
         late = await parked(store, slow, [{"name": "slow", "arguments": {"seconds": 1.0}}])
         batch = await claim_batch(store, {"slow": slow}, await picked_when_due(store, {"slow": slow}, 2))
         assert batch.checking == {quick, late}
-        running = asyncio.create_task(run_batch(store, {"slow": slow}, batch, asyncio.Semaphore(8), DEFAULT_POLL))
+        left: list[set[str]] = []
+        running = asyncio.create_task(
+            run_batch(
+                store, {"slow": slow}, batch, asyncio.Semaphore(8), DEFAULT_POLL,
+                on_leave=lambda: left.append(set(batch.checking)),
+            )
+        )  # fmt: skip
         deadline = time.monotonic() + 10
         while quick in batch.checking:
             assert time.monotonic() < deadline, "the quick chat never left the batch"
@@ -141,6 +147,7 @@ async def test_each_chat_leaves_the_batch_once_its_checks_are_saved(tmp_path: Pa
         assert (await task_data(store, quick))["checks"] == 1
         await asyncio.wait_for(running, 10)
         assert batch.checking == set()
+        assert left == [{late}, set()]  # the worker is woken as each chat leaves
 
 
 class Unreadable(Slow):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,7 +43,7 @@ from tarry.store.task_checks import (
 from tarry.tasks import Task
 from tarry.tools import Tool, call_maybe_async
 from tarry.toolsets import split_tools
-from tarry.tracing import span, span_ids
+from tarry.tracing import mark, span, span_ids
 
 logger = logging.getLogger("tarry.jobs")
 SAVE_EVERY = 0.05
@@ -122,7 +122,13 @@ async def _undo_pick(store: Store, picked: Mapping[str, ChatSchedule]) -> None:
 
 
 async def run_batch(
-    store: Store, agents: Mapping[str, Agent], batch: Batch, limit: asyncio.Semaphore, default_poll_interval: float
+    store: Store,
+    agents: Mapping[str, Agent],
+    batch: Batch,
+    limit: asyncio.Semaphore,
+    default_poll_interval: float,
+    *,
+    on_leave: Callable[[], None] | None = None,
 ) -> None:
     """Check the tasks of ``batch``, ``limit`` at once, and save what they came to: every "still working" and its
     chat's next check in one transaction, each change as a chat step saves it. A chat whose check asked a person
@@ -130,8 +136,9 @@ async def run_batch(
 
     The saves go in waves, every ``SAVE_EVERY`` seconds, of the chats whose checks all finished meanwhile, so a slow
     check holds back only its own chat; the claims are renewed meanwhile, as a chat step renews the claim it holds.
-    Each chat leaves ``batch.checking`` once it is saved. A failure is kept to its chat: one whose save fails has its
-    claims given back and is made due again; one whose full step fails is logged, as a worker logs a step's failure.
+    Each chat leaves ``batch.checking`` once it is saved (then ``on_leave`` is called, to wake a worker that may
+    take it again). A failure is kept to its chat: one whose save fails has its claims given back and is made due
+    again; one whose full step fails is logged, as a worker logs a step's failure.
     """
 
     async def run(check: _Check) -> None:
@@ -146,7 +153,12 @@ async def run_batch(
         except Exception:
             logger.exception("Carrying chat %s on failed; it falls due again after the lease", chat_id)
         finally:
-            batch.checking.discard(chat_id)
+            leave({chat_id})
+
+    def leave(chat_ids: set[str]) -> None:
+        batch.checking -= chat_ids
+        if chat_ids and on_leave is not None:
+            on_leave()
 
     by_chat: dict[str, list[_Check]] = {}
     for check in batch.checks:
@@ -160,7 +172,7 @@ async def run_batch(
             finished = [check for running in done for check in pending.pop(running)]
             if finished:
                 asked = await _save_wave(store, finished, batch.picked, default_poll_interval)
-                batch.checking -= {check.held.chat_id for check in finished} - asked
+                leave({check.held.chat_id for check in finished} - asked)
                 steps += [asyncio.create_task(step(chat_id)) for chat_id in sorted(asked)]
         renewal.cancel()
         await asyncio.gather(*steps)
@@ -229,7 +241,7 @@ def _ready(tool: Tool | None, held: HeldCheck, now: datetime) -> _Check | None:
 
 async def _outcome(check: _Check) -> Outcome | None:
     """What checking the task came to; ``None`` when its ``resume`` asked a question as it ran. Traced as a full
-    step's ``resume`` is, with an ``execute_tool`` span."""
+    step's ``resume`` is: an ``execute_tool`` span, and a ``pause`` mark when the call goes on waiting."""
     call = check.task.tool_call
     assert call is not None
     ids = span_ids({"chat_id": check.held.chat_id, "call_id": call.id})
@@ -238,11 +250,20 @@ async def _outcome(check: _Check) -> Outcome | None:
     try:
         with span(f"execute_tool {call.name}", {**attributes, "gen_ai.tool.call.id": call.id}):
             running = call_maybe_async(check.tool.resume, check.task, **check.arguments)
-            return await run_outcome(call, check.held.chat_id, running)
+            outcome = await run_outcome(call, check.held.chat_id, running)
     except _AskedWhileChecked:
         return None
     finally:
         current_call.reset(live)
+    task = outcome.task
+    if task is not None:
+        paused = {
+            "tarry.pause.reason": "question" if task.questions else "task",
+            "tarry.task.status": str(task.status),
+            "tarry.questions": len(outcome.questions),
+        }
+        mark(f"pause {call.name}", {"gen_ai.tool.name": call.name, **ids, **paused})
+    return outcome
 
 
 async def _save_wave(

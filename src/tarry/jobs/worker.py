@@ -179,7 +179,8 @@ class Worker:
     def _start_batch(self, batch: Batch) -> None:
         async def check() -> None:
             try:
-                await run_batch(self.store, self.agents, batch, self._check_slots, self.default_poll_interval)
+                slots, every = self._check_slots, self.default_poll_interval
+                await run_batch(self.store, self.agents, batch, slots, every, on_leave=self._slot_freed.set)
                 self.checks += len(batch.checks)
             except Exception:
                 logger.exception("Checking a batch of %d task(s) failed; they fall due again", len(batch.checks))
