@@ -158,9 +158,16 @@ class Unreadable(Slow):
         raise RuntimeError("cannot read the setting")
 
 
-async def test_a_failed_claim_gives_back_its_claims_and_its_picked_chats(tmp_path: Path) -> None:
+def database(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    return f"sqlite:///{tmp_path / 'jobs.db'}" if kind == "sqlite" else str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_a_failed_claim_gives_back_its_claims_and_its_picked_chats(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     broken = agent("broken", Unreadable())
-    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    url = database(kind, tmp_path, request)
     async with Store(url) as store:
         await store.setup()
         chat_ids = {await parked(store, broken, [{"name": "unreadable", "arguments": {"seconds": 0}}]) for _ in "ab"}
@@ -173,9 +180,12 @@ async def test_a_failed_claim_gives_back_its_claims_and_its_picked_chats(tmp_pat
     assert await claims_left(url) == []
 
 
-async def test_a_cancellation_since_the_pick_keeps_the_chat_out_of_the_batch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_a_cancellation_since_the_pick_keeps_the_chat_out_of_the_batch(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     slow = agent("slow", Slow())
-    async with Store(f"sqlite:///{tmp_path / 'jobs.db'}") as store:
+    async with Store(database(kind, tmp_path, request)) as store:
         await store.setup()
         cancelled = await parked(store, slow, [{"name": "slow", "arguments": {"seconds": 0}}])
         other = await parked(store, slow, [{"name": "slow", "arguments": {"seconds": 0}}])
