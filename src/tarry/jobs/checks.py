@@ -24,7 +24,14 @@ from tarry.agents import Agent
 from tarry.calls import Outcome
 from tarry.carrying import run_outcome
 from tarry.clock import utcnow
-from tarry.errors import ClaimLostError, InvalidArgumentsError
+from tarry.errors import (
+    ClaimLostError,
+    InvalidArgumentsError,
+    StoreConflictError,
+    StoreFullError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+)
 from tarry.jobs.carry import continue_chat
 from tarry.live import LiveCall, current_call
 from tarry.messages import ToolCall
@@ -46,6 +53,8 @@ from tarry.toolsets import split_tools
 from tarry.tracing import mark, span, span_ids
 
 logger = logging.getLogger("tarry.jobs")
+_DATABASE_AWAY = (StoreUnavailableError, StoreConflictError, StoreReadOnlyError, StoreFullError)
+"""What a save raises once the database stayed away through its retries: no chat's fault."""
 SAVE_EVERY = 0.05
 """Seconds between two saves of a batch's finished checks while others still run."""
 
@@ -271,21 +280,31 @@ async def _save_wave(
 ) -> set[str]:
     """``_save`` the checks of a wave, all together; if that fails, each chat's alone, so that a chat whose save
     fails has its claims given back and is made due again while the others' checks are saved. Returns the chats
-    that need a full step."""
-    try:
-        return await _save(store, checks, picked, default_poll_interval)
-    except Exception:
-        logger.exception("Saving %d batched task check(s) together failed; saving them chat by chat", len(checks))
+    that need a full step. A database that stayed away through a save's retries is not tried again chat by chat
+    (each would wait as long): every chat left is given back."""
     by_chat: dict[str, list[_Check]] = {}
     for check in checks:
         by_chat.setdefault(check.held.chat_id, []).append(check)
+    try:
+        return await _save(store, checks, picked, default_poll_interval)
+    except _DATABASE_AWAY:
+        logger.exception("Saving %d batched task check(s) failed; their chats fall due again", len(checks))
+        await _undo_pick(store, {chat_id: picked[chat_id] for chat_id in by_chat})
+        return set()
+    except Exception:
+        logger.exception("Saving %d batched task check(s) together failed; saving them chat by chat", len(checks))
     asked: set[str] = set()
+    left = dict(by_chat)
     for chat_id, own in by_chat.items():
+        del left[chat_id]
         try:
             asked |= await _save(store, own, picked, default_poll_interval)
-        except Exception:
+        except Exception as error:
             logger.exception("Saving the task checks of chat %s failed; it falls due again", chat_id)
-            await _undo_pick(store, {chat_id: picked[chat_id]})
+            given = [chat_id, *left] if isinstance(error, _DATABASE_AWAY) else [chat_id]
+            await _undo_pick(store, {chat: picked[chat] for chat in given})
+            if isinstance(error, _DATABASE_AWAY):
+                break
     return asked
 
 
