@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from tarry import Chat, Field, Task, Tool
+from tarry import Agent, Chat, Field, Task, Tool
+from tarry.jobs.checks import claim_batch, run_batch
 from tarry.store import Store
+from tarry.store.due import pick_due
 from tarry.testing import ScriptedModel
 from tarry.tracing import function_name
 from tests.spans import named, spans_fixture  # noqa: F401 (the spans fixture)
@@ -169,3 +173,47 @@ def test_a_transaction_is_named_by_its_function_never_by_its_arguments() -> None
         """A transaction the store runs as a partial."""
 
     assert function_name(functools.partial(renew, secret=SECRET)) == renew.__qualname__
+
+
+class Poll(Tool):
+    """A task that works on for its first check and ends at its second."""
+
+    def execute(self) -> Task:
+        return Task(poll_interval=0.01, data={"checks": 0})
+
+    def resume(self, task: Task) -> str | Task:
+        return "ready" if task.data["checks"] else Task(poll_interval=60, data={"checks": 1})
+
+
+async def test_a_batched_check_is_traced_as_a_full_steps_resume_is(tmp_path: Path, spans: InMemorySpanExporter) -> None:
+    agent = Agent("poller", model=lambda: ScriptedModel([[{"name": "poll", "arguments": {}}]]), tools=[Poll()])
+    async with Store(f"sqlite:///{tmp_path / 'chats.db'}") as store:
+        await store.setup()
+        chat = await store.create_chat(agent=agent)
+        await chat.ask("Poll")
+        [call] = [call for message in chat.messages for call in message.tool_calls]
+        ids = {"tarry.chat_id": chat.id, "tarry.call_id": call.id}
+        spans.clear()
+        deadline = time.monotonic() + 10
+        while not (picked := await pick_due(store, ["poller"], [], 1)):  # until its first check falls due
+            assert time.monotonic() < deadline, "the task's check never fell due"
+            await asyncio.sleep(0.01)
+        batch = await claim_batch(store, {"poller": agent}, picked)
+        assert len(batch.checks) == 1
+        await run_batch(store, {"poller": agent}, batch, asyncio.Semaphore(1), 1.0)
+        [run] = named(spans, "execute_tool poll")
+        assert run.kind is SpanKind.INTERNAL and run.status.status_code is StatusCode.UNSET
+        assert attributes(run) == {
+            **ids,
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "poll",
+            "gen_ai.tool.call.id": call.id,
+        }
+        [pause] = named(spans, "pause poll")
+        assert attributes(pause) == {
+            **ids,
+            "gen_ai.tool.name": "poll",
+            "tarry.pause.reason": "task",
+            "tarry.task.status": "working",
+            "tarry.questions": 0,
+        }

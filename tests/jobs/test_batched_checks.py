@@ -4,6 +4,7 @@ check that asks a person something as it runs."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 
@@ -28,6 +29,16 @@ async def test_batched_checks_with_a_worker_killed_never_overlap_lose_a_check_or
     orders = await counting_chats(url)
     workers = [start_worker(url, markers, lease=2.0) for _ in range(3)]
     await kill_one_while_counting_then_check(url, markers, workers, orders)
+    # Most checks were batched: a regression that gave every chat a full step would check none in a batch.
+    ended = sum(1 for line in markers.read_text().splitlines() if line.startswith("count-end "))
+    batched = batched_checks(tmp_path)
+    assert batched >= ended // 2, f"only {batched} of {ended} checks were batched"
+
+
+def batched_checks(folder: Path) -> int:
+    """How many task checks the workers whose logs are in ``folder`` logged as checked in a batch."""
+    logs = "".join(path.read_text() for path in folder.glob("process-*.err"))
+    return sum(int(count) for count in re.findall(r"Checked (\d+) task\(s\) of \d+ chat\(s\) in a batch", logs))
 
 
 class AsksOnThirdCheck(Tool):

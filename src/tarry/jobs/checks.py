@@ -6,13 +6,16 @@ bounded number at once, and saves every "still working" (with each chat's next c
 that changes something (a result, a question, an error) is saved as a chat step saves it, and its chat is made due
 at once for a full step ([`continue_chat`][tarry.jobs.continue_chat]), which asks the model. Any other due chat goes
 to a full step directly.
+
+A failure is kept to its chat: a chat whose save fails has its claims given back and is made due again, and a full
+step (for a check that asked a question as it ran) runs beside the saves of the other chats, its failure logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,16 +24,24 @@ from tarry.agents import Agent
 from tarry.calls import Outcome
 from tarry.carrying import run_outcome
 from tarry.clock import utcnow
-from tarry.errors import ClaimLostError, InvalidArgumentsError
+from tarry.errors import (
+    ClaimLostError,
+    InvalidArgumentsError,
+    StoreConflictError,
+    StoreFullError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+)
 from tarry.jobs.carry import continue_chat
 from tarry.live import LiveCall, current_call
 from tarry.messages import ToolCall
 from tarry.questions import Question
 from tarry.store import Store
-from tarry.store.due import ChatSchedule, pick_due
+from tarry.store.due import ChatSchedule, give_back, pick_due
 from tarry.store.task_checks import (
     HeldCheck,
     claim_checks,
+    release_chats,
     release_checks,
     renew_checks,
     save_changed,
@@ -39,8 +50,11 @@ from tarry.store.task_checks import (
 from tarry.tasks import Task
 from tarry.tools import Tool, call_maybe_async
 from tarry.toolsets import split_tools
+from tarry.tracing import mark, span, span_ids
 
 logger = logging.getLogger("tarry.jobs")
+_DATABASE_AWAY = (StoreUnavailableError, StoreConflictError, StoreReadOnlyError, StoreFullError)
+"""What a save raises once the database stayed away through its retries: no chat's fault."""
 SAVE_EVERY = 0.05
 """Seconds between two saves of a batch's finished checks while others still run."""
 
@@ -84,6 +98,9 @@ class Batch:
     full_steps: set[str]
     """The picked chats that need a full step now (continue_chat): they have other work, a cancellation requested,
     or a task a tool cannot check here."""
+    checking: set[str] = field(default_factory=set)
+    """The chats whose checks are still under way: ``run_batch`` drops each once its checks are saved (and its
+    full step, if a check asked for one, is over), so a worker may take it again."""
 
 
 async def take_due(
@@ -100,23 +117,49 @@ async def take_due(
 
 async def claim_batch(store: Store, agents: Mapping[str, Agent], picked: Mapping[str, ChatSchedule]) -> Batch:
     """Claim the calls of those ``picked`` chats that only wait on working tasks (one statement), and give back
-    those of chats whose tasks cannot be checked here; the rest of ``picked`` needs a full step."""
+    those of chats whose tasks cannot be checked here; the rest of ``picked`` needs a full step.
+
+    If this fails, every claim it took on the calls of ``picked`` is given back and ``picked`` is made due again
+    (as far as the database lets), then the error is raised."""
     candidates = [chat_id for chat_id, schedule in picked.items() if schedule.cancel_requested_at is None]
-    held = await claim_checks(store, candidates)
-    checks, unchecked = _prepare(held, agents, picked)
-    await release_checks(store, [check.row_id for check in unchecked])
-    return Batch(picked, checks, set(picked) - {check.held.chat_id for check in checks})
+    try:
+        held = await claim_checks(store, candidates)
+        checks, unchecked = _prepare(held, agents, picked)
+        await release_checks(store, [check.row_id for check in unchecked])
+    except Exception:
+        await _undo_pick(store, picked)
+        raise
+    chats = {check.held.chat_id for check in checks}
+    return Batch(picked, checks, set(picked) - chats, chats)
+
+
+async def _undo_pick(store: Store, picked: Mapping[str, ChatSchedule]) -> None:
+    """Give back this process's claims on the calls of ``picked`` and make those chats due now again."""
+    try:
+        await release_chats(store, picked)
+        await give_back(store, {chat_id: schedule.version for chat_id, schedule in picked.items()})
+    except Exception:
+        logger.exception("Giving back %d picked chat(s) failed; they fall due again after the lease", len(picked))
 
 
 async def run_batch(
-    store: Store, agents: Mapping[str, Agent], batch: Batch, limit: asyncio.Semaphore, default_poll_interval: float
+    store: Store,
+    agents: Mapping[str, Agent],
+    batch: Batch,
+    limit: asyncio.Semaphore,
+    default_poll_interval: float,
+    *,
+    on_leave: Callable[[], None] | None = None,
 ) -> None:
     """Check the tasks of ``batch``, ``limit`` at once, and save what they came to: every "still working" and its
     chat's next check in one transaction, each change as a chat step saves it. A chat whose check asked a person
-    something as it ran is given a full step right here (``continue_chat``), which runs that check again.
+    something as it ran is given a full step (``continue_chat``), which runs that check again, beside the saves.
 
     The saves go in waves, every ``SAVE_EVERY`` seconds, of the chats whose checks all finished meanwhile, so a slow
     check holds back only its own chat; the claims are renewed meanwhile, as a chat step renews the claim it holds.
+    Each chat leaves ``batch.checking`` once it is saved (then ``on_leave`` is called, to wake a worker that may
+    take it again). A failure is kept to its chat: one whose save fails has its claims given back and is made due
+    again; one whose full step fails is logged, as a worker logs a step's failure.
     """
 
     async def run(check: _Check) -> None:
@@ -124,25 +167,42 @@ async def run_batch(
             check.outcome = await _outcome(check)
             check.finished = utcnow()
 
+    async def step(chat_id: str) -> None:
+        try:
+            schedule = batch.picked[chat_id]
+            await continue_chat(store, chat_id, agents, default_poll_interval=default_poll_interval, schedule=schedule)
+        except Exception:
+            logger.exception("Carrying chat %s on failed; it falls due again after the lease", chat_id)
+        finally:
+            leave({chat_id})
+
+    def leave(chat_ids: set[str]) -> None:
+        batch.checking -= chat_ids
+        if chat_ids and on_leave is not None:
+            on_leave()
+
     by_chat: dict[str, list[_Check]] = {}
     for check in batch.checks:
         by_chat.setdefault(check.held.chat_id, []).append(check)
     pending = {asyncio.ensure_future(asyncio.gather(*map(run, checks))): checks for checks in by_chat.values()}
     renewal = asyncio.create_task(_renew(store, [check.held.row_id for check in batch.checks]))
+    steps: list[asyncio.Task[None]] = []
     try:
         while pending:
             done, _ = await asyncio.wait(pending, timeout=SAVE_EVERY)
             finished = [check for running in done for check in pending.pop(running)]
             if finished:
-                for chat_id in await _save(store, finished, batch.picked, default_poll_interval):
-                    schedule = batch.picked[chat_id]
-                    await continue_chat(
-                        store, chat_id, agents, default_poll_interval=default_poll_interval, schedule=schedule
-                    )
+                asked = await _save_wave(store, finished, batch.picked, default_poll_interval)
+                leave({check.held.chat_id for check in finished} - asked)
+                steps += [asyncio.create_task(step(chat_id)) for chat_id in sorted(asked)]
+        renewal.cancel()
+        await asyncio.gather(*steps)
     finally:
         renewal.cancel()
         for running in pending:
             running.cancel()
+        for started in steps:
+            started.cancel()
     working = sum(check.working is not None for check in batch.checks)
     logger.info("Checked %d task(s) of %d chat(s) in a batch: %d still work", len(batch.checks), len(by_chat), working)
 
@@ -201,17 +261,63 @@ def _ready(tool: Tool | None, held: HeldCheck, now: datetime) -> _Check | None:
 
 
 async def _outcome(check: _Check) -> Outcome | None:
-    """What checking the task came to; ``None`` when its ``resume`` asked a question as it ran."""
+    """What checking the task came to; ``None`` when its ``resume`` asked a question as it ran. Traced as a full
+    step's ``resume`` is: an ``execute_tool`` span, and a ``pause`` mark when the call goes on waiting."""
     call = check.task.tool_call
     assert call is not None
+    ids = span_ids({"chat_id": check.held.chat_id, "call_id": call.id})
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name, **ids}
     live = current_call.set(LiveCall(call, check.held.chat_id, _refuse_ask))
     try:
-        running = call_maybe_async(check.tool.resume, check.task, **check.arguments)
-        return await run_outcome(call, check.held.chat_id, running)
+        with span(f"execute_tool {call.name}", {**attributes, "gen_ai.tool.call.id": call.id}):
+            running = call_maybe_async(check.tool.resume, check.task, **check.arguments)
+            outcome = await run_outcome(call, check.held.chat_id, running)
     except _AskedWhileChecked:
         return None
     finally:
         current_call.reset(live)
+    task = outcome.task
+    if task is not None:
+        paused = {
+            "tarry.pause.reason": "question" if task.questions else "task",
+            "tarry.task.status": str(task.status),
+            "tarry.questions": len(outcome.questions),
+        }
+        mark(f"pause {call.name}", {"gen_ai.tool.name": call.name, **ids, **paused})
+    return outcome
+
+
+async def _save_wave(
+    store: Store, checks: list[_Check], picked: Mapping[str, ChatSchedule], default_poll_interval: float
+) -> set[str]:
+    """``_save`` the checks of a wave, all together; if that fails, each chat's alone, so that a chat whose save
+    fails has its claims given back and is made due again while the others' checks are saved. Returns the chats
+    that need a full step. A database that stayed away through a save's retries is not tried again chat by chat
+    (each would wait as long): every chat left is given back."""
+    by_chat: dict[str, list[_Check]] = {}
+    for check in checks:
+        by_chat.setdefault(check.held.chat_id, []).append(check)
+    try:
+        return await _save(store, checks, picked, default_poll_interval)
+    except _DATABASE_AWAY:
+        logger.exception("Saving %d batched task check(s) failed; their chats fall due again", len(checks))
+        await _undo_pick(store, {chat_id: picked[chat_id] for chat_id in by_chat})
+        return set()
+    except Exception:
+        logger.exception("Saving %d batched task check(s) together failed; saving them chat by chat", len(checks))
+    asked: set[str] = set()
+    left = dict(by_chat)
+    for chat_id, own in by_chat.items():
+        del left[chat_id]
+        try:
+            asked |= await _save(store, own, picked, default_poll_interval)
+        except Exception as error:
+            logger.exception("Saving the task checks of chat %s failed; it falls due again", chat_id)
+            given = [chat_id, *left] if isinstance(error, _DATABASE_AWAY) else [chat_id]
+            await _undo_pick(store, {chat: picked[chat] for chat in given})
+            if isinstance(error, _DATABASE_AWAY):
+                break
+    return asked
 
 
 async def _save(

@@ -171,12 +171,13 @@ class Worker:
 
     def _busy(self) -> list[str]:
         """The chats this worker carries on now: in a full step, or in a batch of checks."""
-        return [*self._running, *(chat_id for batch in self._batches.values() for chat_id in batch.picked)]
+        return [*self._running, *(chat_id for batch in self._batches.values() for chat_id in batch.checking)]
 
     def _start_batch(self, batch: Batch) -> None:
         async def check() -> None:
             try:
-                await run_batch(self.store, self.agents, batch, self._check_slots, self.default_poll_interval)
+                slots, every = self._check_slots, self.default_poll_interval
+                await run_batch(self.store, self.agents, batch, slots, every, on_leave=self._slot_freed.set)
                 self.checks += len(batch.checks)
             except Exception:
                 logger.exception("Checking a batch of %d task(s) failed; they fall due again", len(batch.checks))

@@ -41,7 +41,8 @@ class HeldCheck:
 
 def _claim_statement(chat_ids: list[str]) -> Any:
     """Claim the open calls of those of ``chat_ids`` whose every open call waits on a saved task and on nothing else:
-    no question of the call, no question of the chat undecided, and no claim on any of its open calls or its turn."""
+    no question of the call, no question of the chat undecided, no claim on any of its open calls or its turn, and no
+    cancellation requested (read again here: one may have come since the chat was picked)."""
     open_call = and_(tool_calls.c.chat_id.in_(chat_ids), tool_calls.c.result_message_id.is_(None))
     other_work = select(tool_calls.c.chat_id).where(
         open_call,
@@ -55,7 +56,9 @@ def _claim_statement(chat_ids: list[str]) -> Any:
     own_question = select(questions.c.chat_id).where(
         questions.c.chat_id.in_(chat_ids), questions.c.tool_call_id.is_(None), questions.c.decision.is_(None)
     )
-    turn_held = select(chats.c.id).where(chats.c.id.in_(chat_ids), chats.c.claimed_by.is_not(None))
+    turn_held = select(chats.c.id).where(
+        chats.c.id.in_(chat_ids), or_(chats.c.claimed_by.is_not(None), chats.c.cancel_requested_at.is_not(None))
+    )
     return (
         update(tool_calls)
         .where(
@@ -162,6 +165,25 @@ async def release_checks(store: Store, row_ids: Collection[int]) -> None:
     if row_ids:
         values = {"row_ids": sorted(row_ids), "owner": store.owner}
         await store.db.run_write(lambda connection: connection.execute(_RELEASE, values))
+
+
+_RELEASE_CHATS = (
+    update(tool_calls)
+    .where(
+        tool_calls.c.chat_id.in_(bindparam("chat_ids", expanding=True)),
+        tool_calls.c.result_message_id.is_(None),
+        tool_calls.c.claimed_by == bindparam("owner"),
+    )
+    .values(claimed_by=None, claimed_until=None)
+)
+
+
+async def release_chats(store: Store, chat_ids: Collection[str]) -> None:
+    """Give back, unchanged, every claim this process holds on an open call of ``chat_ids``: a batch that failed
+    before it knew (or could save) which calls it claimed."""
+    if chat_ids:
+        values = {"chat_ids": sorted(chat_ids), "owner": store.owner}
+        await store.db.run_write(lambda connection: connection.execute(_RELEASE_CHATS, values))
 
 
 async def save_changed(store: Store, check: HeldCheck, outcome: Outcome, due: datetime) -> bool:
