@@ -265,6 +265,7 @@ def register_notifier(
     the task at once share the work: each delivery is claimed by one.
     """
     local = threading.local()
+    begun = threading.Event()  # a delivery task began in this worker: what waits after it is the watch's to send
 
     def notifier() -> Notifier:
         if getattr(local, "notifier", None) is None:
@@ -275,6 +276,7 @@ def register_notifier(
     @app.task(name=NOTIFY_TASK_NAME, ignore_result=True)  # type: ignore[untyped-decorator]
     def deliver_notices() -> int:
         """One round of the notifier, and more while each finds a full batch; returns the deliveries claimed."""
+        begun.set()
 
         async def rounds() -> int:
             claimed = total = await notifier().deliver()
@@ -292,7 +294,7 @@ def register_notifier(
             NOTIFY_TASK_NAME: {"task": NOTIFY_TASK_NAME, "schedule": every},
         }
     if watch is not None:
-        _watch_in_workers(app, lambda: Store(url, lease=lease), senders, watch)
+        _watch_in_workers(app, lambda: Store(url, lease=lease), senders, watch, begun)
     return deliver_notices
 
 
@@ -302,11 +304,16 @@ or is queued behind others)."""
 
 
 def _watch_in_workers(
-    app: Celery, store: Callable[[], Store], senders: Callable[[], Sequence[Sender]], every: float
+    app: Celery,
+    store: Callable[[], Store],
+    senders: Callable[[], Sequence[Sender]],
+    every: float,
+    begun: threading.Event,
 ) -> None:
     """In each worker, look at the outbox every ``every`` seconds and on the store's wake-ups; send the delivery task
-    once when work waits, and again every ``KICK_AGAIN`` seconds while work still waits (the first was lost or is
-    queued behind others)."""
+    once when work waits; again when a delivery task began in this worker since (``begun``: work waiting now may
+    have come after it took its batch); and every ``KICK_AGAIN`` seconds while work still waits (the task sent was
+    lost, taken by another worker, or is queued behind others)."""
     from celery.signals import worker_ready, worker_shutting_down
 
     stopping = threading.Event()
@@ -325,6 +332,9 @@ def _watch_in_workers(
             try:
                 while not stopping.is_set():
                     wakeups.event.clear()
+                    if begun.is_set():
+                        begun.clear()
+                        kicked_at = None
                     try:
                         waiting = await watched.db.run_read(partial(work_waiting, channels=channels))
                         if not waiting:
