@@ -28,7 +28,7 @@ from openai import AsyncOpenAI
 from tarry.approvals import Approval
 from tarry.bridges.openai_agents import OpenAIAgentsBridge
 from tests.bridges.runs import refunds_file
-from tests.models.conftest import HTTPX2Mocker  # registers respx's "httpx2" mocker, which the SDK's client needs
+from tests.models.httpx2_mocker import HTTPX2Mocker  # registers respx's "httpx2" mocker, which the SDK's client needs
 
 __all__ = ["PROMPT", "HTTPX2Mocker", "make_agent", "make_bridge", "openai_api"]
 

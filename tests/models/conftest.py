@@ -13,38 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 import respx
-from respx.mocks import AbstractRequestMocker
 
 from tarry import Tool, tool
-
-
-class HTTPX2Mocker(AbstractRequestMocker):
-    """Patches httpx2's transports so respx routes answer the SDKs' requests."""
-
-    name = "httpx2"
-    targets = ["httpx2.HTTPTransport", "httpx2.AsyncHTTPTransport"]  # noqa: RUF012
-    target_methods = ["handle_request", "handle_async_request"]  # noqa: RUF012
-
-    @classmethod
-    def to_httpx_request(cls, **kwargs: Any) -> httpx.Request:
-        request: httpx2.Request = kwargs["request"]
-        return httpx.Request(request.method, str(request.url), headers=request.headers.raw, content=request.content)
-
-    @classmethod
-    def from_sync_httpx_response(cls, httpx_response: httpx.Response, target: Any, **kwargs: Any) -> httpx2.Response:
-        return httpx2.Response(
-            httpx_response.status_code, headers=httpx_response.headers.raw, content=httpx_response.read()
-        )
-
-    @classmethod
-    async def from_async_httpx_response(
-        cls, httpx_response: httpx.Response, target: Any, **kwargs: Any
-    ) -> httpx2.Response:
-        content = await httpx_response.aread()
-        return httpx2.Response(httpx_response.status_code, headers=httpx_response.headers.raw, content=content)
+from tests.models.httpx2_mocker import HTTPX2Mocker  # noqa: F401 (registers respx's "httpx2" mocker)
 
 
 @pytest.fixture
